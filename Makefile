@@ -1,0 +1,100 @@
+# Hermod: every target works from a fresh clone. `make deps` installs what
+# the others need; `make test` is what CI runs.
+
+SHELL        := /bin/bash
+.SHELLFLAGS  := -eu -o pipefail -c
+GO           ?= go
+BIN          := $(CURDIR)/bin
+export PATH  := $(BIN):$(PATH)
+
+# Debian packages the build and the tests need.
+APT_PACKAGES := libzmq3-dev pkg-config redis-server
+SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# Every module of the workspace (go.work), in a stable order.
+MODULES      = $(shell $(GO) list -m -f '{{.Dir}}' | sort)
+
+# Fuzz targets run this long each in `make test` (longer: make fuzz FUZZTIME=5m).
+FUZZTIME     ?= 4s
+# Benchmarks: make bench BENCH=ScheduleCycle BENCHTIME=2s COUNT=5
+BENCH        ?= .
+BENCHTIME    ?= 1s
+COUNT        ?= 1
+
+TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
+
+.PHONY: all deps apt-deps tools proto proto-check build test unit vet lint fmt fuzz-smoke fuzz bench clean help
+
+all: build
+
+help:
+	@echo "make deps         install Debian packages and the pinned Go tools (bin/)"
+	@echo "make test         vet, lint, proto check, unit + integration tests, fuzz smoke"
+	@echo "make build        build every module and the binaries into bin/"
+	@echo "make proto        regenerate libs/api from proto/"
+	@echo "make lint         golangci-lint over every module"
+	@echo "make bench        go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
+	@echo "make fuzz         run every fuzz target for FUZZTIME (default 4s)"
+
+deps: apt-deps tools
+
+# Installs only the packages that are missing.
+apt-deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "apt: installing$$missing"; \
+		$(SUDO) apt-get update -qq; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "apt: $(APT_PACKAGES) already installed"; fi
+
+# The pinned tools (tools/go.mod) are rebuilt only when their pins change.
+tools: $(TOOLS_STAMP)
+$(TOOLS_STAMP): tools/go.mod tools/go.sum
+	@echo "tools: building buf, protoc-gen-go, protoc-gen-go-grpc, golangci-lint, helm into bin/"
+	@mkdir -p $(BIN)
+	cd tools && GOWORK=off GOBIN=$(BIN) $(GO) install tool
+	@rm -f $(BIN)/.tools-*
+	@touch $@
+
+proto: tools
+	buf lint
+	buf generate
+
+# Fails when the committed generated code differs from what proto/ generates.
+proto-check: proto
+	@if [ -n "$$(git status --porcelain -- libs/api)" ]; then \
+		echo "libs/api is not what proto/ generates; run make proto and commit:"; \
+		git status --porcelain -- libs/api; git --no-pager diff --stat -- libs/api; exit 1; \
+	fi
+
+build:
+	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && CGO_ENABLED=0 $(GO) build ./...); done
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/hermodctl ./tools/hermodctl/cmd/hermodctl
+
+vet:
+	@for m in $(MODULES); do echo "vet $$m"; (cd "$$m" && $(GO) vet ./...); done
+
+lint: tools
+	@for m in $(MODULES); do echo "lint $$m"; (cd "$$m" && golangci-lint run ./...); done
+
+fmt: tools
+	@for m in $(MODULES); do (cd "$$m" && golangci-lint fmt ./...); done
+
+# Unit and integration tests of every module, with the race detector.
+unit:
+	@for m in $(MODULES); do echo "test $$m"; (cd "$$m" && $(GO) test -race -count=1 ./...); done
+
+# Every fuzz target briefly, from its committed seed corpus.
+fuzz-smoke:
+	@FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+fuzz: fuzz-smoke
+
+test: vet lint proto-check unit fuzz-smoke
+
+bench:
+	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done
+
+clean:
+	rm -rf $(BIN)
