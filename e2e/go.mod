@@ -1,0 +1,3 @@
+module github.com/hermod/hermod/e2e
+
+go 1.26.0

@@ -1,0 +1,110 @@
+// Package activerequest holds active-request-scorer, which prefers endpoints
+// with fewer in-flight requests, and its in-flight Tracker.
+package activerequest
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Type is the registered plugin type.
+const Type = "active-request-scorer"
+
+// Defaults.
+const (
+	DefaultRequestTimeout = 2 * time.Minute
+	DefaultMaxBusyScore   = 1.0
+)
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: Type, New: New})
+}
+
+// Params are active-request-scorer's parameters.
+type Params struct {
+	// RequestTimeout is how long a request counts as in flight without a
+	// completion (the engine is assumed to have dropped it).
+	RequestTimeout scheduling.Duration `json:"requestTimeout"`
+	// IdleThreshold is the in-flight count up to which an endpoint is idle
+	// (score 1.0).
+	IdleThreshold int `json:"idleThreshold"`
+	// MaxBusyScore caps the score of busy endpoints (0..1).
+	MaxBusyScore float64 `json:"maxBusyScore"`
+}
+
+// Scorer scores c <= idleThreshold as 1.0 and otherwise
+// (m - c)/m x maxBusyScore, where c is the endpoint's in-flight count and m
+// the largest count among the candidates. A request counts +1 on each
+// profile's primary target when it is scheduled and -1 when it completes
+// or times out.
+type Scorer struct {
+	scheduling.Named
+	params  Params
+	tracker *Tracker
+}
+
+// New builds an active-request-scorer.
+func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	p := Params{RequestTimeout: scheduling.Duration(DefaultRequestTimeout), MaxBusyScore: DefaultMaxBusyScore}
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return nil, err
+	}
+	if p.RequestTimeout <= 0 {
+		return nil, scheduling.ParamErrorf("requestTimeout", "must be positive (got %s)", p.RequestTimeout.Std())
+	}
+	if p.IdleThreshold < 0 {
+		return nil, scheduling.ParamErrorf("idleThreshold", "must not be negative (got %d)", p.IdleThreshold)
+	}
+	if p.MaxBusyScore < 0 || p.MaxBusyScore > 1 {
+		return nil, scheduling.ParamErrorf("maxBusyScore", "must be between 0 and 1 (got %v)", p.MaxBusyScore)
+	}
+	return &Scorer{
+		Named:   scheduling.Named{Type: Type, Name: name},
+		params:  p,
+		tracker: NewTracker(p.RequestTimeout.Std(), h.Now),
+	}, nil
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (s *Scorer) Parameters() any { return s.params }
+
+// Tracker returns the scorer's in-flight tracker.
+func (s *Scorer) Tracker() *Tracker { return s.tracker }
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	counts := s.tracker.snapshot(eps, scores)
+	maxCount := 0.0
+	for _, c := range counts {
+		maxCount = max(maxCount, c)
+	}
+	idle := float64(s.params.IdleThreshold)
+	for i, c := range counts {
+		if c <= idle {
+			scores[i] = 1
+		} else {
+			scores[i] = (maxCount - c) / maxCount * s.params.MaxBusyScore
+		}
+	}
+}
+
+// PreRequest implements scheduling.PreRequest: +1 on the primary target of
+// every profile that picked one.
+func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
+	var buf [4]string
+	names := buf[:0]
+	for _, pr := range res.Profiles {
+		if t, ok := pr.Target(); ok && pr.Err == nil {
+			names = append(names, t.Endpoint.Name)
+		}
+	}
+	s.tracker.Start(req.ID, names)
+}
+
+// ResponseComplete implements scheduling.ResponseComplete.
+func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
+	s.tracker.Done(resp.RequestID)
+}

@@ -1,0 +1,156 @@
+package activerequest
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Tracker counts in-flight requests per endpoint. A request is started with
+// the endpoints it occupies and done once; starting or finishing the same id
+// twice changes nothing (events may be redelivered). A request not done
+// within the timeout is dropped. Expiry is lazy, on the next call: every
+// entry has the same lifetime, so a FIFO in start order finds them in O(1).
+// It is safe for concurrent use.
+type Tracker struct {
+	mu       sync.Mutex
+	timeout  time.Duration
+	now      func() time.Time
+	counts   map[string]int
+	requests map[string]*entry
+	queue    []queued
+	head     int
+	seq      uint64
+}
+
+type entry struct {
+	seq       uint64
+	endpoints []string
+	inline    [2]string
+}
+
+type queued struct {
+	id      string
+	seq     uint64
+	started time.Time
+}
+
+// NewTracker returns a tracker dropping requests older than timeout.
+func NewTracker(timeout time.Duration, now func() time.Time) *Tracker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Tracker{timeout: timeout, now: now, counts: map[string]int{}, requests: map[string]*entry{}}
+}
+
+// Start records request id as in flight on endpoints, now.
+func (t *Tracker) Start(id string, endpoints []string) { t.StartAt(id, endpoints, t.now()) }
+
+// StartAt records request id as in flight on endpoints since started. An id
+// already in flight is left as it is. An empty id gets a private one (it can
+// then only end by timing out).
+func (t *Tracker) StartAt(id string, endpoints []string, started time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expire()
+	t.seq++
+	if id == "" {
+		id = "\x00anonymous-" + strconv.FormatUint(t.seq, 10)
+	}
+	if _, ok := t.requests[id]; ok {
+		return
+	}
+	e := &entry{seq: t.seq}
+	e.endpoints = e.inline[:0]
+	e.endpoints = append(e.endpoints, endpoints...)
+	for _, name := range endpoints {
+		t.counts[name]++
+	}
+	t.requests[id] = e
+	t.queue = append(t.queue, queued{id: id, seq: e.seq, started: started})
+}
+
+// Done records that request id ended. Unknown ids are ignored.
+func (t *Tracker) Done(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expire()
+	if e, ok := t.requests[id]; ok {
+		t.finish(id, e)
+	}
+}
+
+// InFlight returns the in-flight count of an endpoint.
+func (t *Tracker) InFlight(endpoint string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expire()
+	return t.counts[endpoint]
+}
+
+// Len returns the number of requests in flight.
+func (t *Tracker) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expire()
+	return len(t.requests)
+}
+
+// snapshot writes the in-flight count of eps[i] into dst[i] and returns dst.
+func (t *Tracker) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expire()
+	if len(t.counts) == 0 {
+		clear(dst)
+		return dst
+	}
+	for i, e := range eps {
+		dst[i] = float64(t.counts[e.Name])
+	}
+	return dst
+}
+
+func (t *Tracker) finish(id string, e *entry) {
+	for _, name := range e.endpoints {
+		if n := t.counts[name] - 1; n > 0 {
+			t.counts[name] = n
+		} else {
+			delete(t.counts, name)
+		}
+	}
+	delete(t.requests, id)
+}
+
+// expire drops requests started more than timeout ago. Queue entries of
+// requests already done are skipped (their seq no longer matches).
+func (t *Tracker) expire() {
+	deadline := t.now().Add(-t.timeout)
+	for t.head < len(t.queue) {
+		q := t.queue[t.head]
+		if e, ok := t.requests[q.id]; ok && e.seq == q.seq {
+			if q.started.After(deadline) {
+				break
+			}
+			t.finish(q.id, e)
+		}
+		t.queue[t.head] = queued{}
+		t.head++
+	}
+	// Compact once consumed or finished entries dominate: a long-lived
+	// request at the head must not pin every entry queued behind it.
+	if live := len(t.requests); len(t.queue) > 1024 && len(t.queue) > 2*(live+t.head) || t.head > 1024 && t.head*2 > len(t.queue) {
+		n := 0
+		for _, q := range t.queue[t.head:] {
+			if e, ok := t.requests[q.id]; ok && e.seq == q.seq {
+				t.queue[n] = q
+				n++
+			}
+		}
+		clear(t.queue[n:])
+		t.queue = t.queue[:n]
+		t.head = 0
+	}
+}

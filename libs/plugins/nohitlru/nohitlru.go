@@ -1,0 +1,160 @@
+// Package nohitlru holds no-hit-lru-scorer, which spreads cold requests
+// (no endpoint holds any block of their prefix) across endpoints so that KV
+// caches grow evenly.
+package nohitlru
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Type is the registered plugin type.
+const Type = "no-hit-lru-scorer"
+
+// Defaults.
+const (
+	DefaultPrefixPlugin = "prefix-cache-scorer"
+	DefaultLRUSize      = 1024
+	warmScore           = 0.5
+	// maxEndpoints bounds candidate indexes packed below a sequence number.
+	idxBits = 20
+)
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: Type, New: New})
+}
+
+// Params are no-hit-lru-scorer's parameters.
+type Params struct {
+	PrefixPluginType string `json:"prefixPluginType"`
+	PrefixPluginName string `json:"prefixPluginName"`
+	LRUSize          int    `json:"lruSize"`
+}
+
+// Scorer scores warm requests 0.5 everywhere. For a cold request it orders
+// the candidates: first those not in the LRU (never sent a cold request, or
+// forgotten), in candidate order; then the others from least to most
+// recently sent one. Rank r of N scores 1 - r/(N-1) (N = 1: 1.0). The
+// endpoints that serve a cold request (primary and prefill targets) move to
+// the front of the LRU, which holds the lruSize most recent.
+type Scorer struct {
+	scheduling.Named
+	params Params
+	prefix scheduling.PrefixMatcher
+
+	mu    sync.Mutex
+	lru   *list.List // of *tracked, most recent at the front
+	byKey map[string]*list.Element
+	seq   uint64
+}
+
+type tracked struct {
+	name string
+	seq  uint64
+}
+
+// New builds a no-hit-lru-scorer; its prefix plugin must be declared
+// earlier.
+func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	p := Params{PrefixPluginType: DefaultPrefixPlugin, PrefixPluginName: DefaultPrefixPlugin, LRUSize: DefaultLRUSize}
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return nil, err
+	}
+	if p.LRUSize < 1 {
+		return nil, scheduling.ParamErrorf("lruSize", "must be at least 1 (got %d)", p.LRUSize)
+	}
+	pp, err := h.Plugin(p.PrefixPluginName)
+	if err != nil {
+		return nil, scheduling.ParamErrorf("prefixPluginName", "no-hit-lru-scorer needs its prefix plugin declared before it: %v", err)
+	}
+	if pp.TypedName().Type != p.PrefixPluginType {
+		return nil, scheduling.ParamErrorf("prefixPluginType", "plugin %q has type %s, not %s", p.PrefixPluginName, pp.TypedName().Type, p.PrefixPluginType)
+	}
+	m, ok := pp.(scheduling.PrefixMatcher)
+	if !ok {
+		return nil, scheduling.ParamErrorf("prefixPluginName", "plugin %q (type %s) is not a prefix-cache plugin", p.PrefixPluginName, p.PrefixPluginType)
+	}
+	return &Scorer{
+		Named:  scheduling.Named{Type: Type, Name: name},
+		params: p,
+		prefix: m,
+		lru:    list.New(),
+		byKey:  map[string]*list.Element{},
+	}, nil
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (s *Scorer) Parameters() any { return s.params }
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	if s.prefix.MatchPrefix(ctx, cs, req, eps).Hit() {
+		for i := range scores {
+			scores[i] = warmScore
+		}
+		return
+	}
+	n := len(eps)
+	if n == 1 {
+		scores[0] = 1
+		return
+	}
+	if n >= 1<<idxBits {
+		panic(fmt.Sprintf("no-hit-lru-scorer: %d candidates exceed %d", n, 1<<idxBits))
+	}
+	// Untracked endpoints take the first ranks in candidate order; tracked
+	// ones follow by ascending sequence (oldest cold request first). Both
+	// are sorted at once by packing (seq << idxBits | index): untracked
+	// endpoints have seq 0.
+	keys := cs.ScratchUint64s(n)
+	s.mu.Lock()
+	for i, e := range eps {
+		var seq uint64
+		if el, ok := s.byKey[e.Name]; ok {
+			seq = el.Value.(*tracked).seq
+		}
+		keys[i] = seq<<idxBits | uint64(i)
+	}
+	s.mu.Unlock()
+	slices.Sort(keys)
+	denom := float64(n - 1)
+	for rank, k := range keys {
+		scores[k&(1<<idxBits-1)] = 1 - float64(rank)/denom
+	}
+}
+
+// PreRequest implements scheduling.PreRequest: a cold request's targets
+// become the most recently used.
+func (s *Scorer) PreRequest(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
+	if s.prefix.MatchPrefix(ctx, cs, req, res.Primary.Endpoints).Hit() {
+		return
+	}
+	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
+		if t, ok := pr.Target(); ok {
+			s.Touch(t.Endpoint.Name)
+		}
+	}
+}
+
+// Touch records that endpoint was just sent a cold request.
+func (s *Scorer) Touch(endpoint string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	if el, ok := s.byKey[endpoint]; ok {
+		el.Value.(*tracked).seq = s.seq
+		s.lru.MoveToFront(el)
+		return
+	}
+	s.byKey[endpoint] = s.lru.PushFront(&tracked{name: endpoint, seq: s.seq})
+	for s.lru.Len() > s.params.LRUSize {
+		old := s.lru.Remove(s.lru.Back()).(*tracked)
+		delete(s.byKey, old.name)
+	}
+}

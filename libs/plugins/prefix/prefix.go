@@ -1,0 +1,186 @@
+// Package prefix holds prefix-cache-scorer, the approximate prefix-cache
+// scorer: it needs no tokenizer and no KV events. The prompt (for chat, the
+// JSON of the messages) is cut into blocks of blockSizeTokens x 4
+// characters whose chained hashes are looked up in an index of the blocks
+// recently routed to each endpoint. score = consecutive matched blocks from
+// block 0 / total blocks.
+package prefix
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Type is the registered plugin type.
+const Type = "prefix-cache-scorer"
+
+// Defaults.
+const (
+	DefaultBlockSizeTokens        = 16
+	DefaultMaxPrefixBlocksToMatch = 256
+	DefaultLRUCapacityPerServer   = 31250
+	// CharsPerToken converts the token block size to characters.
+	CharsPerToken = 4
+)
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: Type, New: New})
+}
+
+// Params are prefix-cache-scorer's effective parameters.
+type Params struct {
+	// AutoTune takes the block size from the endpoints' reported
+	// vllm:cache_config_info block_size and each endpoint's LRU capacity
+	// from its num_gpu_blocks.
+	AutoTune               bool `json:"autoTune"`
+	BlockSizeTokens        int  `json:"blockSizeTokens"`
+	MaxPrefixBlocksToMatch int  `json:"maxPrefixBlocksToMatch"`
+	LRUCapacityPerServer   int  `json:"lruCapacityPerServer"`
+}
+
+type wireParams struct {
+	AutoTune               *bool `json:"autoTune"`
+	BlockSizeTokens        *int  `json:"blockSizeTokens"`
+	BlockSize              *int  `json:"blockSize"`
+	MaxPrefixBlocksToMatch *int  `json:"maxPrefixBlocksToMatch"`
+	LRUCapacityPerServer   *int  `json:"lruCapacityPerServer"`
+}
+
+// Plugin is the approximate prefix-cache scorer. It is a Scorer, a
+// PrefixMatcher (no-hit-lru-scorer and deciders read its match) and a
+// PreRequest hook that records the request's blocks for its targets.
+type Plugin struct {
+	scheduling.Named
+	params Params
+	index  *Index
+	key    scheduling.StateKey
+	pool   sync.Pool
+}
+
+// New builds a prefix-cache-scorer.
+func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	var w wireParams
+	if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
+		return nil, err
+	}
+	p := Params{AutoTune: true, BlockSizeTokens: DefaultBlockSizeTokens, MaxPrefixBlocksToMatch: DefaultMaxPrefixBlocksToMatch, LRUCapacityPerServer: DefaultLRUCapacityPerServer}
+	if w.BlockSize != nil {
+		if w.BlockSizeTokens == nil {
+			return nil, scheduling.ParamErrorf("blockSize", "is deprecated (a size in characters) and cannot be used alone; set blockSizeTokens (a size in tokens) instead")
+		}
+		h.Warn("parameters.blockSize is deprecated and ignored because blockSizeTokens is set")
+	}
+	if w.AutoTune != nil {
+		p.AutoTune = *w.AutoTune
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{{"blockSizeTokens", w.BlockSizeTokens, &p.BlockSizeTokens}, {"maxPrefixBlocksToMatch", w.MaxPrefixBlocksToMatch, &p.MaxPrefixBlocksToMatch}, {"lruCapacityPerServer", w.LRUCapacityPerServer, &p.LRUCapacityPerServer}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			return nil, scheduling.ParamErrorf(f.name, "must be at least 1 (got %d)", *f.v)
+		}
+		*f.dst = *f.v
+	}
+	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, index: NewIndex(), key: scheduling.StateKey("prefix/" + name)}
+	pl.pool.New = func() any { return &match{plugin: pl, PrefixMatch: scheduling.PrefixMatch{Matched: map[string]int{}}} }
+	return pl, nil
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (p *Plugin) Parameters() any { return p.params }
+
+// Index returns the plugin's block index.
+func (p *Plugin) Index() *Index { return p.index }
+
+// match is the plugin's per-request state: the shared PrefixMatch plus the
+// request's block hashes. It returns to the plugin's pool when the cycle
+// ends.
+type match struct {
+	scheduling.PrefixMatch
+	hashes []uint64
+	plugin *Plugin
+}
+
+// Release implements scheduling.Releaser.
+func (m *match) Release() {
+	clear(m.Matched)
+	m.hashes = m.hashes[:0]
+	m.TotalBlocks, m.BlockSizeTokens = 0, 0
+	m.plugin.pool.Put(m)
+}
+
+// MatchPrefix implements scheduling.PrefixMatcher.
+func (p *Plugin) MatchPrefix(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *scheduling.PrefixMatch {
+	return &p.match(cs, req, candidates).PrefixMatch
+}
+
+func (p *Plugin) match(cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *match {
+	if m, ok := scheduling.ReadState[*match](cs, p.key); ok {
+		return m
+	}
+	m := p.pool.Get().(*match)
+	m.BlockSizeTokens = p.blockSize(candidates)
+	m.hashes = Hashes(req.Model, req.PrefixText(), m.BlockSizeTokens*CharsPerToken, p.params.MaxPrefixBlocksToMatch, m.hashes[:0])
+	m.TotalBlocks = len(m.hashes)
+	p.index.Match(m.hashes, m.Matched)
+	cs.Write(p.key, m)
+	cs.Write(scheduling.PrefixMatchKey, &m.PrefixMatch)
+	return m
+}
+
+// blockSize is the configured block size, or with autoTune the block size
+// the first candidate reporting one uses.
+func (p *Plugin) blockSize(candidates []*scheduling.Endpoint) int {
+	if p.params.AutoTune {
+		for _, e := range candidates {
+			if e.Metrics != nil && e.Metrics.BlockSize > 0 {
+				return e.Metrics.BlockSize
+			}
+		}
+	}
+	return p.params.BlockSizeTokens
+}
+
+// capacity is the LRU size of a newly seen endpoint.
+func (p *Plugin) capacity(e *scheduling.Endpoint) int {
+	if p.params.AutoTune && e.Metrics != nil && e.Metrics.NumGPUBlocks > 0 {
+		return e.Metrics.NumGPUBlocks
+	}
+	return p.params.LRUCapacityPerServer
+}
+
+// Score implements scheduling.Scorer.
+func (p *Plugin) Score(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	m := p.match(cs, req, eps)
+	if !m.Hit() {
+		return
+	}
+	total := float64(m.TotalBlocks)
+	for i, e := range eps {
+		if n := m.Matched[e.Name]; n > 0 {
+			scores[i] = float64(n) / total
+		}
+	}
+}
+
+// PreRequest implements scheduling.PreRequest: the request's blocks are
+// now (about to be) cached on the primary target and the prefill target.
+func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
+	m := p.match(cs, req, res.Primary.Endpoints)
+	if len(m.hashes) == 0 {
+		return
+	}
+	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
+		if t, ok := pr.Target(); ok {
+			p.index.Add(t.Endpoint.Name, p.capacity(t.Endpoint), m.hashes)
+		}
+	}
+}

@@ -1,0 +1,364 @@
+// Package profilehandler holds the profile handlers: single-profile-handler,
+// disagg-profile-handler (decode, then optional encode and prefill stages
+// chosen by deciders) and the legacy pd-profile-handler.
+package profilehandler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
+)
+
+// Registered plugin types.
+const (
+	SingleType = "single-profile-handler"
+	DisaggType = "disagg-profile-handler"
+	PDType     = "pd-profile-handler"
+)
+
+// Types of the plugins the disaggregating handlers depend on.
+const (
+	disaggHeadersType      = "disagg-headers-handler"
+	prefillHeaderAliasType = "prefill-header-handler"
+	prefixDeciderType      = "prefix-based-pd-decider"
+	prefixScorerType       = "prefix-cache-scorer"
+)
+
+// HeaderDataParallelHostPort carries the decode endpoint's own address when
+// pd-profile-handler rewrites the target to primaryPort (data parallelism:
+// the rank behind primaryPort forwards to it).
+const HeaderDataParallelHostPort = "x-data-parallel-host-port"
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: SingleType, New: newSingle})
+	scheduling.Register(scheduling.Registration{Type: DisaggType, New: newDisagg})
+	scheduling.Register(scheduling.Registration{Type: PDType, New: newPD})
+}
+
+// Single runs the one configured profile; its result is primary.
+type Single struct {
+	scheduling.Named
+	profile string
+}
+
+func newSingle(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	var none struct{}
+	if err := scheduling.DecodeParameters(raw, &none, h); err != nil {
+		return nil, err
+	}
+	return &Single{Named: scheduling.Named{Type: SingleType, Name: name}}, nil
+}
+
+// CheckProfiles implements scheduling.ProfileHandler.
+func (s *Single) CheckProfiles(profiles []string) error {
+	if len(profiles) != 1 {
+		return fmt.Errorf("single-profile-handler runs exactly one profile, but %d are configured (%s); use disagg-profile-handler for several",
+			len(profiles), strings.Join(profiles, ", "))
+	}
+	s.profile = profiles[0]
+	return nil
+}
+
+// Run implements scheduling.ProfileHandler.
+func (s *Single) Run(ctx context.Context, _ *scheduling.CycleState, _ *scheduling.Request, r scheduling.ProfileRunner, res *scheduling.Result) error {
+	pr, err := r.RunProfile(ctx, s.profile)
+	if err != nil {
+		return err
+	}
+	res.Primary = pr
+	return nil
+}
+
+// DisaggParams are disagg-profile-handler's parameters (nested form; the
+// legacy flat keys map onto it).
+type DisaggParams struct {
+	Profiles struct {
+		Decode  string `json:"decode"`
+		Prefill string `json:"prefill"`
+		Encode  string `json:"encode"`
+	} `json:"profiles"`
+	Deciders struct {
+		Prefill string `json:"prefill,omitempty"`
+		Encode  string `json:"encode,omitempty"`
+	} `json:"deciders"`
+}
+
+type disaggWire struct {
+	DisaggParams
+	DecodeProfile            string `json:"decodeProfile"`
+	PrefillProfile           string `json:"prefillProfile"`
+	EncodeProfile            string `json:"encodeProfile"`
+	PrefillDeciderPluginName string `json:"prefillDeciderPluginName"`
+	EncodeDeciderPluginName  string `json:"encodeDeciderPluginName"`
+	DeciderPluginName        string `json:"deciderPluginName"`
+}
+
+// Disagg runs decode first (primary), then encode when the encode decider
+// says so, then prefill when the prefill decider says so. A failed optional
+// stage leaves the request decode-only.
+type Disagg struct {
+	scheduling.Named
+	params  DisaggParams
+	prefill scheduling.PrefillDecider
+	encode  scheduling.EncodeDecider
+	logger  *slog.Logger
+}
+
+func newDisagg(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	var w disaggWire
+	w.Profiles.Decode, w.Profiles.Prefill, w.Profiles.Encode = "decode", "prefill", "encode"
+	if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
+		return nil, err
+	}
+	legacy := func(value, key, nested string, dst *string) {
+		if value == "" {
+			return
+		}
+		h.Warn(fmt.Sprintf("parameters.%s is deprecated; use parameters.%s", key, nested))
+		*dst = value
+	}
+	legacy(w.DecodeProfile, "decodeProfile", "profiles.decode", &w.Profiles.Decode)
+	legacy(w.PrefillProfile, "prefillProfile", "profiles.prefill", &w.Profiles.Prefill)
+	legacy(w.EncodeProfile, "encodeProfile", "profiles.encode", &w.Profiles.Encode)
+	if w.Deciders.Prefill == "" {
+		// deciderPluginName has lower priority than prefillDeciderPluginName
+		legacy(w.DeciderPluginName, "deciderPluginName", "deciders.prefill", &w.Deciders.Prefill)
+		legacy(w.PrefillDeciderPluginName, "prefillDeciderPluginName", "deciders.prefill", &w.Deciders.Prefill)
+	}
+	if w.Deciders.Encode == "" {
+		legacy(w.EncodeDeciderPluginName, "encodeDeciderPluginName", "deciders.encode", &w.Deciders.Encode)
+	}
+	d := &Disagg{Named: scheduling.Named{Type: DisaggType, Name: name}, params: w.DisaggParams, logger: h.Logger()}
+	for field, v := range map[string]string{"profiles.decode": w.Profiles.Decode, "profiles.prefill": w.Profiles.Prefill, "profiles.encode": w.Profiles.Encode} {
+		if v == "" {
+			return nil, scheduling.ParamErrorf(field, "must not be empty")
+		}
+	}
+	if w.Deciders.Prefill != "" {
+		p, err := h.Plugin(w.Deciders.Prefill)
+		if err != nil {
+			return nil, scheduling.ParamErrorf("deciders.prefill", "%v", err)
+		}
+		dec, ok := p.(scheduling.PrefillDecider)
+		if !ok {
+			return nil, scheduling.ParamErrorf("deciders.prefill", "plugin %q (type %s) is not a prefill decider", w.Deciders.Prefill, p.TypedName().Type)
+		}
+		d.prefill = dec
+	}
+	if w.Deciders.Encode != "" {
+		p, err := h.Plugin(w.Deciders.Encode)
+		if err != nil {
+			return nil, scheduling.ParamErrorf("deciders.encode", "%v", err)
+		}
+		dec, ok := p.(scheduling.EncodeDecider)
+		if !ok {
+			return nil, scheduling.ParamErrorf("deciders.encode", "plugin %q (type %s) is not an encode decider", w.Deciders.Encode, p.TypedName().Type)
+		}
+		d.encode = dec
+	}
+	if d.prefill != nil || d.encode != nil {
+		if err := requireHeadersHandler(h); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// requireHeadersHandler checks that disagg-headers-handler is declared
+// before the handler: without it the decode pod never learns where the
+// prefill or encode stage ran.
+func requireHeadersHandler(h scheduling.Handle) error {
+	for _, p := range h.Earlier() {
+		if t := p.TypedName().Type; t == disaggHeadersType || t == prefillHeaderAliasType {
+			return nil
+		}
+	}
+	return errors.New("a decider is set, so disagg-headers-handler must be declared earlier in plugins (it tells the decode pod where prefill/encode ran)")
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (d *Disagg) Parameters() any { return d.params }
+
+// CheckProfiles implements scheduling.ProfileHandler.
+func (d *Disagg) CheckProfiles(profiles []string) error {
+	need := []struct{ field, name string }{{"profiles.decode", d.params.Profiles.Decode}}
+	if d.prefill != nil {
+		need = append(need, struct{ field, name string }{"profiles.prefill", d.params.Profiles.Prefill})
+	}
+	if d.encode != nil {
+		need = append(need, struct{ field, name string }{"profiles.encode", d.params.Profiles.Encode})
+	}
+	for _, n := range need {
+		if !slices.Contains(profiles, n.name) {
+			return fmt.Errorf("parameters.%s: no scheduling profile named %q (profiles: %s)", n.field, n.name, strings.Join(profiles, ", "))
+		}
+	}
+	return nil
+}
+
+// Run implements scheduling.ProfileHandler.
+func (d *Disagg) Run(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, r scheduling.ProfileRunner, res *scheduling.Result) error {
+	decode, err := r.RunProfile(ctx, d.params.Profiles.Decode)
+	if err != nil {
+		return err
+	}
+	res.Primary = decode
+	target, _ := decode.Target()
+	if d.encode != nil && d.encode.ShouldEncode(ctx, cs, req) {
+		if enc, err := r.RunProfile(ctx, d.params.Profiles.Encode); err == nil {
+			res.Encode = enc
+		} else {
+			stageFailed(ctx, d.logger, req, "encode", err)
+		}
+	}
+	if d.prefill != nil && d.prefill.ShouldPrefill(ctx, cs, req, target) {
+		if pf, err := r.RunProfile(ctx, d.params.Profiles.Prefill); err == nil {
+			res.Prefill = pf
+		} else {
+			stageFailed(ctx, d.logger, req, "prefill", err)
+		}
+	}
+	return nil
+}
+
+func stageFailed(ctx context.Context, l *slog.Logger, req *scheduling.Request, stage string, err error) {
+	l.LogAttrs(ctx, telemetry.V(2), "disaggregated stage found no endpoint; serving without it",
+		slog.String("stage", stage), slog.String("request_id", req.ID), slog.String("error", err.Error()))
+}
+
+// PDParams are pd-profile-handler's (flat) parameters.
+type PDParams struct {
+	DecodeProfile     string `json:"decodeProfile"`
+	PrefillProfile    string `json:"prefillProfile"`
+	PrefixPluginType  string `json:"prefixPluginType"`
+	PrefixPluginName  string `json:"prefixPluginName"`
+	PrimaryPort       int    `json:"primaryPort"`
+	DeciderPluginName string `json:"deciderPluginName"`
+}
+
+// PD is the legacy prefill/decode handler: decode first, then prefill when
+// its prefill decider says so. primaryPort rewrites the decode target's port
+// (the original address travels in x-data-parallel-host-port).
+type PD struct {
+	scheduling.Named
+	params  PDParams
+	decider scheduling.PrefillDecider
+	prefix  scheduling.PrefixMatcher
+	logger  *slog.Logger
+}
+
+func newPD(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	var p PDParams
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return nil, err
+	}
+	prefixNameSet, deciderSet := p.PrefixPluginName != "", p.DeciderPluginName != ""
+	if p.DecodeProfile == "" {
+		p.DecodeProfile = "decode"
+	}
+	if p.PrefillProfile == "" {
+		p.PrefillProfile = "prefill"
+	}
+	if p.PrefixPluginType == "" {
+		p.PrefixPluginType = prefixScorerType
+	}
+	if p.PrefixPluginName == "" {
+		p.PrefixPluginName = p.PrefixPluginType
+	}
+	if p.DeciderPluginName == "" {
+		p.DeciderPluginName = prefixDeciderType
+	}
+	if p.PrimaryPort != 0 && (p.PrimaryPort < 1 || p.PrimaryPort > 65535) {
+		return nil, scheduling.ParamErrorf("primaryPort", "must be between 1 and 65535 (got %d)", p.PrimaryPort)
+	}
+	pd := &PD{Named: scheduling.Named{Type: PDType, Name: name}, params: p, logger: h.Logger()}
+
+	// The decider: an explicitly named one must be declared earlier; left at
+	// its default and not declared at all, the handler makes one itself.
+	dp, err := h.Plugin(p.DeciderPluginName)
+	switch {
+	case err == nil:
+	case !deciderSet && errors.Is(err, scheduling.ErrNotDeclared):
+		dp, err = h.NewPlugin(prefixDeciderType, p.DeciderPluginName, nil)
+		if err != nil {
+			return nil, scheduling.ParamErrorf("deciderPluginName", "making the default decider: %v", err)
+		}
+		h.Warn(fmt.Sprintf("no plugin named %s is declared; using a default %s (nonCachedTokens 0: never disaggregates)", p.DeciderPluginName, prefixDeciderType))
+	default:
+		return nil, scheduling.ParamErrorf("deciderPluginName", "%v", err)
+	}
+	dec, ok := dp.(scheduling.PrefillDecider)
+	if !ok {
+		return nil, scheduling.ParamErrorf("deciderPluginName", "plugin %q (type %s) is not a prefill decider", p.DeciderPluginName, dp.TypedName().Type)
+	}
+	pd.decider = dec
+	if deciderSet {
+		if err := requireHeadersHandler(h); err != nil {
+			return nil, err
+		}
+	}
+
+	// The prefix plugin the decider's cached-token count comes from: needed
+	// when named explicitly; by default used if declared.
+	pp, err := h.Plugin(p.PrefixPluginName)
+	switch {
+	case err == nil:
+		m, ok := pp.(scheduling.PrefixMatcher)
+		if !ok || pp.TypedName().Type != p.PrefixPluginType {
+			return nil, scheduling.ParamErrorf("prefixPluginName", "plugin %q has type %s, not a %s prefix plugin", p.PrefixPluginName, pp.TypedName().Type, p.PrefixPluginType)
+		}
+		pd.prefix = m
+	case !prefixNameSet && errors.Is(err, scheduling.ErrNotDeclared):
+		// no prefix plugin: the decider sees no cached tokens
+	default:
+		return nil, scheduling.ParamErrorf("prefixPluginName", "%v", err)
+	}
+	return pd, nil
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (pd *PD) Parameters() any { return pd.params }
+
+// CheckProfiles implements scheduling.ProfileHandler.
+func (pd *PD) CheckProfiles(profiles []string) error {
+	for _, n := range []struct{ field, name string }{{"decodeProfile", pd.params.DecodeProfile}, {"prefillProfile", pd.params.PrefillProfile}} {
+		if !slices.Contains(profiles, n.name) {
+			return fmt.Errorf("parameters.%s: no scheduling profile named %q (profiles: %s)", n.field, n.name, strings.Join(profiles, ", "))
+		}
+	}
+	return nil
+}
+
+// Run implements scheduling.ProfileHandler.
+func (pd *PD) Run(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, r scheduling.ProfileRunner, res *scheduling.Result) error {
+	decode, err := r.RunProfile(ctx, pd.params.DecodeProfile)
+	if err != nil {
+		return err
+	}
+	res.Primary = decode
+	target, _ := decode.Target()
+	if pd.prefix != nil {
+		pd.prefix.MatchPrefix(ctx, cs, req, decode.Endpoints)
+	}
+	if pd.decider.ShouldPrefill(ctx, cs, req, target) {
+		if pf, err := r.RunProfile(ctx, pd.params.PrefillProfile); err == nil {
+			res.Prefill = pf
+		} else {
+			stageFailed(ctx, pd.logger, req, "prefill", err)
+		}
+	}
+	if pd.params.PrimaryPort != 0 {
+		res.SetHeader(HeaderDataParallelHostPort, target.HostPort())
+		for i := range decode.Targets {
+			decode.Targets[i].Port = pd.params.PrimaryPort
+		}
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+// Package scorer holds the stateless scorers that read endpoint metrics or
+// request headers: queue-scorer, running-requests-size-scorer,
+// kv-cache-utilization-scorer, load-aware-scorer, lora-affinity-scorer and
+// session-affinity-scorer. Endpoints without metrics yet count as idle.
+package scorer
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"slices"
+
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
+)
+
+// Registered plugin types.
+const (
+	QueueType           = "queue-scorer"
+	RunningRequestsType = "running-requests-size-scorer"
+	KVCacheType         = "kv-cache-utilization-scorer"
+	LoadAwareType       = "load-aware-scorer"
+	LoRAAffinityType    = "lora-affinity-scorer"
+	SessionAffinityType = "session-affinity-scorer"
+)
+
+// SessionTokenHeader carries the base64 (standard) endpoint name.
+const SessionTokenHeader = "x-session-token"
+
+// DefaultLoadThreshold is load-aware-scorer's default threshold.
+const DefaultLoadThreshold = 128
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: QueueType, New: noParams(QueueType, func(n scheduling.Named) scheduling.Plugin {
+		return &MinMax{Named: n, value: func(m *scheduling.Metrics) int { return m.WaitingRequests }}
+	})})
+	scheduling.Register(scheduling.Registration{Type: RunningRequestsType, New: noParams(RunningRequestsType, func(n scheduling.Named) scheduling.Plugin {
+		return &MinMax{Named: n, value: func(m *scheduling.Metrics) int { return m.RunningRequests }}
+	})})
+	scheduling.Register(scheduling.Registration{Type: KVCacheType, New: noParams(KVCacheType, func(n scheduling.Named) scheduling.Plugin {
+		return &KVCache{n}
+	})})
+	scheduling.Register(scheduling.Registration{Type: LoRAAffinityType, New: noParams(LoRAAffinityType, func(n scheduling.Named) scheduling.Plugin {
+		return &LoRAAffinity{n}
+	})})
+	scheduling.Register(scheduling.Registration{Type: LoadAwareType, New: newLoadAware})
+	scheduling.Register(scheduling.Registration{Type: SessionAffinityType, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
+			return nil, err
+		}
+		return &SessionAffinity{Named: scheduling.Named{Type: SessionAffinityType, Name: name}, logger: h.Logger()}, nil
+	}})
+}
+
+func noParams(typ string, mk func(scheduling.Named) scheduling.Plugin) scheduling.Factory {
+	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
+			return nil, err
+		}
+		return mk(scheduling.Named{Type: typ, Name: name}), nil
+	}
+}
+
+var idle = &scheduling.Metrics{}
+
+func metricsOf(e *scheduling.Endpoint) *scheduling.Metrics {
+	if e.Metrics == nil {
+		return idle
+	}
+	return e.Metrics
+}
+
+// MinMax scores (max - v)/(max - min) over the candidates for a metric v
+// (waiting requests for queue-scorer, running requests for
+// running-requests-size-scorer); all equal scores 1.0.
+type MinMax struct {
+	scheduling.Named
+	value func(*scheduling.Metrics) int
+}
+
+// Score implements scheduling.Scorer.
+func (s *MinMax) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	lo, hi := int(^uint(0)>>1), -1
+	for _, e := range eps {
+		v := s.value(metricsOf(e))
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if hi == lo {
+		for i := range scores {
+			scores[i] = 1
+		}
+		return
+	}
+	span := float64(hi - lo)
+	for i, e := range eps {
+		scores[i] = float64(hi-s.value(metricsOf(e))) / span
+	}
+}
+
+// KVCache scores 1 - KV-cache usage.
+type KVCache struct{ scheduling.Named }
+
+// Score implements scheduling.Scorer.
+func (KVCache) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	for i, e := range eps {
+		scores[i] = 1 - metricsOf(e).KVCacheUsage
+	}
+}
+
+// LoadAwareParams are load-aware-scorer's parameters.
+type LoadAwareParams struct {
+	// Threshold is the queue length counted as overload (default 128;
+	// values <= 0 mean the default).
+	Threshold int `json:"threshold"`
+}
+
+// LoadAware scores 0.5 for an empty queue and 0.5 x (1 - min(w, T)/T) for
+// w waiting requests: lightly loaded pods stay close together rather than
+// being spread over the whole [0, 1] range.
+type LoadAware struct {
+	scheduling.Named
+	params LoadAwareParams
+}
+
+func newLoadAware(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	p := LoadAwareParams{Threshold: DefaultLoadThreshold}
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return nil, err
+	}
+	if p.Threshold <= 0 {
+		h.Warn("parameters.threshold: must be positive; using the default 128")
+		p.Threshold = DefaultLoadThreshold
+	}
+	return &LoadAware{Named: scheduling.Named{Type: LoadAwareType, Name: name}, params: p}, nil
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (s *LoadAware) Parameters() any { return s.params }
+
+// Score implements scheduling.Scorer.
+func (s *LoadAware) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	t := s.params.Threshold
+	for i, e := range eps {
+		w := metricsOf(e).WaitingRequests
+		if w <= 0 {
+			scores[i] = 0.5
+			continue
+		}
+		scores[i] = 0.5 * (1 - float64(min(w, t))/float64(t))
+	}
+}
+
+// LoRAAffinity prefers endpoints where the request's adapter already runs
+// (1.0), then endpoints with a free adapter slot (running + waiting
+// adapters < max_lora: 0.8), then endpoints where it waits to load (0.6);
+// others score 0. Base-model requests score 1.0 everywhere.
+type LoRAAffinity struct{ scheduling.Named }
+
+// Score implements scheduling.Scorer.
+func (LoRAAffinity) Score(_ context.Context, _ *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	for i, e := range eps {
+		scores[i] = LoRAScore(req.Adapter, metricsOf(e))
+	}
+}
+
+// LoRAScore is lora-affinity-scorer's score of one endpoint.
+func LoRAScore(adapter string, m *scheduling.Metrics) float64 {
+	switch {
+	case adapter == "":
+		return 1
+	case slices.Contains(m.RunningLoRAs, adapter):
+		return 1
+	case len(m.RunningLoRAs)+len(m.WaitingLoRAs) < m.MaxLoRAs:
+		return 0.8
+	case slices.Contains(m.WaitingLoRAs, adapter):
+		return 0.6
+	}
+	return 0
+}
+
+// SessionAffinity scores 1.0 for the endpoint named by the request's
+// x-session-token (base64 of the endpoint name) and 0 for the others, and
+// sets the token of the serving endpoint on every response.
+type SessionAffinity struct {
+	scheduling.Named
+	logger *slog.Logger
+}
+
+// Score implements scheduling.Scorer.
+func (s *SessionAffinity) Score(ctx context.Context, _ *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	token := req.Header(SessionTokenHeader)
+	if token == "" {
+		return
+	}
+	name, err := base64.StdEncoding.DecodeString(token)
+	if err != nil {
+		s.logger.LogAttrs(ctx, telemetry.LevelRequest, "ignoring malformed session token",
+			slog.String("request_id", req.ID), slog.String("error", err.Error()))
+		return
+	}
+	for i, e := range eps {
+		if e.Name == string(name) {
+			scores[i] = 1
+		}
+	}
+}
+
+// ResponseReceived implements scheduling.ResponseReceived.
+func (s *SessionAffinity) ResponseReceived(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
+	if resp.Target.Endpoint != nil {
+		resp.SetHeader(SessionTokenHeader, SessionToken(resp.Target.Endpoint.Name))
+	}
+}
+
+// SessionToken encodes an endpoint name as a session token.
+func SessionToken(endpoint string) string {
+	return base64.StdEncoding.EncodeToString([]byte(endpoint))
+}

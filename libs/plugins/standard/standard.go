@@ -1,0 +1,39 @@
+// Package standard registers every plugin of this build with
+// scheduling.DefaultRegistry. Binaries import it for its side effect:
+//
+//	import _ "github.com/hermod/hermod/libs/plugins/standard"
+package standard
+
+import (
+	// Each package registers its plugin types in init().
+	_ "github.com/hermod/hermod/libs/plugins/activerequest"
+	_ "github.com/hermod/hermod/libs/plugins/contextlength"
+	_ "github.com/hermod/hermod/libs/plugins/decider"
+	_ "github.com/hermod/hermod/libs/plugins/filter"
+	_ "github.com/hermod/hermod/libs/plugins/headers"
+	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
+	_ "github.com/hermod/hermod/libs/plugins/picker"
+	_ "github.com/hermod/hermod/libs/plugins/prefix"
+	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
+	_ "github.com/hermod/hermod/libs/plugins/scorer"
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Unavailable lists plugin types that EndpointPickerConfigs use but this
+// build does not provide yet. Naming one is an error ("not available in this
+// build"), except that plugins needing a feature gate the config does not
+// enable are skipped with a warning, as they would be anyway.
+var Unavailable = []scheduling.Registration{
+	{Type: "precise-prefix-cache-scorer"},
+	{Type: "predicted-latency-scorer"},
+	{Type: "tokenizer", Gate: scheduling.GatePrepareDataPlugins},
+	{Type: "responses-store", Gate: scheduling.GatePrepareDataPlugins},
+	{Type: "models-data-source"},
+	{Type: "model-server-protocol-models"},
+}
+
+func init() {
+	for _, r := range Unavailable {
+		scheduling.Register(r)
+	}
+}

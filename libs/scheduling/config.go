@@ -1,0 +1,646 @@
+package scheduling
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// API versions of EndpointPickerConfig Hermod accepts.
+const (
+	APIVersionGIE  = "inference.networking.x-k8s.io/v1alpha1"
+	APIVersionLLMD = "llm-d.ai/v1alpha1"
+	ConfigKind     = "EndpointPickerConfig"
+)
+
+// Config is a parsed EndpointPickerConfig, before plugins are built.
+type Config struct {
+	APIVersion         string
+	Kind               string
+	FeatureGates       []string
+	Plugins            []PluginSpec
+	SchedulingProfiles []ProfileSpec
+	// Data is the data-layer section (key "data", or "dataLayer").
+	Data *DataSpec
+	// Sections the scheduling core does not interpret; the services that own
+	// them (gateway flow control, saturation detection) decode them.
+	SaturationDetector json.RawMessage
+	FlowControl        json.RawMessage
+	Parser             json.RawMessage
+	RequestControl     json.RawMessage
+	// FromValuesFile is set when the config came from a Helm values file's
+	// `config:` key.
+	FromValuesFile bool
+}
+
+// PluginSpec is one entry of plugins:.
+type PluginSpec struct {
+	Type       string
+	Name       string // defaults to Type
+	Parameters json.RawMessage
+}
+
+// ProfileSpec is one entry of schedulingProfiles:.
+type ProfileSpec struct {
+	Name    string
+	Plugins []ProfilePluginSpec
+}
+
+// ProfilePluginSpec is a plugin reference inside a profile.
+type ProfilePluginSpec struct {
+	PluginRef string
+	// Weight is nil when the config does not set one (default 1).
+	Weight *float64
+}
+
+// DataSpec is the data-layer section.
+type DataSpec struct {
+	Sources []DataSourceSpec
+}
+
+// DataSourceSpec is a data source and its extractors.
+type DataSourceSpec struct {
+	PluginRef  string
+	Extractors []string
+}
+
+// DefaultConfig is the configuration used when none is given: queue-scorer
+// (weight 2), kv-cache-utilization-scorer (2), prefix-cache-scorer (3) and
+// max-score-picker in one profile.
+func DefaultConfig() *Config {
+	w := func(f float64) *float64 { return &f }
+	return &Config{
+		APIVersion: APIVersionGIE,
+		Kind:       ConfigKind,
+		Plugins: []PluginSpec{
+			{Type: "queue-scorer", Name: "queue-scorer"},
+			{Type: "kv-cache-utilization-scorer", Name: "kv-cache-utilization-scorer"},
+			{Type: "prefix-cache-scorer", Name: "prefix-cache-scorer"},
+			{Type: "max-score-picker", Name: "max-score-picker"},
+		},
+		SchedulingProfiles: []ProfileSpec{{
+			Name: "default",
+			Plugins: []ProfilePluginSpec{
+				{PluginRef: "queue-scorer", Weight: w(2)},
+				{PluginRef: "kv-cache-utilization-scorer", Weight: w(2)},
+				{PluginRef: "prefix-cache-scorer", Weight: w(3)},
+				{PluginRef: "max-score-picker"},
+			},
+		}},
+	}
+}
+
+// ParseConfig parses an EndpointPickerConfig from YAML (or JSON). It also
+// accepts a Heimdall Helm values file whose `config:` key holds the
+// EndpointPickerConfig (as a mapping or as a YAML string). Unknown top-level
+// keys, wrong types and missing required fields are errors naming the
+// field; every problem found is reported (joined).
+func ParseConfig(data []byte) (*Config, error) {
+	doc, err := parseYAMLDocument(data)
+	if err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("config: must be a mapping (line %d)", doc.Line)
+	}
+	fromValues := false
+	if inner := valuesConfig(doc); inner != nil {
+		fromValues = true
+		if inner.Kind == yaml.ScalarNode && inner.Tag == "!!str" {
+			doc, err = parseYAMLDocument([]byte(inner.Value))
+			if err != nil {
+				return nil, fmt.Errorf("config: %w", err)
+			}
+		} else {
+			doc = inner
+		}
+		if doc.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("config: must be a mapping (line %d)", doc.Line)
+		}
+	}
+	p := &configParser{}
+	cfg := p.config(doc)
+	if err := errors.Join(p.errs...); err != nil {
+		return nil, err
+	}
+	cfg.FromValuesFile = fromValues
+	return cfg, nil
+}
+
+func parseYAMLDocument(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("config is empty")
+		}
+		return nil, fmt.Errorf("config is not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("config is not valid YAML: %w", err)
+		}
+		return nil, fmt.Errorf("config holds more than one YAML document (second at line %d)", extra.Line)
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 {
+		return nil, errors.New("config is empty")
+	}
+	doc := root.Content[0]
+	if doc.Kind == yaml.ScalarNode && doc.Tag == "!!null" {
+		return nil, errors.New("config is empty")
+	}
+	return doc, nil
+}
+
+// valuesConfig returns the `config:` node of a Helm values file: a mapping
+// that has a config key and none of the EndpointPickerConfig keys.
+func valuesConfig(doc *yaml.Node) *yaml.Node {
+	var cfg *yaml.Node
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		switch doc.Content[i].Value {
+		case "apiVersion", "kind", "plugins", "schedulingProfiles":
+			return nil
+		case "config":
+			cfg = doc.Content[i+1]
+		}
+	}
+	return cfg
+}
+
+type configParser struct {
+	errs []error
+}
+
+func (p *configParser) fail(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+func (p *configParser) config(doc *yaml.Node) *Config {
+	cfg := &Config{}
+	seen := map[string]bool{}
+	var dataNode *yaml.Node
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		if seen[k.Value] {
+			p.fail("%s: defined twice (line %d)", k.Value, k.Line)
+			continue
+		}
+		seen[k.Value] = true
+		switch k.Value {
+		case "apiVersion":
+			cfg.APIVersion = p.str(v, "apiVersion")
+		case "kind":
+			cfg.Kind = p.str(v, "kind")
+		case "featureGates":
+			cfg.FeatureGates = p.strList(v, "featureGates")
+		case "plugins":
+			cfg.Plugins = p.plugins(v)
+		case "schedulingProfiles":
+			cfg.SchedulingProfiles = p.profiles(v)
+		case "data", "dataLayer":
+			if dataNode != nil {
+				p.fail("%s: data and dataLayer are the same section; give only one (line %d)", k.Value, k.Line)
+				continue
+			}
+			dataNode = v
+			cfg.Data = p.data(v, k.Value)
+		case "saturationDetector":
+			cfg.SaturationDetector = p.rawObject(v, k.Value)
+		case "flowControl":
+			cfg.FlowControl = p.rawObject(v, k.Value)
+		case "parser":
+			cfg.Parser = p.rawObject(v, k.Value)
+		case "requestControl":
+			cfg.RequestControl = p.rawObject(v, k.Value)
+		default:
+			p.fail("%s: unknown field at the top level of EndpointPickerConfig (line %d)", k.Value, k.Line)
+		}
+	}
+	// Both may be left out (published examples often are); given, they must
+	// name an EndpointPickerConfig.
+	switch cfg.APIVersion {
+	case "":
+		cfg.APIVersion = APIVersionGIE
+	case APIVersionGIE, APIVersionLLMD:
+	default:
+		p.fail("apiVersion: %q is not supported (use %s or %s)", cfg.APIVersion, APIVersionGIE, APIVersionLLMD)
+	}
+	switch cfg.Kind {
+	case "":
+		cfg.Kind = ConfigKind
+	case ConfigKind:
+	default:
+		p.fail("kind: %q is not supported (use %s)", cfg.Kind, ConfigKind)
+	}
+	return cfg
+}
+
+func (p *configParser) plugins(n *yaml.Node) []PluginSpec {
+	if !p.isSeq(n, "plugins") {
+		return nil
+	}
+	out := make([]PluginSpec, 0, len(n.Content))
+	for i, item := range n.Content {
+		path := fmt.Sprintf("plugins[%d]", i)
+		if item.Kind != yaml.MappingNode {
+			p.fail("%s: must be a mapping with type, name and parameters (line %d)", path, item.Line)
+			continue
+		}
+		var spec PluginSpec
+		p.fields(item, path, func(key string, v *yaml.Node) bool {
+			switch key {
+			case "type":
+				spec.Type = p.str(v, path+".type")
+			case "name":
+				spec.Name = p.str(v, path+".name")
+			case "parameters":
+				spec.Parameters = p.rawObject(v, path+".parameters")
+			default:
+				return false
+			}
+			return true
+		})
+		if spec.Type == "" {
+			p.fail("%s: type: required (line %d)", path, item.Line)
+		}
+		if spec.Name == "" {
+			spec.Name = spec.Type
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+func (p *configParser) profiles(n *yaml.Node) []ProfileSpec {
+	if !p.isSeq(n, "schedulingProfiles") {
+		return nil
+	}
+	out := make([]ProfileSpec, 0, len(n.Content))
+	for i, item := range n.Content {
+		path := fmt.Sprintf("schedulingProfiles[%d]", i)
+		if item.Kind != yaml.MappingNode {
+			p.fail("%s: must be a mapping with name and plugins (line %d)", path, item.Line)
+			continue
+		}
+		var spec ProfileSpec
+		p.fields(item, path, func(key string, v *yaml.Node) bool {
+			switch key {
+			case "name":
+				spec.Name = p.str(v, path+".name")
+			case "plugins":
+				spec.Plugins = p.profilePlugins(v, path+".plugins")
+			default:
+				return false
+			}
+			return true
+		})
+		if spec.Name == "" {
+			p.fail("%s: name: required (line %d)", path, item.Line)
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+func (p *configParser) profilePlugins(n *yaml.Node, path string) []ProfilePluginSpec {
+	if !p.isSeq(n, path) {
+		return nil
+	}
+	out := make([]ProfilePluginSpec, 0, len(n.Content))
+	for i, item := range n.Content {
+		ipath := fmt.Sprintf("%s[%d]", path, i)
+		if item.Kind != yaml.MappingNode {
+			p.fail("%s: must be a mapping with pluginRef and weight (line %d)", ipath, item.Line)
+			continue
+		}
+		var spec ProfilePluginSpec
+		p.fields(item, ipath, func(key string, v *yaml.Node) bool {
+			switch key {
+			case "pluginRef":
+				spec.PluginRef = p.str(v, ipath+".pluginRef")
+			case "weight":
+				spec.Weight = p.weight(v, ipath+".weight")
+			default:
+				return false
+			}
+			return true
+		})
+		if spec.PluginRef == "" {
+			p.fail("%s: pluginRef: required (line %d)", ipath, item.Line)
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+func (p *configParser) data(n *yaml.Node, path string) *DataSpec {
+	if n.Kind != yaml.MappingNode {
+		p.fail("%s: must be a mapping (line %d)", path, n.Line)
+		return nil
+	}
+	spec := &DataSpec{}
+	p.fields(n, path, func(key string, v *yaml.Node) bool {
+		if key != "sources" {
+			return false
+		}
+		if !p.isSeq(v, path+".sources") {
+			return true
+		}
+		for i, src := range v.Content {
+			spath := fmt.Sprintf("%s.sources[%d]", path, i)
+			if src.Kind != yaml.MappingNode {
+				p.fail("%s: must be a mapping with pluginRef and extractors (line %d)", spath, src.Line)
+				continue
+			}
+			var s DataSourceSpec
+			p.fields(src, spath, func(key string, v *yaml.Node) bool {
+				switch key {
+				case "pluginRef":
+					s.PluginRef = p.str(v, spath+".pluginRef")
+				case "extractors":
+					if !p.isSeq(v, spath+".extractors") {
+						return true
+					}
+					for j, ex := range v.Content {
+						epath := fmt.Sprintf("%s.extractors[%d]", spath, j)
+						if ex.Kind != yaml.MappingNode {
+							p.fail("%s: must be a mapping with pluginRef (line %d)", epath, ex.Line)
+							continue
+						}
+						var ref string
+						p.fields(ex, epath, func(key string, v *yaml.Node) bool {
+							if key != "pluginRef" {
+								return false
+							}
+							ref = p.str(v, epath+".pluginRef")
+							return true
+						})
+						if ref == "" {
+							p.fail("%s: pluginRef: required (line %d)", epath, ex.Line)
+							continue
+						}
+						s.Extractors = append(s.Extractors, ref)
+					}
+				default:
+					return false
+				}
+				return true
+			})
+			if s.PluginRef == "" {
+				p.fail("%s: pluginRef: required (line %d)", spath, src.Line)
+			}
+			spec.Sources = append(spec.Sources, s)
+		}
+		return true
+	})
+	return spec
+}
+
+// fields walks a mapping, calling f for each key; f returns false for an
+// unknown key, which is an error. Duplicate keys are errors.
+func (p *configParser) fields(n *yaml.Node, path string, f func(key string, v *yaml.Node) bool) {
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if seen[k.Value] {
+			p.fail("%s.%s: defined twice (line %d)", path, k.Value, k.Line)
+			continue
+		}
+		seen[k.Value] = true
+		if !f(k.Value, v) {
+			p.fail("%s.%s: unknown field (line %d)", path, k.Value, k.Line)
+		}
+	}
+}
+
+func (p *configParser) isSeq(n *yaml.Node, path string) bool {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return false
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.fail("%s: must be a list (line %d)", path, n.Line)
+		return false
+	}
+	return true
+}
+
+func (p *configParser) str(n *yaml.Node, path string) string {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return ""
+		}
+		p.fail("%s: must be a string (line %d)", path, n.Line)
+		return ""
+	}
+	return n.Value
+}
+
+func (p *configParser) strList(n *yaml.Node, path string) []string {
+	if !p.isSeq(n, path) {
+		return nil
+	}
+	out := make([]string, 0, len(n.Content))
+	for i, item := range n.Content {
+		if s := p.str(item, fmt.Sprintf("%s[%d]", path, i)); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (p *configParser) weight(n *yaml.Node, path string) *float64 {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+		p.fail("%s: must be a number (line %d)", path, n.Line)
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+	if err != nil {
+		if i, ierr := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); ierr == nil {
+			f, err = float64(i), nil
+		}
+	}
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		p.fail("%s: must be a finite number (line %d)", path, n.Line)
+		return nil
+	}
+	if f < 0 {
+		p.fail("%s: must not be negative (line %d)", path, n.Line)
+		return nil
+	}
+	return &f
+}
+
+// rawObject converts a mapping node to JSON; null or absent gives nil.
+func (p *configParser) rawObject(n *yaml.Node, path string) json.RawMessage {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	isAliasedMapping := n.Kind == yaml.AliasNode && n.Alias != nil && n.Alias.Kind == yaml.MappingNode
+	if n.Kind != yaml.MappingNode && !isAliasedMapping {
+		p.fail("%s: must be a mapping (line %d)", path, n.Line)
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := nodeToJSON(n, &buf, path, 0); err != nil {
+		p.errs = append(p.errs, err)
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// maxYAMLDepth bounds nesting so hostile input cannot exhaust the stack.
+const maxYAMLDepth = 64
+
+// maxSectionJSON bounds the JSON a section may expand to. Every node writes
+// at least one byte, so this also bounds alias expansion ("billion laughs").
+const maxSectionJSON = 4 << 20
+
+// nodeToJSON writes a YAML node as JSON. Mapping keys must be scalars;
+// aliases are expanded; merge keys (<<) are applied.
+func nodeToJSON(n *yaml.Node, buf *bytes.Buffer, path string, depth int) error {
+	if depth > maxYAMLDepth {
+		return fmt.Errorf("%s: nested more than %d levels deep", path, maxYAMLDepth)
+	}
+	if buf.Len() > maxSectionJSON {
+		return fmt.Errorf("%s: expands to more than %d bytes (aliases?)", path, maxSectionJSON)
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return nodeToJSON(n.Alias, buf, path, depth+1)
+	case yaml.MappingNode:
+		pairs, err := mappingPairs(n, path, depth)
+		if err != nil {
+			return err
+		}
+		buf.WriteByte('{')
+		for i, kv := range pairs {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			kb, _ := json.Marshal(kv.key)
+			buf.Write(kb)
+			buf.WriteByte(':')
+			if err := nodeToJSON(kv.value, buf, path+"."+kv.key, depth+1); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+		return nil
+	case yaml.SequenceNode:
+		buf.WriteByte('[')
+		for i, item := range n.Content {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := nodeToJSON(item, buf, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+		return nil
+	case yaml.ScalarNode:
+		return scalarToJSON(n, buf, path)
+	}
+	return fmt.Errorf("%s: unsupported YAML node (line %d)", path, n.Line)
+}
+
+type yamlPair struct {
+	key   string
+	value *yaml.Node
+}
+
+// mappingPairs lists a mapping's key/value pairs in order, applying merge
+// keys (explicit keys win over merged ones) and rejecting duplicates.
+func mappingPairs(n *yaml.Node, path string, depth int) ([]yamlPair, error) {
+	var pairs []yamlPair
+	index := map[string]int{}
+	var merged []yamlPair
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("%s: mapping keys must be scalars (line %d)", path, k.Line)
+		}
+		if k.Tag == "!!merge" {
+			src := v
+			if src.Kind == yaml.AliasNode {
+				src = src.Alias
+			}
+			var sources []*yaml.Node
+			switch src.Kind {
+			case yaml.MappingNode:
+				sources = []*yaml.Node{src}
+			case yaml.SequenceNode:
+				for _, s := range src.Content {
+					if s.Kind == yaml.AliasNode {
+						s = s.Alias
+					}
+					sources = append(sources, s)
+				}
+			}
+			for _, s := range sources {
+				if s == nil || s.Kind != yaml.MappingNode || depth > maxYAMLDepth {
+					return nil, fmt.Errorf("%s: << must merge mappings (line %d)", path, v.Line)
+				}
+				sp, err := mappingPairs(s, path, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				merged = append(merged, sp...)
+			}
+			continue
+		}
+		if _, dup := index[k.Value]; dup {
+			return nil, fmt.Errorf("%s.%s: defined twice (line %d)", path, k.Value, k.Line)
+		}
+		index[k.Value] = len(pairs)
+		pairs = append(pairs, yamlPair{k.Value, v})
+	}
+	for _, m := range merged {
+		if _, ok := index[m.key]; ok {
+			continue
+		}
+		index[m.key] = len(pairs)
+		pairs = append(pairs, m)
+	}
+	return pairs, nil
+}
+
+func scalarToJSON(n *yaml.Node, buf *bytes.Buffer, path string) error {
+	switch n.Tag {
+	case "!!null":
+		buf.WriteString("null")
+	case "!!bool":
+		b, err := strconv.ParseBool(strings.ToLower(n.Value))
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a boolean (line %d)", path, n.Value, n.Line)
+		}
+		buf.WriteString(strconv.FormatBool(b))
+	case "!!int":
+		v := strings.ReplaceAll(n.Value, "_", "")
+		if i, err := strconv.ParseInt(v, 0, 64); err == nil {
+			buf.WriteString(strconv.FormatInt(i, 10))
+		} else if u, err := strconv.ParseUint(v, 0, 64); err == nil {
+			buf.WriteString(strconv.FormatUint(u, 10))
+		} else {
+			return fmt.Errorf("%s: %q is not a 64-bit integer (line %d)", path, n.Value, n.Line)
+		}
+	case "!!float":
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%s: %q is not a finite number (line %d)", path, n.Value, n.Line)
+		}
+		buf.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+	default: // !!str, !!timestamp, !!binary and custom tags keep their text
+		b, _ := json.Marshal(n.Value)
+		buf.Write(b)
+	}
+	return nil
+}

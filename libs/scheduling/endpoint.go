@@ -1,0 +1,106 @@
+package scheduling
+
+import (
+	"net"
+	"strconv"
+	"time"
+)
+
+// Endpoint is one model-server endpoint (a vLLM pod, or one data-parallel rank
+// of it) as the scheduler sees it. An Endpoint value is an immutable snapshot:
+// whoever owns the endpoint set replaces the pointer when labels, models or
+// metrics change, so plugins may keep references for the length of a cycle
+// without locks.
+type Endpoint struct {
+	// Name identifies the endpoint within its pool (the pod name). Stateful
+	// plugins key their state by it.
+	Name string
+	// Address is the IP or host name the endpoint is reached at.
+	Address string
+	// Port is the serving port.
+	Port int
+	// Labels are the pod labels (role, context-length range, ...).
+	Labels map[string]string
+	// Models are the model names the endpoint serves (base model and LoRA
+	// adapters), from the models data source. Nil means unknown.
+	Models []string
+	// Metrics are the latest scraped engine metrics; nil until the first
+	// scrape arrives.
+	Metrics *Metrics
+
+	hostPort string
+}
+
+// NewEndpoint returns an endpoint with its host:port precomputed.
+func NewEndpoint(name, address string, port int, labels map[string]string) *Endpoint {
+	e := &Endpoint{Name: name, Address: address, Port: port, Labels: labels}
+	e.hostPort = net.JoinHostPort(address, strconv.Itoa(port))
+	return e
+}
+
+// WithMetrics returns a copy of e carrying m. The copy shares labels and
+// models with e (they are never mutated in place).
+func (e *Endpoint) WithMetrics(m *Metrics) *Endpoint {
+	c := *e
+	c.Metrics = m
+	return &c
+}
+
+// HostPort returns "address:port" (brackets around IPv6 addresses).
+func (e *Endpoint) HostPort() string {
+	if e.hostPort == "" {
+		return net.JoinHostPort(e.Address, strconv.Itoa(e.Port))
+	}
+	return e.hostPort
+}
+
+// Serves reports whether the endpoint serves model. An endpoint whose model
+// list is unknown serves every model.
+func (e *Endpoint) Serves(model string) bool {
+	if e.Models == nil || model == "" {
+		return true
+	}
+	for _, m := range e.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// Metrics is one scrape of an endpoint's engine metrics (vLLM names in the
+// comments). Missing gauges are zero.
+type Metrics struct {
+	// WaitingRequests is vllm:num_requests_waiting.
+	WaitingRequests int
+	// RunningRequests is vllm:num_requests_running.
+	RunningRequests int
+	// KVCacheUsage is vllm:kv_cache_usage_perc, a fraction in [0, 1].
+	KVCacheUsage float64
+	// BlockSize and NumGPUBlocks come from vllm:cache_config_info; zero when
+	// the engine does not report them.
+	BlockSize    int
+	NumGPUBlocks int
+	// MaxLoRAs, RunningLoRAs and WaitingLoRAs come from the newest series of
+	// vllm:lora_requests_info.
+	MaxLoRAs     int
+	RunningLoRAs []string
+	WaitingLoRAs []string
+	// UpdatedAt is when the scrape was taken.
+	UpdatedAt time.Time
+}
+
+// Target is an endpoint chosen by a profile, with the port traffic goes to
+// (a profile handler may rewrite it, e.g. pd-profile-handler's primaryPort).
+type Target struct {
+	Endpoint *Endpoint
+	Port     int
+}
+
+// HostPort returns the address traffic for this target is sent to.
+func (t Target) HostPort() string {
+	if t.Port == 0 || t.Port == t.Endpoint.Port {
+		return t.Endpoint.HostPort()
+	}
+	return net.JoinHostPort(t.Endpoint.Address, strconv.Itoa(t.Port))
+}

@@ -1,0 +1,197 @@
+package scheduling
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+)
+
+// TypedName is a plugin instance's registered type and its configured name
+// (the name defaults to the type).
+type TypedName struct {
+	Type string
+	Name string
+}
+
+func (t TypedName) String() string {
+	if t.Name == "" || t.Name == t.Type {
+		return t.Type
+	}
+	return t.Name + " (" + t.Type + ")"
+}
+
+// Named implements Plugin.TypedName for plugins that embed it.
+type Named TypedName
+
+// TypedName returns the plugin's type and name.
+func (n Named) TypedName() TypedName { return TypedName(n) }
+
+// Plugin is implemented by every plugin. A plugin serves the extension points
+// whose interfaces it implements; one plugin may serve several (for example
+// context-length-aware is a Filter and a Scorer, active-request-scorer is a
+// Scorer, a PreRequest and a ResponseComplete hook).
+type Plugin interface {
+	TypedName() TypedName
+}
+
+// Factory builds a plugin instance from its configured name and raw JSON
+// parameters (nil when the config gives none). Factories decode parameters
+// with DecodeParameters and resolve references to earlier plugins through h.
+type Factory func(name string, params json.RawMessage, h Handle) (Plugin, error)
+
+// Handle is what a factory may use while a configuration is being built.
+type Handle interface {
+	// Plugin returns the plugin declared under name earlier in the plugins
+	// list. The error says whether the name is declared later or not at all.
+	Plugin(name string) (Plugin, error)
+	// Earlier returns the active plugins declared before this one, in order.
+	Earlier() []Plugin
+	// NewPlugin builds an undeclared helper plugin of a registered type (a
+	// profile handler's default decider, say). It shows in Describe.
+	NewPlugin(typ, name string, params json.RawMessage) (Plugin, error)
+	// Logger is the logger plugins log through.
+	Logger() *slog.Logger
+	// FeatureEnabled reports whether a feature gate is on.
+	FeatureEnabled(gate string) bool
+	// Warn records a load-time warning (deprecated parameters, ignored
+	// fields); warnings are logged and shown by `hermodctl config validate`.
+	Warn(msg string)
+	// Now is the clock stateful plugins use (tests replace it).
+	Now() time.Time
+}
+
+// Filter narrows the candidate endpoints of a profile.
+type Filter interface {
+	Plugin
+	// Filter appends the endpoints of in that it keeps to dst (which never
+	// aliases in) and returns dst.
+	Filter(ctx context.Context, cs *CycleState, req *Request, in, dst []*Endpoint) []*Endpoint
+}
+
+// Scorer rates the endpoints a profile's filters left. Higher is better;
+// the scheduler clamps every score to [0, 1].
+type Scorer interface {
+	Plugin
+	// Score writes the score of eps[i] into scores[i]. scores has len(eps)
+	// elements, all zero on entry; an endpoint left at zero contributes 0.
+	Score(ctx context.Context, cs *CycleState, req *Request, eps []*Endpoint, scores []float64)
+}
+
+// Picker chooses the targets of a profile from the scored endpoints.
+type Picker interface {
+	Plugin
+	// Pick appends the indexes into eps of the chosen endpoints, best first,
+	// to dst and returns it. totals[i] is the weighted score of eps[i].
+	Pick(ctx context.Context, cs *CycleState, req *Request, eps []*Endpoint, totals []float64, dst []int) []int
+}
+
+// ProfileRunner runs scheduling profiles for a profile handler.
+type ProfileRunner interface {
+	// RunProfile runs the named profile (filters, scorers, picker) over the
+	// cycle's candidates. A profile whose filters leave nothing returns a
+	// KindShed error.
+	RunProfile(ctx context.Context, name string) (*ProfileResult, error)
+}
+
+// ProfileHandler orchestrates the profiles of one request: which run, in
+// what order, and which result is primary (and prefill / encode).
+type ProfileHandler interface {
+	Plugin
+	// CheckProfiles validates the handler against the configured profile
+	// names when the configuration is built.
+	CheckProfiles(profiles []string) error
+	// Run runs profiles through r and records in res which results are the
+	// primary, prefill and encode ones (and any headers it adds).
+	Run(ctx context.Context, cs *CycleState, req *Request, r ProfileRunner, res *Result) error
+}
+
+// PrefillDecider decides whether a request gets a separate prefill stage.
+type PrefillDecider interface {
+	Plugin
+	ShouldPrefill(ctx context.Context, cs *CycleState, req *Request, decode Target) bool
+}
+
+// EncodeDecider decides whether a request gets a separate encode stage.
+type EncodeDecider interface {
+	Plugin
+	ShouldEncode(ctx context.Context, cs *CycleState, req *Request) bool
+}
+
+// PrepareData enriches a request before scheduling (tokenization, stored
+// conversation lookup). Errors are logged and never fail the request.
+type PrepareData interface {
+	Plugin
+	PrepareData(ctx context.Context, req *Request) error
+}
+
+// PreRequest runs once a request is scheduled, in the same critical section
+// as the pick (in-flight counters, speculative index entries, headers). cs
+// is the cycle's state, holding what scorers computed for the request.
+type PreRequest interface {
+	Plugin
+	PreRequest(ctx context.Context, cs *CycleState, req *Request, res *Result)
+}
+
+// Response describes the response of a scheduled request to response hooks.
+type Response struct {
+	// RequestID is the request's id.
+	RequestID string
+	// Target is the endpoint that served the request (the primary target).
+	Target Target
+	// Prefill is the prefill endpoint when the request was disaggregated
+	// (Prefill.Endpoint is nil otherwise).
+	Prefill Target
+	// StatusCode is the upstream HTTP status (0 if none arrived).
+	StatusCode int
+	// Headers collects response headers hooks add for the client.
+	Headers map[string]string
+}
+
+// NewResponse returns a Response for a request scheduled with res.
+func NewResponse(res *Result, status int) *Response {
+	r := &Response{RequestID: res.RequestID, Target: res.Target(), StatusCode: status}
+	if t, ok := res.Prefill.Target(); ok {
+		r.Prefill = t
+	}
+	return r
+}
+
+// SetHeader sets a response header for the client.
+func (r *Response) SetHeader(name, value string) {
+	if r.Headers == nil {
+		r.Headers = make(map[string]string, 2)
+	}
+	r.Headers[name] = value
+}
+
+// ResponseReceived runs when the response headers arrive.
+type ResponseReceived interface {
+	Plugin
+	ResponseReceived(ctx context.Context, req *Request, resp *Response)
+}
+
+// ResponseStreaming runs after each chunk of a streamed response.
+type ResponseStreaming interface {
+	Plugin
+	ResponseStreaming(ctx context.Context, req *Request, resp *Response, chunk []byte)
+}
+
+// ResponseComplete runs once when the request ends, however it ends.
+type ResponseComplete interface {
+	Plugin
+	ResponseComplete(ctx context.Context, req *Request, resp *Response)
+}
+
+// DataSource fetches per-endpoint data (for example the served models from
+// /v1/models) for the data layer; extractors turn it into endpoint fields.
+type DataSource interface {
+	Plugin
+	Fetch(ctx context.Context, ep *Endpoint) (any, error)
+}
+
+// DataExtractor turns what a DataSource fetched into endpoint attributes.
+type DataExtractor interface {
+	Plugin
+	Extract(ctx context.Context, data any, ep *Endpoint) error
+}

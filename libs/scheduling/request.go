@@ -1,0 +1,193 @@
+package scheduling
+
+import (
+	"unicode/utf8"
+)
+
+// Request is what the scheduler knows about one inference request.
+type Request struct {
+	// ID is the request id (x-request-id); events and logs carry it.
+	ID string
+	// Model is the requested model name (a base model or a LoRA adapter).
+	Model string
+	// Adapter is the LoRA adapter the request targets, empty for the base
+	// model. The caller resolves it from the pool's served models.
+	Adapter string
+	// Headers are the request headers with lower-case names. Plugins read
+	// them (x-session-token, SLO headers); header changes go in the Result.
+	Headers map[string]string
+	// Body is the parsed OpenAI request body.
+	Body Body
+	// TokenIDs is the tokenized prompt when a prepare-data plugin (or the
+	// client, for completions with token prompts) supplied one.
+	TokenIDs []uint32
+
+	prefixText []byte
+}
+
+// API is the OpenAI endpoint a body was sent to.
+type API uint8
+
+// The OpenAI APIs the scheduler understands.
+const (
+	APICompletions API = iota + 1
+	APIChatCompletions
+)
+
+func (a API) String() string {
+	switch a {
+	case APICompletions:
+		return "completions"
+	case APIChatCompletions:
+		return "chat_completions"
+	}
+	return "unknown"
+}
+
+// Body is the routing-relevant part of an OpenAI request body.
+type Body struct {
+	API API
+	// Prompt is the completions prompt (several prompts joined by "\n").
+	Prompt string
+	// Messages are the chat messages.
+	Messages []Message
+}
+
+// MediaKind is a bit set of multimodal content kinds.
+type MediaKind uint8
+
+// Media kinds found in chat content blocks.
+const (
+	MediaImage MediaKind = 1 << iota
+	MediaAudio
+	MediaVideo
+)
+
+// Message is one chat message: its role, the concatenated text of its
+// content, and the kinds of media blocks it carries.
+type Message struct {
+	Role    string
+	Content string
+	Media   MediaKind
+}
+
+// Header returns a request header by lower-case name.
+func (r *Request) Header(name string) string {
+	return r.Headers[name]
+}
+
+// Media returns the union of the media kinds of every message.
+func (r *Request) Media() MediaKind {
+	var m MediaKind
+	for i := range r.Body.Messages {
+		m |= r.Body.Messages[i].Media
+	}
+	return m
+}
+
+// PromptChars is the character count context-length estimates start from:
+// the completions prompt, or the sum of the chat message contents.
+func (r *Request) PromptChars() int {
+	if r.Body.API == APIChatCompletions {
+		n := 0
+		for i := range r.Body.Messages {
+			n += utf8.RuneCountInString(r.Body.Messages[i].Content)
+		}
+		return n
+	}
+	return utf8.RuneCountInString(r.Body.Prompt)
+}
+
+// EstimatedTokens estimates the prompt length in tokens: the tokenized
+// length when known, otherwise characters x charToToken.
+func (r *Request) EstimatedTokens(charToToken float64) float64 {
+	if len(r.TokenIDs) > 0 {
+		return float64(len(r.TokenIDs))
+	}
+	return float64(r.PromptChars()) * charToToken
+}
+
+// PrefixText returns the bytes approximate prefix matching hashes: the
+// completions prompt, or for chat the JSON array of the messages
+// ([{"role":"...","content":"..."},...]) so that message boundaries are part
+// of the prefix. The result is computed once per request.
+func (r *Request) PrefixText() []byte {
+	if r.prefixText != nil {
+		return r.prefixText
+	}
+	if r.Body.API != APIChatCompletions {
+		r.prefixText = []byte(r.Body.Prompt)
+		return r.prefixText
+	}
+	n := 2
+	for i := range r.Body.Messages {
+		n += len(r.Body.Messages[i].Role) + len(r.Body.Messages[i].Content) + 32
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i := range r.Body.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":`...)
+		b = appendJSONString(b, r.Body.Messages[i].Role)
+		b = append(b, `,"content":`...)
+		b = appendJSONString(b, r.Body.Messages[i].Content)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	r.prefixText = b
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal (as encoding/json
+// writes it without HTML escaping; invalid UTF-8 becomes U+FFFD).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

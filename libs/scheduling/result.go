@@ -1,0 +1,110 @@
+package scheduling
+
+// ProfileResult is the outcome of running one scheduling profile.
+type ProfileResult struct {
+	// Profile is the profile's name.
+	Profile string
+	// Endpoints are the endpoints the filters kept, in candidate order; the
+	// score rows and Totals are indexed like it.
+	Endpoints []*Endpoint
+	// Totals[i] is the weighted sum of Endpoints[i]'s clamped scores.
+	Totals []float64
+	// Targets are the picker's choices, best first: Targets[0] is the
+	// target, the rest are fallbacks.
+	Targets []Target
+	// Err is why the profile failed, nil if it picked targets.
+	Err error
+
+	profile *profile
+	scores  []float64 // scorer-major: scores[s*len(Endpoints)+i]
+}
+
+// Scorers returns the profile's scorers (name, type, weight), in the order
+// the rows of Score are.
+func (r *ProfileResult) Scorers() []ScorerInfo { return r.profile.scorerInfo }
+
+// Score returns the clamped score scorer s gave Endpoints[i].
+func (r *ProfileResult) Score(s, i int) float64 {
+	return r.scores[s*len(r.Endpoints)+i]
+}
+
+// Target returns the first target; ok is false when the profile picked none.
+func (r *ProfileResult) Target() (Target, bool) {
+	if r == nil || len(r.Targets) == 0 {
+		return Target{}, false
+	}
+	return r.Targets[0], true
+}
+
+// ScorerInfo describes one weighted scorer of a profile.
+type ScorerInfo struct {
+	Name   string  `json:"name"`
+	Type   string  `json:"type"`
+	Weight float64 `json:"weight"`
+}
+
+// Result is the outcome of one scheduling cycle.
+type Result struct {
+	// RequestID is the scheduled request's id.
+	RequestID string
+	// Profiles are the results of every profile that ran, in run order
+	// (including failed optional stages, with Err set).
+	Profiles []*ProfileResult
+	// Primary is the result whose target serves the request (decode).
+	Primary *ProfileResult
+	// Prefill and Encode are the results of the disaggregated stages when
+	// they ran and succeeded; nil otherwise.
+	Prefill *ProfileResult
+	Encode  *ProfileResult
+	// Headers are set on the request forwarded to the target.
+	Headers map[string]string
+	// RemoveHeaders are removed from the forwarded request (client copies of
+	// headers only Hermod may set).
+	RemoveHeaders []string
+
+	cycle *cycle
+}
+
+// SetHeader sets a header on the forwarded request.
+func (r *Result) SetHeader(name, value string) {
+	if r.Headers == nil {
+		r.Headers = make(map[string]string, 2)
+	}
+	r.Headers[name] = value
+}
+
+// RemoveHeader strips a header from the forwarded request.
+func (r *Result) RemoveHeader(name string) {
+	for _, h := range r.RemoveHeaders {
+		if h == name {
+			return
+		}
+	}
+	r.RemoveHeaders = append(r.RemoveHeaders, name)
+}
+
+// Target returns the primary target.
+func (r *Result) Target() Target {
+	t, _ := r.Primary.Target()
+	return t
+}
+
+// Result returns the result of the named profile, if it ran.
+func (r *Result) Result(profile string) *ProfileResult {
+	for _, p := range r.Profiles {
+		if p.Profile == profile {
+			return p
+		}
+	}
+	return nil
+}
+
+// Release returns the result's buffers for reuse by later cycles. The result
+// and everything reached from it must not be used afterwards. Calling it is
+// optional; an unreleased result is garbage collected.
+func (r *Result) Release() {
+	if c := r.cycle; c != nil {
+		r.cycle = nil
+		c.release()
+	}
+}

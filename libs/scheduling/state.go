@@ -1,0 +1,172 @@
+package scheduling
+
+import (
+	"context"
+	"math/rand/v2"
+)
+
+// StateKey names a datum in a CycleState. Plugins key what they share by
+// their instance name, or by a constant of the package defining the datum.
+type StateKey string
+
+// CycleState carries data between the plugins of one scheduling cycle (one
+// request). It is not safe for concurrent use; a cycle runs its plugins one
+// after another.
+type CycleState struct {
+	entries []stateEntry
+	rng     *rand.Rand
+	ints    []int
+	u64s    []uint64
+	f64s    []float64
+	bytes   []byte
+}
+
+type stateEntry struct {
+	key StateKey
+	val any
+}
+
+// Releaser is implemented by state values that return themselves to a pool
+// when their cycle ends.
+type Releaser interface {
+	Release()
+}
+
+// Write stores v under k, replacing any earlier value.
+func (c *CycleState) Write(k StateKey, v any) {
+	for i := range c.entries {
+		if c.entries[i].key == k {
+			c.entries[i].val = v
+			return
+		}
+	}
+	c.entries = append(c.entries, stateEntry{k, v})
+}
+
+// Read returns the value stored under k.
+func (c *CycleState) Read(k StateKey) (any, bool) {
+	for i := range c.entries {
+		if c.entries[i].key == k {
+			return c.entries[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// ReadState returns the value under k if it has type T.
+func ReadState[T any](c *CycleState, k StateKey) (T, bool) {
+	v, ok := c.Read(k)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	t, ok := v.(T)
+	return t, ok
+}
+
+// Rand is the cycle's random source (pickers break ties with it). Tests seed
+// it through WithRandSeed.
+func (c *CycleState) Rand() *rand.Rand { return c.rng }
+
+// ScratchInts returns a zeroed buffer of n ints owned by the cycle. It is
+// valid until the next Scratch call of the same type; a plugin uses it within
+// one call and must not keep it.
+func (c *CycleState) ScratchInts(n int) []int {
+	if cap(c.ints) < n {
+		c.ints = make([]int, n)
+	}
+	c.ints = c.ints[:n]
+	clear(c.ints)
+	return c.ints
+}
+
+// ScratchUint64s is ScratchInts for uint64.
+func (c *CycleState) ScratchUint64s(n int) []uint64 {
+	if cap(c.u64s) < n {
+		c.u64s = make([]uint64, n)
+	}
+	c.u64s = c.u64s[:n]
+	clear(c.u64s)
+	return c.u64s
+}
+
+// ScratchFloat64s is ScratchInts for float64.
+func (c *CycleState) ScratchFloat64s(n int) []float64 {
+	if cap(c.f64s) < n {
+		c.f64s = make([]float64, n)
+	}
+	c.f64s = c.f64s[:n]
+	clear(c.f64s)
+	return c.f64s
+}
+
+// ScratchBytes returns an empty byte buffer with capacity n owned by the
+// cycle, under the same rules as ScratchInts.
+func (c *CycleState) ScratchBytes(n int) []byte {
+	if cap(c.bytes) < n {
+		c.bytes = make([]byte, 0, n)
+	}
+	return c.bytes[:0]
+}
+
+func (c *CycleState) reset() {
+	for i := range c.entries {
+		if r, ok := c.entries[i].val.(Releaser); ok {
+			r.Release()
+		}
+		c.entries[i] = stateEntry{}
+	}
+	c.entries = c.entries[:0]
+}
+
+// PrefixMatchKey is where the most recent prefix match of a cycle is
+// stored (deciders read it); each prefix plugin also stores its own match
+// under its instance name.
+const PrefixMatchKey StateKey = "hermod.prefix-match"
+
+// PrefixMatch is what a prefix-cache plugin knows about one request: the
+// number of leading prompt blocks each endpoint holds. no-hit-lru-scorer
+// and the prefix-based deciders read it.
+type PrefixMatch struct {
+	// BlockSizeTokens is the block size the match was computed with.
+	BlockSizeTokens int
+	// TotalBlocks is the number of full blocks of the prompt considered.
+	TotalBlocks int
+	// Matched maps endpoint names to their count of consecutive matched
+	// blocks from block 0; endpoints without a match are absent.
+	Matched map[string]int
+}
+
+// MatchedBlocks returns how many leading blocks endpoint holds.
+func (m *PrefixMatch) MatchedBlocks(endpoint string) int {
+	if m == nil {
+		return 0
+	}
+	return m.Matched[endpoint]
+}
+
+// CachedTokens returns the prompt tokens endpoint holds in its cache.
+func (m *PrefixMatch) CachedTokens(endpoint string) int {
+	return m.MatchedBlocks(endpoint) * m.blockSize()
+}
+
+// Hit reports whether any endpoint holds at least one block (a warm request).
+func (m *PrefixMatch) Hit() bool { return m != nil && len(m.Matched) > 0 }
+
+func (m *PrefixMatch) blockSize() int {
+	if m == nil {
+		return 0
+	}
+	return m.BlockSizeTokens
+}
+
+// PrefixMatcher is implemented by prefix-cache plugins. MatchPrefix
+// computes the request's match at most once per cycle (later calls read it
+// from cs), so consumers may call it whether or not the prefix scorer runs
+// in their profile.
+type PrefixMatcher interface {
+	Plugin
+	// MatchPrefix returns the match of req; candidates are the endpoints
+	// the caller considers (a matcher may take tuning hints from them).
+	MatchPrefix(ctx context.Context, cs *CycleState, req *Request, candidates []*Endpoint) *PrefixMatch
+}

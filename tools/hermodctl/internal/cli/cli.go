@@ -1,0 +1,68 @@
+// Package cli implements hermodctl's commands. Run is main without the
+// process: tests call it with their own arguments and writers.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and found a problem (invalid config)
+	ExitUsage   = 2 // the command line is wrong
+)
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// groups maps "group verb" to commands.
+var groups = map[string]map[string]command{
+	"config": {
+		"validate": {summary: "check EndpointPickerConfig files and print them resolved", run: configValidate},
+	},
+}
+
+// Run runs hermodctl with args (without the program name) and returns the
+// exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return ExitOK
+	}
+	group, ok := groups[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "hermodctl: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return ExitUsage
+	}
+	if len(args) < 2 {
+		fmt.Fprintf(stderr, "hermodctl %s: missing subcommand\n\n", args[0])
+		usage(stderr)
+		return ExitUsage
+	}
+	cmd, ok := group[args[1]]
+	if !ok {
+		fmt.Fprintf(stderr, "hermodctl %s: unknown subcommand %q\n\n", args[0], args[1])
+		usage(stderr)
+		return ExitUsage
+	}
+	return cmd.run(ctx, args[2:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	var lines []string
+	for g, verbs := range groups {
+		for v, c := range verbs {
+			lines = append(lines, fmt.Sprintf("  %-24s %s", g+" "+v, c.summary))
+		}
+	}
+	sort.Strings(lines)
+	fmt.Fprintf(w, "Usage: hermodctl <command> [flags] [args]\n\nCommands:\n%s\n\nRun hermodctl <command> -h for a command's flags.\n", strings.Join(lines, "\n"))
+}
