@@ -32,6 +32,16 @@ type Releaser interface {
 	Release()
 }
 
+// NewCycleState returns an empty cycle state drawing randomness from rng.
+// The scheduler makes its own; plugins' tests and tools use this.
+func NewCycleState(rng *rand.Rand) *CycleState {
+	return &CycleState{rng: rng}
+}
+
+// Reset ends the cycle: values implementing Releaser are released and the
+// state is emptied for reuse.
+func (c *CycleState) Reset() { c.reset() }
+
 // Write stores v under k, replacing any earlier value.
 func (c *CycleState) Write(k StateKey, v any) {
 	for i := range c.entries {
