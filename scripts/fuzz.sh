@@ -10,7 +10,7 @@ while IFS= read -r file; do
 	dir=$(dirname "$file")
 	for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
 		echo "fuzz $dir $target ($fuzztime)"
-		if ! (cd "$dir" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" . >/tmp/fuzz-$$.log 2>&1); then
+		if ! (cd "$dir" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" -fuzzminimizetime=2s . >/tmp/fuzz-$$.log 2>&1); then
 			cat /tmp/fuzz-$$.log
 			status=1
 		fi

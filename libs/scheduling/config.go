@@ -488,66 +488,80 @@ func (p *configParser) rawObject(n *yaml.Node, path string) json.RawMessage {
 		p.fail("%s: must be a mapping (line %d)", path, n.Line)
 		return nil
 	}
-	var buf bytes.Buffer
-	if err := nodeToJSON(n, &buf, path, 0); err != nil {
+	x := expander{budget: maxExpandedNodes}
+	if err := x.json(n, path, 0); err != nil {
 		p.errs = append(p.errs, err)
 		return nil
 	}
-	return buf.Bytes()
+	return x.buf.Bytes()
 }
 
-// maxYAMLDepth bounds nesting so hostile input cannot exhaust the stack.
-const maxYAMLDepth = 64
+// Limits on turning a YAML section into JSON. Aliases and merge keys let a
+// small document describe an exponentially large one ("billion laughs"):
+// every node visited, including while resolving merges, spends budget.
+const (
+	maxYAMLDepth     = 64
+	maxExpandedNodes = 1 << 16
+)
 
-// maxSectionJSON bounds the JSON a section may expand to. Every node writes
-// at least one byte, so this also bounds alias expansion ("billion laughs").
-const maxSectionJSON = 4 << 20
+// expander writes YAML nodes as JSON within a node budget. Mapping keys
+// must be scalars; aliases are expanded; merge keys (<<) are applied.
+type expander struct {
+	buf    bytes.Buffer
+	budget int
+}
 
-// nodeToJSON writes a YAML node as JSON. Mapping keys must be scalars;
-// aliases are expanded; merge keys (<<) are applied.
-func nodeToJSON(n *yaml.Node, buf *bytes.Buffer, path string, depth int) error {
-	if depth > maxYAMLDepth {
-		return fmt.Errorf("%s: nested more than %d levels deep", path, maxYAMLDepth)
+func (x *expander) spend(path string, n *yaml.Node, cost int) error {
+	x.budget -= cost
+	if x.budget < 0 {
+		return fmt.Errorf("%s: expands to more than %d YAML nodes (aliases or merge keys?) (line %d)", path, maxExpandedNodes, n.Line)
 	}
-	if buf.Len() > maxSectionJSON {
-		return fmt.Errorf("%s: expands to more than %d bytes (aliases?)", path, maxSectionJSON)
+	return nil
+}
+
+func (x *expander) json(n *yaml.Node, path string, depth int) error {
+	if depth > maxYAMLDepth {
+		return fmt.Errorf("%s: nested more than %d levels deep (line %d)", path, maxYAMLDepth, n.Line)
+	}
+	if err := x.spend(path, n, 1); err != nil {
+		return err
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return nodeToJSON(n.Alias, buf, path, depth+1)
+		return x.json(n.Alias, path, depth+1)
 	case yaml.MappingNode:
-		pairs, err := mappingPairs(n, path, depth)
+		pairs, err := x.pairs(n, path, depth)
 		if err != nil {
 			return err
 		}
-		buf.WriteByte('{')
+		x.buf.WriteByte('{')
 		for i, kv := range pairs {
 			if i > 0 {
-				buf.WriteByte(',')
+				x.buf.WriteByte(',')
 			}
 			kb, _ := json.Marshal(kv.key)
-			buf.Write(kb)
-			buf.WriteByte(':')
-			if err := nodeToJSON(kv.value, buf, path+"."+kv.key, depth+1); err != nil {
+			x.buf.Write(kb)
+			x.buf.WriteByte(':')
+			if err := x.json(kv.value, path+"."+kv.key, depth+1); err != nil {
 				return err
 			}
 		}
-		buf.WriteByte('}')
+		x.buf.WriteByte('}')
 		return nil
 	case yaml.SequenceNode:
-		buf.WriteByte('[')
+		x.buf.WriteByte('[')
 		for i, item := range n.Content {
 			if i > 0 {
-				buf.WriteByte(',')
+				x.buf.WriteByte(',')
 			}
-			if err := nodeToJSON(item, buf, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+			if err := x.json(item, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}
-		buf.WriteByte(']')
+		x.buf.WriteByte(']')
 		return nil
 	case yaml.ScalarNode:
-		return scalarToJSON(n, buf, path)
+		return scalarToJSON(n, &x.buf, path)
 	}
 	return fmt.Errorf("%s: unsupported YAML node (line %d)", path, n.Line)
 }
@@ -557,9 +571,15 @@ type yamlPair struct {
 	value *yaml.Node
 }
 
-// mappingPairs lists a mapping's key/value pairs in order, applying merge
-// keys (explicit keys win over merged ones) and rejecting duplicates.
-func mappingPairs(n *yaml.Node, path string, depth int) ([]yamlPair, error) {
+// pairs lists a mapping's key/value pairs in order, applying merge keys
+// (explicit keys win over merged ones) and rejecting duplicates.
+func (x *expander) pairs(n *yaml.Node, path string, depth int) ([]yamlPair, error) {
+	if depth > maxYAMLDepth {
+		return nil, fmt.Errorf("%s: nested more than %d levels deep (line %d)", path, maxYAMLDepth, n.Line)
+	}
+	if err := x.spend(path, n, len(n.Content)/2); err != nil {
+		return nil, err
+	}
 	var pairs []yamlPair
 	index := map[string]int{}
 	var merged []yamlPair
@@ -586,10 +606,10 @@ func mappingPairs(n *yaml.Node, path string, depth int) ([]yamlPair, error) {
 				}
 			}
 			for _, s := range sources {
-				if s == nil || s.Kind != yaml.MappingNode || depth > maxYAMLDepth {
+				if s == nil || s.Kind != yaml.MappingNode {
 					return nil, fmt.Errorf("%s: << must merge mappings (line %d)", path, v.Line)
 				}
-				sp, err := mappingPairs(s, path, depth+1)
+				sp, err := x.pairs(s, path, depth+1)
 				if err != nil {
 					return nil, err
 				}

@@ -9,17 +9,19 @@ import (
 )
 
 // Tracker counts in-flight requests per endpoint. A request is started with
-// the endpoints it occupies and done once; starting or finishing the same id
-// twice changes nothing (events may be redelivered). A request not done
-// within the timeout is dropped. Expiry is lazy, on the next call: every
-// entry has the same lifetime, so a FIFO in start order finds them in O(1).
-// It is safe for concurrent use.
+// the endpoints it occupies and done once. Events may be redelivered: a
+// second start or done of the same id changes nothing, and a finished id is
+// remembered until its timeout so a late redelivered start does not count it
+// again. A request not done within the timeout is dropped. Expiry is lazy, on
+// the next call: every entry has the same lifetime, so a FIFO in start order
+// finds them in O(1). It is safe for concurrent use.
 type Tracker struct {
 	mu       sync.Mutex
 	timeout  time.Duration
 	now      func() time.Time
 	counts   map[string]int
-	requests map[string]*entry
+	requests map[string]*entry // in flight and finished-but-remembered
+	live     int
 	queue    []queued
 	head     int
 	seq      uint64
@@ -27,6 +29,7 @@ type Tracker struct {
 
 type entry struct {
 	seq       uint64
+	done      bool
 	endpoints []string
 	inline    [2]string
 }
@@ -69,6 +72,7 @@ func (t *Tracker) StartAt(id string, endpoints []string, started time.Time) {
 		t.counts[name]++
 	}
 	t.requests[id] = e
+	t.live++
 	t.queue = append(t.queue, queued{id: id, seq: e.seq, started: started})
 }
 
@@ -77,8 +81,8 @@ func (t *Tracker) Done(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
-	if e, ok := t.requests[id]; ok {
-		t.finish(id, e)
+	if e, ok := t.requests[id]; ok && !e.done {
+		t.finish(e)
 	}
 }
 
@@ -95,7 +99,7 @@ func (t *Tracker) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
-	return len(t.requests)
+	return t.live
 }
 
 // snapshot writes the in-flight count of eps[i] into dst[i] and returns dst.
@@ -113,7 +117,9 @@ func (t *Tracker) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 
 	return dst
 }
 
-func (t *Tracker) finish(id string, e *entry) {
+// finish releases a request's endpoints; the entry stays, marked done,
+// until expire forgets it.
+func (t *Tracker) finish(e *entry) {
 	for _, name := range e.endpoints {
 		if n := t.counts[name] - 1; n > 0 {
 			t.counts[name] = n
@@ -121,27 +127,30 @@ func (t *Tracker) finish(id string, e *entry) {
 			delete(t.counts, name)
 		}
 	}
-	delete(t.requests, id)
+	e.done, e.endpoints = true, nil
+	t.live--
 }
 
-// expire drops requests started more than timeout ago. Queue entries of
-// requests already done are skipped (their seq no longer matches).
+// expire drops requests started more than timeout ago (finishing them if
+// they are still in flight) and forgets finished ones of that age.
 func (t *Tracker) expire() {
 	deadline := t.now().Add(-t.timeout)
 	for t.head < len(t.queue) {
 		q := t.queue[t.head]
+		if !q.started.Before(deadline) {
+			break
+		}
 		if e, ok := t.requests[q.id]; ok && e.seq == q.seq {
-			if q.started.After(deadline) {
-				break
+			if !e.done {
+				t.finish(e)
 			}
-			t.finish(q.id, e)
+			delete(t.requests, q.id)
 		}
 		t.queue[t.head] = queued{}
 		t.head++
 	}
-	// Compact once consumed or finished entries dominate: a long-lived
-	// request at the head must not pin every entry queued behind it.
-	if live := len(t.requests); len(t.queue) > 1024 && len(t.queue) > 2*(live+t.head) || t.head > 1024 && t.head*2 > len(t.queue) {
+	// Reclaim the consumed prefix of the queue once it dominates.
+	if t.head > 1024 && t.head*2 > len(t.queue) {
 		n := 0
 		for _, q := range t.queue[t.head:] {
 			if e, ok := t.requests[q.id]; ok && e.seq == q.seq {

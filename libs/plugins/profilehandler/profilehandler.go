@@ -102,12 +102,15 @@ type disaggWire struct {
 
 // Disagg runs decode first (primary), then encode when the encode decider
 // says so, then prefill when the prefill decider says so. A failed optional
-// stage leaves the request decode-only.
+// stage leaves the request decode-only. When a prefix-cache plugin is
+// declared before it, the prefill decider sees its match for the decode pod
+// even if no profile runs the prefix scorer.
 type Disagg struct {
 	scheduling.Named
 	params  DisaggParams
 	prefill scheduling.PrefillDecider
 	encode  scheduling.EncodeDecider
+	prefix  scheduling.PrefixMatcher
 	logger  *slog.Logger
 }
 
@@ -168,6 +171,12 @@ func newDisagg(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 			return nil, err
 		}
 	}
+	for _, p := range h.Earlier() {
+		if m, ok := p.(scheduling.PrefixMatcher); ok {
+			d.prefix = m
+			break
+		}
+	}
 	return d, nil
 }
 
@@ -217,6 +226,9 @@ func (d *Disagg) Run(ctx context.Context, cs *scheduling.CycleState, req *schedu
 		} else {
 			stageFailed(ctx, d.logger, req, "encode", err)
 		}
+	}
+	if d.prefill != nil && d.prefix != nil {
+		d.prefix.MatchPrefix(ctx, cs, req, decode.Endpoints)
 	}
 	if d.prefill != nil && d.prefill.ShouldPrefill(ctx, cs, req, target) {
 		if pf, err := r.RunProfile(ctx, d.params.Profiles.Prefill); err == nil {

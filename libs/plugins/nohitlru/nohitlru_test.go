@@ -1,0 +1,452 @@
+package nohitlru_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hermod/hermod/libs/plugins/activerequest"
+	"github.com/hermod/hermod/libs/plugins/nohitlru"
+	_ "github.com/hermod/hermod/libs/plugins/picker"
+	"github.com/hermod/hermod/libs/plugins/prefix"
+	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+)
+
+// prompt returns a prompt of n 64-character blocks (the default block size
+// is 16 tokens x 4 characters) whose every block starts with tag.
+func prompt(tag string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		blk := fmt.Sprintf("%s block %d ", tag, i)
+		b.WriteString(blk)
+		b.WriteString(strings.Repeat("x", 64-len(blk)))
+	}
+	return b.String()
+}
+
+// setup returns a prefix-cache-scorer and a no-hit-lru-scorer built on it.
+func setup(t *testing.T, params string) (*prefix.Plugin, *nohitlru.Scorer) {
+	t.Helper()
+	h := schedulingtest.NewHandle()
+	pp := schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "", "")
+	h.Declare(pp)
+	s := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "", params)
+	return pp, s
+}
+
+var coldCount int
+
+// cold scores a fresh cold request.
+func cold(s *nohitlru.Scorer, eps []*scheduling.Endpoint) []float64 {
+	coldCount++
+	req := schedulingtest.Completion(fmt.Sprint("cold-", coldCount), "m", prompt(fmt.Sprint("cold-", coldCount), 2))
+	return schedulingtest.Score(s, schedulingtest.CycleState(1), req, eps)
+}
+
+func approxEqual(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+func byName(eps []*scheduling.Endpoint, names ...string) []*scheduling.Endpoint {
+	all := map[string]*scheduling.Endpoint{}
+	for _, e := range eps {
+		all[e.Name] = e
+	}
+	out := make([]*scheduling.Endpoint, len(names))
+	for i, n := range names {
+		out[i] = all[n]
+	}
+	return out
+}
+
+// result builds a result whose primary profile targets primary and, if
+// prefill is not nil, whose prefill profile targets prefill.
+func result(candidates []*scheduling.Endpoint, primary, prefill *scheduling.Endpoint) *scheduling.Result {
+	res := &scheduling.Result{RequestID: "r"}
+	res.Primary = &scheduling.ProfileResult{Profile: "decode", Endpoints: candidates, Targets: []scheduling.Target{{Endpoint: primary}}}
+	res.Profiles = append(res.Profiles, res.Primary)
+	if prefill != nil {
+		res.Prefill = &scheduling.ProfileResult{Profile: "prefill", Endpoints: candidates, Targets: []scheduling.Target{{Endpoint: prefill}}}
+		res.Profiles = append(res.Profiles, res.Prefill)
+	}
+	return res
+}
+
+func TestDefaults(t *testing.T) {
+	_, s := setup(t, "")
+	if got := s.TypedName(); got.Type != "no-hit-lru-scorer" || got.Name != "no-hit-lru-scorer" {
+		t.Errorf("TypedName = %+v", got)
+	}
+	p := s.Parameters().(nohitlru.Params)
+	if p.PrefixPluginName != "prefix-cache-scorer" || p.PrefixPluginType != "prefix-cache-scorer" || p.LRUSize != 1024 {
+		t.Errorf("defaults = %+v", p)
+	}
+	var _ scheduling.Scorer = s
+	var _ scheduling.PreRequest = s
+}
+
+func TestCustomPrefixPluginName(t *testing.T) {
+	h := schedulingtest.NewHandle()
+	pp := schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "my-prefix", "")
+	h.Declare(pp)
+	if _, err := schedulingtest.NewErr(h, nohitlru.Type, "", ""); err == nil {
+		t.Error("default prefixPluginName found a plugin named my-prefix")
+	}
+	s := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "lru", `{"prefixPluginName": "my-prefix", "lruSize": 3}`)
+	if p := s.Parameters().(nohitlru.Params); p.PrefixPluginName != "my-prefix" || p.LRUSize != 3 {
+		t.Errorf("params = %+v", p)
+	}
+}
+
+func TestPrefixPluginErrors(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		_, err := schedulingtest.NewErr(schedulingtest.NewHandle(), nohitlru.Type, "", "")
+		wantParamError(t, err, "parameters.prefixPluginName", "prefix-cache-scorer")
+	})
+	t.Run("missing custom", func(t *testing.T) {
+		_, err := schedulingtest.NewErr(schedulingtest.NewHandle(), nohitlru.Type, "", `{"prefixPluginName": "px"}`)
+		wantParamError(t, err, "parameters.prefixPluginName", "px")
+	})
+	t.Run("declared later", func(t *testing.T) {
+		h := schedulingtest.NewHandle().DeclareLater("prefix-cache-scorer")
+		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", "")
+		wantParamError(t, err, "parameters.prefixPluginName", "declared later")
+	})
+	t.Run("wrong type", func(t *testing.T) {
+		h := schedulingtest.NewHandle()
+		other := schedulingtest.New[*activerequest.Scorer](t, h, activerequest.Type, "prefix-cache-scorer", "")
+		h.Declare(other)
+		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", "")
+		wantParamError(t, err, "parameters.prefixPluginType", "active-request-scorer")
+	})
+	t.Run("wrong type custom", func(t *testing.T) {
+		h := schedulingtest.NewHandle()
+		h.Declare(schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "", ""))
+		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", `{"prefixPluginType": "precise-prefix-cache-scorer"}`)
+		wantParamError(t, err, "parameters.prefixPluginType", "precise-prefix-cache-scorer")
+	})
+	t.Run("not a prefix matcher", func(t *testing.T) {
+		h := schedulingtest.NewHandle()
+		h.Declare(schedulingtest.New[*activerequest.Scorer](t, h, activerequest.Type, "ar", ""))
+		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", `{"prefixPluginName": "ar", "prefixPluginType": "active-request-scorer"}`)
+		wantParamError(t, err, "parameters.prefixPluginName", "prefix")
+	})
+	t.Run("lruSize", func(t *testing.T) {
+		for _, p := range []string{`{"lruSize": 0}`, `{"lruSize": -3}`, `{"lruSize": "big"}`} {
+			h := schedulingtest.NewHandle()
+			h.Declare(schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "", ""))
+			_, err := schedulingtest.NewErr(h, nohitlru.Type, "", p)
+			wantParamError(t, err, "parameters.lruSize", "")
+		}
+	})
+}
+
+func wantParamError(t *testing.T, err error, path, contains string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one naming %s", path)
+	}
+	var pe *scheduling.ParamError
+	if !errors.As(err, &pe) || pe.Path != path {
+		t.Errorf("error %q (%T) does not name %s", err, err, path)
+	}
+	if !strings.Contains(err.Error(), contains) {
+		t.Errorf("error %q does not mention %q", err, contains)
+	}
+}
+
+func TestColdNeverTouched(t *testing.T) {
+	_, s := setup(t, "")
+	eps := schedulingtest.Endpoints(4)
+	if got := cold(s, eps); !approxEqual(got, []float64{1, 2.0 / 3, 1.0 / 3, 0}) {
+		t.Errorf("scores = %v, want [1 2/3 1/3 0]", got)
+	}
+	// Candidate order decides among endpoints never sent a cold request.
+	rev := byName(eps, "pod-3", "pod-2", "pod-1", "pod-0")
+	if got := cold(s, rev); !approxEqual(got, []float64{1, 2.0 / 3, 1.0 / 3, 0}) {
+		t.Errorf("reversed candidates: scores = %v, want [1 2/3 1/3 0]", got)
+	}
+	if got := cold(s, eps[:2]); !approxEqual(got, []float64{1, 0}) {
+		t.Errorf("two candidates: scores = %v, want [1 0]", got)
+	}
+}
+
+func TestColdSingleCandidate(t *testing.T) {
+	_, s := setup(t, "")
+	eps := schedulingtest.Endpoints(2)
+	if got := cold(s, eps[:1]); !approxEqual(got, []float64{1}) {
+		t.Errorf("untracked single candidate: %v, want [1]", got)
+	}
+	s.Touch("pod-0")
+	if got := cold(s, eps[:1]); !approxEqual(got, []float64{1}) {
+		t.Errorf("tracked single candidate: %v, want [1]", got)
+	}
+}
+
+func TestColdLRUOrder(t *testing.T) {
+	_, s := setup(t, "")
+	eps := schedulingtest.Endpoints(4)
+	s.Touch("pod-0")
+	s.Touch("pod-2")
+	// order: pod-1, pod-3 (untracked), pod-0, pod-2
+	if got := cold(s, eps); !approxEqual(got, []float64{1.0 / 3, 1, 0, 2.0 / 3}) {
+		t.Errorf("scores = %v, want [1/3 1 0 2/3]", got)
+	}
+	s.Touch("pod-1")
+	s.Touch("pod-3")
+	// order: pod-0, pod-2, pod-1, pod-3
+	if got := cold(s, eps); !approxEqual(got, []float64{1, 1.0 / 3, 2.0 / 3, 0}) {
+		t.Errorf("all touched: scores = %v, want [1 1/3 2/3 0]", got)
+	}
+	// Touching again moves an endpoint to most recent.
+	s.Touch("pod-0")
+	// order: pod-2, pod-1, pod-3, pod-0
+	if got := cold(s, eps); !approxEqual(got, []float64{0, 2.0 / 3, 1, 1.0 / 3}) {
+		t.Errorf("after re-touching pod-0: scores = %v, want [0 2/3 1 1/3]", got)
+	}
+	// Candidate order does not matter among tracked endpoints.
+	sub := byName(eps, "pod-0", "pod-3", "pod-2")
+	if got := cold(s, sub); !approxEqual(got, []float64{0, 0.5, 1}) {
+		t.Errorf("subset pod-0,pod-3,pod-2: scores = %v, want [0 0.5 1]", got)
+	}
+}
+
+// Tracked endpoints that are not candidates do not take ranks.
+func TestColdIgnoresNonCandidates(t *testing.T) {
+	_, s := setup(t, "")
+	eps := schedulingtest.Endpoints(6)
+	s.Touch("pod-4")
+	s.Touch("pod-1")
+	s.Touch("pod-5")
+	s.Touch("pod-0")
+	if got := cold(s, eps[:3]); !approxEqual(got, []float64{0, 0.5, 1}) {
+		t.Errorf("scores = %v, want [0 0.5 1]", got)
+	}
+}
+
+func TestLRUSizeEviction(t *testing.T) {
+	_, s := setup(t, `{"lruSize": 2}`)
+	eps := schedulingtest.Endpoints(4)
+	s.Touch("pod-0")
+	s.Touch("pod-1")
+	s.Touch("pod-2") // evicts pod-0, the least recently touched
+	// pod-0 is untracked again: it ranks with pod-3 in candidate order.
+	if got := cold(s, eps); !approxEqual(got, []float64{1, 1.0 / 3, 0, 2.0 / 3}) {
+		t.Errorf("scores = %v, want [1 1/3 0 2/3]", got)
+	}
+	// Without the eviction pod-3 (never touched) would come before pod-0.
+	if got := cold(s, byName(eps, "pod-0", "pod-3", "pod-1")); !approxEqual(got, []float64{1, 0.5, 0}) {
+		t.Errorf("pod-0,pod-3,pod-1: scores = %v, want [1 0.5 0]", got)
+	}
+	s.Touch("pod-1") // pod-1 most recent, no eviction
+	s.Touch("pod-3") // evicts pod-2
+	if got := cold(s, byName(eps, "pod-2", "pod-3", "pod-1")); !approxEqual(got, []float64{1, 0, 0.5}) {
+		t.Errorf("pod-2,pod-3,pod-1: scores = %v, want [1 0 0.5]", got)
+	}
+
+	_, one := setup(t, `{"lruSize": 1}`)
+	one.Touch("pod-0")
+	one.Touch("pod-1") // evicts pod-0
+	if got := cold(one, byName(eps, "pod-0", "pod-2", "pod-1")); !approxEqual(got, []float64{1, 0.5, 0}) {
+		t.Errorf("lruSize 1: scores = %v, want [1 0.5 0]", got)
+	}
+}
+
+func TestWarmRequest(t *testing.T) {
+	pp, s := setup(t, "")
+	eps := schedulingtest.Endpoints(4)
+	s.Touch("pod-0")
+	s.Touch("pod-2")
+	warm := prompt("warm", 8)
+	pp.Index().Add("pod-3", 100, prefix.Hashes("m", []byte(warm), 64, 256, nil))
+	for _, p := range []string{warm, warm[:64], prompt("warm", 2) + prompt("other", 5)} {
+		got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", p), eps)
+		if !approxEqual(got, []float64{0.5, 0.5, 0.5, 0.5}) {
+			t.Errorf("warm prompt of %d chars: scores = %v, want 0.5 everywhere", len(p), got)
+		}
+	}
+	// Warm even when the endpoint holding the prefix is not a candidate.
+	got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", warm), eps[:2])
+	if !approxEqual(got, []float64{0.5, 0.5}) {
+		t.Errorf("warm with holder outside candidates: scores = %v", got)
+	}
+	// Another model is cold.
+	got = schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "other-model", warm), eps)
+	if !approxEqual(got, []float64{1.0 / 3, 1, 0, 2.0 / 3}) {
+		t.Errorf("other model: scores = %v, want cold [1/3 1 0 2/3]", got)
+	}
+	// A prompt shorter than one block matches nothing: cold.
+	got = schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", "short"), eps)
+	if !approxEqual(got, []float64{1.0 / 3, 1, 0, 2.0 / 3}) {
+		t.Errorf("short prompt: scores = %v, want cold [1/3 1 0 2/3]", got)
+	}
+}
+
+func TestPreRequestTouchesColdTargets(t *testing.T) {
+	pp, s := setup(t, "")
+	eps := schedulingtest.Endpoints(4)
+	ctx := context.Background()
+
+	// Cold request: primary pod-2, prefill pod-0 (touched in that order).
+	req := schedulingtest.Completion("a", "m", prompt("a", 3))
+	cs := schedulingtest.CycleState(1)
+	s.PreRequest(ctx, cs, req, result(eps, eps[2], eps[0]))
+	// order: pod-1, pod-3, pod-2, pod-0
+	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 1.0 / 3, 2.0 / 3}) {
+		t.Errorf("after cold request: scores = %v, want [0 1 1/3 2/3]", got)
+	}
+
+	// Warm request: nothing is touched.
+	warm := prompt("warm", 3)
+	pp.Index().Add("pod-2", 100, prefix.Hashes("m", []byte(warm), 64, 256, nil))
+	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("b", "m", warm), result(eps, eps[1], eps[3]))
+	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 1.0 / 3, 2.0 / 3}) {
+		t.Errorf("after warm request: scores = %v, want unchanged [0 1 1/3 2/3]", got)
+	}
+
+	// Cold request without prefill; fallback targets are not touched.
+	res := result(eps, eps[1], nil)
+	res.Primary.Targets = append(res.Primary.Targets, scheduling.Target{Endpoint: eps[3]})
+	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("c", "m", prompt("c", 3)), res)
+	// order: pod-3, pod-2, pod-0, pod-1
+	if got := cold(s, eps); !approxEqual(got, []float64{1.0 / 3, 0, 2.0 / 3, 1}) {
+		t.Errorf("after cold request on pod-1: scores = %v, want [1/3 0 2/3 1]", got)
+	}
+}
+
+// Within one cycle the scorer and the pre-request hook agree on coldness
+// even though the prefix plugin records the request's blocks first.
+func TestPreRequestUsesCycleMatch(t *testing.T) {
+	pp, s := setup(t, "")
+	eps := schedulingtest.Endpoints(3)
+	ctx := context.Background()
+	req := schedulingtest.Completion("a", "m", prompt("a", 3))
+	cs := schedulingtest.CycleState(1)
+	scores := schedulingtest.Score(s, cs, req, eps)
+	if !approxEqual(scores, []float64{1, 0.5, 0}) {
+		t.Fatalf("scores = %v", scores)
+	}
+	res := result(eps, eps[0], nil)
+	pp.PreRequest(ctx, cs, req, res) // declared earlier: runs first
+	s.PreRequest(ctx, cs, req, res)
+	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 0.5}) {
+		t.Errorf("scores = %v, want [0 1 0.5] (pod-0 touched)", got)
+	}
+	// The same prompt in a new cycle is warm.
+	got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("b", "m", prompt("a", 3)), eps)
+	if !approxEqual(got, []float64{0.5, 0.5, 0.5}) {
+		t.Errorf("repeat: scores = %v, want 0.5 everywhere", got)
+	}
+}
+
+func TestConcurrentTouchAndScore(t *testing.T) {
+	_, s := setup(t, `{"lruSize": 5}`)
+	eps := schedulingtest.Endpoints(8)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				s.Touch(eps[(g+i)%8].Name)
+				req := schedulingtest.Completion("c", "m", prompt(fmt.Sprint(g, "-", i), 1))
+				scores := schedulingtest.Score(s, schedulingtest.CycleState(1), req, eps)
+				sum := 0.0
+				for _, v := range scores {
+					sum += v
+				}
+				if math.Abs(sum-4) > 1e-9 { // ranks 0..7 -> 1 - r/7 sums to 4
+					t.Errorf("scores %v do not form a ranking", scores)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+const schedulerConfig = `
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: prefix-cache-scorer
+- type: no-hit-lru-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: no-hit-lru-scorer
+  - pluginRef: max-score-picker
+`
+
+// Through the whole scheduler: distinct cold prompts spread one per
+// endpoint, in round-robin order, and a repeated prompt is warm.
+func TestSchedulerSpreadsColdRequests(t *testing.T) {
+	s := schedulingtest.Scheduler(t, schedulerConfig)
+	ctx := context.Background()
+	const n = 5
+	eps := schedulingtest.Endpoints(n)
+	routed := map[string]string{}
+	for round := range 3 {
+		used := map[string]bool{}
+		for i := range n {
+			p := prompt(fmt.Sprintf("round %d prompt %d", round, i), 4)
+			res, err := s.Schedule(ctx, schedulingtest.Completion(fmt.Sprint(round, "-", i), "m", p), eps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := res.Target().Endpoint.Name
+			if used[name] {
+				t.Errorf("round %d: prompt %d went to %s again", round, i, name)
+			}
+			used[name] = true
+			// Cold: the chosen endpoint had score 1, the scores are a ranking.
+			for j := range eps {
+				if eps[j].Name == name && res.Primary.Score(0, j) != 1 {
+					t.Errorf("round %d prompt %d: chosen %s scored %v", round, i, name, res.Primary.Score(0, j))
+				}
+			}
+			if want := fmt.Sprintf("pod-%d", i); name != want {
+				t.Errorf("round %d prompt %d: routed to %s, want %s (round robin)", round, i, name, want)
+			}
+			routed[p] = name
+			res.Release()
+		}
+	}
+	// Repeating a routed prompt is warm: 0.5 everywhere.
+	for p := range routed {
+		res, err := s.Schedule(ctx, schedulingtest.Completion("again", "m", p), eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range eps {
+			if got := res.Primary.Score(0, j); got != 0.5 {
+				t.Errorf("repeated prompt: score of %s = %v, want 0.5", eps[j].Name, got)
+			}
+		}
+		res.Release()
+	}
+	// Warm requests did not disturb the LRU: the next cold one goes to pod-0.
+	res, err := s.Schedule(ctx, schedulingtest.Completion("new", "m", prompt("brand new", 4)), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Target().Endpoint.Name; got != "pod-0" {
+		t.Errorf("next cold request went to %s, want pod-0", got)
+	}
+	res.Release()
+}

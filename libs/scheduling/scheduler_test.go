@@ -1,0 +1,291 @@
+package scheduling_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+	"github.com/hermod/hermod/libs/telemetry"
+)
+
+var ctx = context.Background()
+
+// total(e) = sum over scorers of weight x clamp(score(e), 0, 1); it is not
+// divided by the sum of the weights, and a missing score contributes 0.
+func TestCycleWeightedSumOfClampedScores(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- type: test-fixed-scorer
+  name: a
+  parameters: {scores: {pod-0: 1.5, pod-1: 0.5, pod-2: -0.3, pod-3: 0.25}}
+- type: test-fixed-scorer
+  name: b
+  parameters: {scores: {pod-0: 0.1, pod-1: 0.9, pod-3: 0.2}, nan: [pod-2]}
+- type: max-score-picker
+  parameters: {maxNumOfEndpoints: 4}
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: a, weight: 2}
+  - {pluginRef: b, weight: 3}
+  - {pluginRef: max-score-picker}
+`)
+	eps := schedulingtest.Endpoints(4)
+	res, err := s.Schedule(ctx, schedulingtest.Completion("r1", "m", "hi"), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	pr := res.Primary
+	wantA := []float64{1, 0.5, 0, 0.25}
+	wantB := []float64{0.1, 0.9, 0, 0.2}
+	wantTotal := []float64{2*1 + 3*0.1, 2*0.5 + 3*0.9, 0, 2*0.25 + 3*0.2}
+	for i := range eps {
+		if got := pr.Score(0, i); got != wantA[i] {
+			t.Errorf("scorer a, pod-%d = %v, want %v", i, got, wantA[i])
+		}
+		if got := pr.Score(1, i); got != wantB[i] {
+			t.Errorf("scorer b, pod-%d = %v, want %v", i, got, wantB[i])
+		}
+		if math.Abs(pr.Totals[i]-wantTotal[i]) > 1e-12 {
+			t.Errorf("total pod-%d = %v, want %v", i, pr.Totals[i], wantTotal[i])
+		}
+	}
+	var order []string
+	for _, tg := range pr.Targets {
+		order = append(order, tg.Endpoint.Name)
+	}
+	if got := strings.Join(order, ","); got != "pod-1,pod-0,pod-3,pod-2" {
+		t.Errorf("targets = %s", got)
+	}
+	if res.Target().Endpoint.Name != "pod-1" || res.Target().HostPort() != "10.0.0.2:8000" {
+		t.Errorf("primary target = %+v", res.Target())
+	}
+	if info := pr.Scorers(); len(info) != 2 || info[0] != (scheduling.ScorerInfo{Name: "a", Type: "test-fixed-scorer", Weight: 2}) {
+		t.Errorf("scorers = %+v", info)
+	}
+}
+
+func TestCycleFiltersRunInOrder(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- type: test-keep-filter
+  name: first
+  parameters: {keep: [pod-1, pod-2, pod-3, pod-5]}
+- type: test-keep-filter
+  name: second
+  parameters: {keep: [pod-2, pod-3, pod-4, pod-5], mustNotSee: [pod-0, pod-4]}
+- type: test-keep-filter
+  name: third
+  parameters: {keep: [pod-3, pod-5], mustNotSee: [pod-1]}
+- type: queue-scorer
+`)
+	res, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), schedulingtest.Waiting(0, 0, 0, 3, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if got := strings.Join(schedulingtest.Names(res.Primary.Endpoints), ","); got != "pod-3,pod-5" {
+		t.Errorf("endpoints after filters = %s", got)
+	}
+	if got := res.Target().Endpoint.Name; got != "pod-5" {
+		t.Errorf("target = %s, want pod-5 (shorter queue)", got)
+	}
+}
+
+func TestCycleErrorKinds(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: by-label, parameters: {label: zone, validValues: [a]}}
+- {type: queue-scorer}
+`)
+	req := schedulingtest.Completion("r", "m", "x")
+
+	_, err := s.Schedule(ctx, req, nil)
+	if !errors.Is(err, scheduling.ErrNoCandidates) || scheduling.HTTPStatus(err) != http.StatusServiceUnavailable {
+		t.Errorf("no candidates: %v (status %d)", err, scheduling.HTTPStatus(err))
+	}
+	_, err = s.Schedule(ctx, req, schedulingtest.Endpoints(3))
+	if !errors.Is(err, scheduling.ErrShed) || scheduling.HTTPStatus(err) != http.StatusTooManyRequests {
+		t.Errorf("all filtered: %v (status %d)", err, scheduling.HTTPStatus(err))
+	}
+	if !strings.Contains(err.Error(), `profile "default": filter by-label left no endpoints`) {
+		t.Errorf("message = %q", err)
+	}
+	if errors.Is(err, scheduling.ErrNoCandidates) {
+		t.Error("a shed error matches ErrNoCandidates")
+	}
+	bad := scheduling.BadRequestf("messages[0].content: must be a string")
+	if !errors.Is(bad, scheduling.ErrBadRequest) || scheduling.HTTPStatus(bad) != http.StatusBadRequest {
+		t.Errorf("bad request: %v", bad)
+	}
+	if scheduling.HTTPStatus(errors.New("x")) != http.StatusInternalServerError {
+		t.Error("plain errors should map to 500")
+	}
+	wrapped := fmt.Errorf("pick: %w", err)
+	if scheduling.HTTPStatus(wrapped) != http.StatusTooManyRequests {
+		t.Error("wrapped errors keep their status")
+	}
+}
+
+func TestCycleStateSharedBetweenPlugins(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins: [{type: test-state-writer}, {type: test-state-reader}]
+`)
+	for n := 1; n <= 5; n++ {
+		res, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), schedulingtest.Endpoints(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Target().Endpoint.Name; got != fmt.Sprintf("pod-%d", n-1) {
+			t.Errorf("n=%d: target %s", n, got)
+		}
+		res.Release()
+	}
+}
+
+func TestCyclePrepareDataFailureIsNotFatal(t *testing.T) {
+	s := schedulingtest.Scheduler(t, "featureGates: [prepareDataPlugins]\nplugins: [{type: test-failing-prepare}, {type: queue-scorer}]")
+	res, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), schedulingtest.Endpoints(2))
+	if err != nil {
+		t.Fatalf("a failing prepare-data plugin failed the request: %v", err)
+	}
+	res.Release()
+}
+
+// At verbosity 4 every scorer logs "Running scorer" with its name, as
+// reference/000 shows; at lower verbosity nothing per request is logged.
+func TestCycleRunningScorerLog(t *testing.T) {
+	const cfg = `
+plugins:
+- type: queue-scorer
+- type: load-aware-scorer
+- {type: kv-cache-utilization-scorer, name: kv}
+`
+	for _, v := range []int{0, 4} {
+		var buf bytes.Buffer
+		logger, err := telemetry.NewLogger(&buf, telemetry.FormatJSON, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := schedulingtest.Scheduler(t, cfg, scheduling.WithLogger(logger))
+		res, err := s.Schedule(ctx, schedulingtest.Completion("req-7", "m", "x"), schedulingtest.Endpoints(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Release()
+		var scorers []string
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if line == "" {
+				continue
+			}
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line is not JSON: %q", line)
+			}
+			if rec["msg"] == "Running scorer" {
+				scorers = append(scorers, rec["scorer"].(string))
+				if rec["request_id"] != "req-7" {
+					t.Errorf("log line without request id: %q", line)
+				}
+			}
+		}
+		want := ""
+		if v == 4 {
+			want = "queue-scorer,load-aware-scorer,kv"
+		}
+		if got := strings.Join(scorers, ","); got != want {
+			t.Errorf("-v=%d: Running scorer lines for %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestCycleMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := scheduling.NewSchedulerMetrics(reg)
+	s := schedulingtest.Scheduler(t, "plugins: [{type: queue-scorer}, {type: by-label, parameters: {label: x, validValues: [y]}}]", scheduling.WithMetrics(m))
+	eps := schedulingtest.Endpoints(3)
+	eps[1].Labels = map[string]string{"x": "y"}
+	for range 3 {
+		res, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Release()
+	}
+	if _, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), eps[:1]); err == nil {
+		t.Fatal("expected shed")
+	}
+	if _, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), nil); err == nil {
+		t.Fatal("expected no candidates")
+	}
+	expected := `
+# HELP inference_extension_scheduler_attempts_total Scheduling cycles by outcome (success, or the failure kind).
+# TYPE inference_extension_scheduler_attempts_total counter
+inference_extension_scheduler_attempts_total{status="no_candidates"} 1
+inference_extension_scheduler_attempts_total{status="shed"} 1
+inference_extension_scheduler_attempts_total{status="success"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "inference_extension_scheduler_attempts_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(reg, "inference_extension_plugin_duration_seconds"); n < 4 {
+		t.Errorf("plugin duration series = %d, want filter, scorer, picker and handler", n)
+	}
+	if n := testutil.CollectAndCount(reg, "inference_extension_scheduler_e2e_duration_seconds"); n != 1 {
+		t.Errorf("e2e duration series = %d", n)
+	}
+}
+
+// Results stay valid until released while other cycles run; run with -race.
+func TestCycleConcurrentResults(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: prefix-cache-scorer}
+- {type: queue-scorer}
+- {type: active-request-scorer}
+- {type: max-score-picker, parameters: {maxNumOfEndpoints: 2}}
+`)
+	eps := schedulingtest.Endpoints(16)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				req := schedulingtest.Completion(id, "m", strings.Repeat(fmt.Sprintf("prompt %d ", i%7), 40))
+				res, err := s.Schedule(ctx, req, eps)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.RequestID != id || len(res.Primary.Targets) != 2 || res.Primary.Targets[0].Endpoint == res.Primary.Targets[1].Endpoint {
+					errs <- fmt.Errorf("result of %s corrupted: %s %+v", id, res.RequestID, res.Primary.Targets)
+					return
+				}
+				resp := scheduling.NewResponse(res, http.StatusOK)
+				res.Release()
+				s.ResponseComplete(ctx, req, resp)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
