@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Endpoint is one model-server endpoint (a vLLM pod, or one data-parallel rank
@@ -29,13 +31,24 @@ type Endpoint struct {
 	Metrics *Metrics
 
 	hostPort string
+	nameHash uint64
 }
 
 // NewEndpoint returns an endpoint with its host:port precomputed.
 func NewEndpoint(name, address string, port int, labels map[string]string) *Endpoint {
 	e := &Endpoint{Name: name, Address: address, Port: port, Labels: labels}
 	e.hostPort = net.JoinHostPort(address, strconv.Itoa(port))
+	e.nameHash = xxhash.Sum64String(name)
 	return e
+}
+
+// NameHash is a 64-bit hash of the endpoint's name (precomputed by
+// NewEndpoint), for per-endpoint lookups on hot paths.
+func (e *Endpoint) NameHash() uint64 {
+	if e.nameHash != 0 {
+		return e.nameHash
+	}
+	return xxhash.Sum64String(e.Name)
 }
 
 // WithMetrics returns a copy of e carrying m. The copy shares labels and

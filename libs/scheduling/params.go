@@ -217,5 +217,8 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
+// String formats the duration as time.Duration does ("2m0s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // Std returns the time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }

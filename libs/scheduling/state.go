@@ -3,6 +3,8 @@ package scheduling
 import (
 	"context"
 	"math/rand/v2"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // StateKey names a datum in a CycleState. Plugins key what they share by
@@ -143,11 +145,39 @@ type PrefixMatch struct {
 	// TotalBlocks is the number of full blocks of the prompt considered.
 	TotalBlocks int
 	// Matched maps endpoint names to their count of consecutive matched
-	// blocks from block 0; endpoints without a match are absent.
+	// blocks from block 0; endpoints without a match are absent. Write it
+	// through Set.
 	Matched map[string]int
+	// filter has bit NameHash&63 set for every matched endpoint: most
+	// endpoints are ruled out without a map lookup.
+	filter uint64
 }
 
-// MatchedBlocks returns how many leading blocks endpoint holds.
+// Set records that endpoint holds the first blocks blocks.
+func (m *PrefixMatch) Set(endpoint string, blocks int) {
+	if m.Matched == nil {
+		m.Matched = make(map[string]int)
+	}
+	m.Matched[endpoint] = blocks
+	m.filter |= 1 << (xxhash.Sum64String(endpoint) & 63)
+}
+
+// Clear empties the match for reuse.
+func (m *PrefixMatch) Clear() {
+	clear(m.Matched)
+	m.filter = 0
+	m.BlockSizeTokens, m.TotalBlocks = 0, 0
+}
+
+// BlocksOf returns how many leading blocks endpoint e holds.
+func (m *PrefixMatch) BlocksOf(e *Endpoint) int {
+	if m == nil || len(m.Matched) == 0 || m.filter&(1<<(e.NameHash()&63)) == 0 {
+		return 0
+	}
+	return m.Matched[e.Name]
+}
+
+// MatchedBlocks returns how many leading blocks the named endpoint holds.
 func (m *PrefixMatch) MatchedBlocks(endpoint string) int {
 	if m == nil {
 		return 0
@@ -155,20 +185,16 @@ func (m *PrefixMatch) MatchedBlocks(endpoint string) int {
 	return m.Matched[endpoint]
 }
 
-// CachedTokens returns the prompt tokens endpoint holds in its cache.
+// CachedTokens returns the prompt tokens the named endpoint holds.
 func (m *PrefixMatch) CachedTokens(endpoint string) int {
-	return m.MatchedBlocks(endpoint) * m.blockSize()
+	if m == nil {
+		return 0
+	}
+	return m.MatchedBlocks(endpoint) * m.BlockSizeTokens
 }
 
 // Hit reports whether any endpoint holds at least one block (a warm request).
 func (m *PrefixMatch) Hit() bool { return m != nil && len(m.Matched) > 0 }
-
-func (m *PrefixMatch) blockSize() int {
-	if m == nil {
-		return 0
-	}
-	return m.BlockSizeTokens
-}
 
 // PrefixMatcher is implemented by prefix-cache plugins. MatchPrefix
 // computes the request's match at most once per cycle (later calls read it

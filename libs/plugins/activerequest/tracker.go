@@ -20,18 +20,28 @@ type Tracker struct {
 	timeout  time.Duration
 	now      func() time.Time
 	counts   map[string]int
-	requests map[string]*entry // in flight and finished-but-remembered
+	requests map[string]entry // in flight and finished-but-remembered
 	live     int
 	queue    []queued
 	head     int
 	seq      uint64
 }
 
+// entry is one request. Its endpoints are inline[:n], or more when a
+// request occupies more than two (a disaggregated request with encode).
 type entry struct {
-	seq       uint64
-	done      bool
-	endpoints []string
-	inline    [2]string
+	seq    uint64
+	done   bool
+	n      uint8
+	inline [2]string
+	more   []string
+}
+
+func (e *entry) endpoints() []string {
+	if e.more != nil {
+		return e.more
+	}
+	return e.inline[:e.n]
 }
 
 type queued struct {
@@ -45,7 +55,7 @@ func NewTracker(timeout time.Duration, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{timeout: timeout, now: now, counts: map[string]int{}, requests: map[string]*entry{}}
+	return &Tracker{timeout: timeout, now: now, counts: map[string]int{}, requests: map[string]entry{}}
 }
 
 // Start records request id as in flight on endpoints, now.
@@ -65,9 +75,12 @@ func (t *Tracker) StartAt(id string, endpoints []string, started time.Time) {
 	if _, ok := t.requests[id]; ok {
 		return
 	}
-	e := &entry{seq: t.seq}
-	e.endpoints = e.inline[:0]
-	e.endpoints = append(e.endpoints, endpoints...)
+	e := entry{seq: t.seq}
+	if len(endpoints) <= len(e.inline) {
+		e.n = uint8(copy(e.inline[:], endpoints))
+	} else {
+		e.more = append([]string(nil), endpoints...)
+	}
 	for _, name := range endpoints {
 		t.counts[name]++
 	}
@@ -82,7 +95,7 @@ func (t *Tracker) Done(id string) {
 	defer t.mu.Unlock()
 	t.expire()
 	if e, ok := t.requests[id]; ok && !e.done {
-		t.finish(e)
+		t.finish(id, e)
 	}
 }
 
@@ -119,15 +132,15 @@ func (t *Tracker) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 
 
 // finish releases a request's endpoints; the entry stays, marked done,
 // until expire forgets it.
-func (t *Tracker) finish(e *entry) {
-	for _, name := range e.endpoints {
+func (t *Tracker) finish(id string, e entry) {
+	for _, name := range e.endpoints() {
 		if n := t.counts[name] - 1; n > 0 {
 			t.counts[name] = n
 		} else {
 			delete(t.counts, name)
 		}
 	}
-	e.done, e.endpoints = true, nil
+	t.requests[id] = entry{seq: e.seq, done: true}
 	t.live--
 }
 
@@ -142,7 +155,7 @@ func (t *Tracker) expire() {
 		}
 		if e, ok := t.requests[q.id]; ok && e.seq == q.seq {
 			if !e.done {
-				t.finish(e)
+				t.finish(q.id, e)
 			}
 			delete(t.requests, q.id)
 		}

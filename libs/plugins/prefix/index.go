@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // Hashes cuts text into full blocks of blockChars bytes (at most maxBlocks;
@@ -130,10 +132,13 @@ func (x *Index) Blocks(endpoint string) int {
 	return 0
 }
 
-// Match records in out, for every endpoint holding block hashes[0], how
+// Match records in out (Set), for every endpoint holding block hashes[0], how
 // many consecutive blocks from block 0 it holds. It stops at the first
-// block no endpoint still in the run holds.
-func (x *Index) Match(hashes []uint64, out map[string]int) {
+// block no endpoint still in the run holds. The cost is linear in the
+// holders of the blocks visited: run[id] counts the blocks server id has
+// matched so far, and a holder of block i extends its run only if it held
+// all of blocks 0..i-1.
+func (x *Index) Match(hashes []uint64, out *scheduling.PrefixMatch) {
 	if len(hashes) == 0 {
 		return
 	}
@@ -143,34 +148,36 @@ func (x *Index) Match(hashes []uint64, out map[string]int) {
 	if len(first) == 0 {
 		return
 	}
-	var bufA, bufB [16]uint32
-	cur := append(bufA[:0], first...)
-	spare := bufB[:0]
-	for i := 1; i < len(hashes) && len(cur) > 0; i++ {
-		holders := x.blocks[hashes[i]]
-		next := spare[:0]
-		for _, id := range cur {
-			if contains(holders, id) {
-				next = append(next, id)
-			} else {
-				out[x.servers[id].name] = i
+	runp := runPool.Get().(*[]int32)
+	run := *runp
+	if len(run) < len(x.servers) {
+		run = make([]int32, len(x.servers))
+	}
+	for _, id := range first {
+		run[id] = 1
+	}
+	for i := 1; i < len(hashes); i++ {
+		extended := false
+		for _, id := range x.blocks[hashes[i]] {
+			if run[id] == int32(i) {
+				run[id] = int32(i + 1)
+				extended = true
 			}
 		}
-		spare, cur = cur, next
-	}
-	for _, id := range cur {
-		out[x.servers[id].name] = len(hashes)
-	}
-}
-
-func contains(ids []uint32, id uint32) bool {
-	for _, v := range ids {
-		if v == id {
-			return true
+		if !extended {
+			break
 		}
 	}
-	return false
+	for _, id := range first {
+		out.Set(x.servers[id].name, int(run[id]))
+		run[id] = 0
+	}
+	*runp = run
+	runPool.Put(runp)
 }
+
+// runPool holds Match's per-call run arrays (all zero between calls).
+var runPool = sync.Pool{New: func() any { return new([]int32) }}
 
 func (x *Index) newServer(name string, capacity int) uint32 {
 	s := &serverLRU{name: name, capacity: max(capacity, 1), slots: map[uint64]int32{}, head: none, tail: none}

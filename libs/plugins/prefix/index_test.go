@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hermod/hermod/libs/plugins/prefix"
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // text returns n blocks of blockChars characters, block i starting with
@@ -123,9 +124,12 @@ func TestHashesChained(t *testing.T) {
 }
 
 func match(x *prefix.Index, hashes []uint64) map[string]int {
-	out := map[string]int{}
-	x.Match(hashes, out)
-	return out
+	var out scheduling.PrefixMatch
+	x.Match(hashes, &out)
+	if out.Matched == nil {
+		return map[string]int{}
+	}
+	return out.Matched
 }
 
 func chain(tag string, n int) []uint64 {
@@ -435,13 +439,13 @@ func BenchmarkIndexMatch(b *testing.B) {
 		}
 	}
 	query := append(slices.Clone(system), chain("pod-7", 64)...)
-	out := make(map[string]int, 32)
+	out := scheduling.PrefixMatch{Matched: make(map[string]int, 32)}
 	b.ReportAllocs()
 	for b.Loop() {
-		clear(out)
-		x.Match(query, out)
+		out.Clear()
+		x.Match(query, &out)
 	}
-	if out["pod-7"] != 128 || out["pod-0"] != 64 {
-		b.Fatalf("unexpected match %v", out)
+	if out.Matched["pod-7"] != 128 || out.Matched["pod-0"] != 64 {
+		b.Fatalf("unexpected match %v", out.Matched)
 	}
 }

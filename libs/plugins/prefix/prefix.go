@@ -111,9 +111,8 @@ type match struct {
 
 // Release implements scheduling.Releaser.
 func (m *match) Release() {
-	clear(m.Matched)
+	m.Clear()
 	m.hashes = m.hashes[:0]
-	m.TotalBlocks, m.BlockSizeTokens = 0, 0
 	m.plugin.pool.Put(m)
 }
 
@@ -130,7 +129,7 @@ func (p *Plugin) match(cs *scheduling.CycleState, req *scheduling.Request, candi
 	m.BlockSizeTokens = p.blockSize(candidates)
 	m.hashes = Hashes(req.Model, req.PrefixText(), m.BlockSizeTokens*CharsPerToken, p.params.MaxPrefixBlocksToMatch, m.hashes[:0])
 	m.TotalBlocks = len(m.hashes)
-	p.index.Match(m.hashes, m.Matched)
+	p.index.Match(m.hashes, &m.PrefixMatch)
 	cs.Write(p.key, m)
 	cs.Write(scheduling.PrefixMatchKey, &m.PrefixMatch)
 	return m
@@ -165,7 +164,7 @@ func (p *Plugin) Score(_ context.Context, cs *scheduling.CycleState, req *schedu
 	}
 	total := float64(m.TotalBlocks)
 	for i, e := range eps {
-		if n := m.Matched[e.Name]; n > 0 {
+		if n := m.BlocksOf(e); n > 0 {
 			scores[i] = float64(n) / total
 		}
 	}

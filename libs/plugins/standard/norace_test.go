@@ -1,0 +1,5 @@
+//go:build !race
+
+package standard_test
+
+const raceEnabled = false
