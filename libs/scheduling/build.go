@@ -290,7 +290,7 @@ func (b *builder) profiles(s *Scheduler) {
 			if !ok {
 				continue
 			}
-			p.picker, p.implicitPicker = pk, true
+			p.picker = pk
 		}
 		s.profiles[ps.Name] = p
 		s.profileOrder = append(s.profileOrder, ps.Name)
@@ -325,7 +325,6 @@ func (b *builder) handler(s *Scheduler) {
 			return
 		}
 		s.handler = p.(ProfileHandler)
-		s.implicitHandler = true
 	default:
 		s.handler = handlers[0].plugin.(ProfileHandler)
 	}

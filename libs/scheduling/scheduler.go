@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -22,11 +21,10 @@ type Scheduler struct {
 	mu  sync.Mutex
 	rng *rand.Rand // guarded by mu
 
-	handler         ProfileHandler
-	handlerTimer    pluginTimer
-	implicitHandler bool
-	profiles        map[string]*profile
-	profileOrder    []string
+	handler      ProfileHandler
+	handlerTimer pluginTimer
+	profiles     map[string]*profile
+	profileOrder []string
 
 	plugins           []Plugin
 	prepare           []timed[PrepareData]
@@ -48,11 +46,10 @@ type timed[T any] struct {
 }
 
 type profile struct {
-	name           string
-	filters        []Filter
-	scorers        []weightedScorer
-	picker         Picker
-	implicitPicker bool
+	name    string
+	filters []Filter
+	scorers []weightedScorer
+	picker  Picker
 
 	filterTimers []pluginTimer
 	pickerTimer  pluginTimer
@@ -325,15 +322,4 @@ func grow(s []float64, n int) []float64 {
 	s = s[:n]
 	clear(s)
 	return s
-}
-
-// Clamp01 clamps v to [0, 1], mapping NaN to 0.
-func Clamp01(v float64) float64 {
-	if math.IsNaN(v) || v < 0 {
-		return 0
-	}
-	if v > 1 {
-		return 1
-	}
-	return v
 }
