@@ -14,8 +14,9 @@ SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 # Every module of the workspace (go.work), in a stable order.
 MODULES      = $(shell $(GO) list -m -f '{{.Dir}}' | sort)
 
-# Fuzz targets run this long each in `make test` (longer: make fuzz FUZZTIME=5m).
-FUZZTIME     ?= 4s
+# Fuzz budget per target in `make test`: an execution count (20000x) or a
+# duration (make fuzz FUZZTIME=5m for a longer search).
+FUZZTIME     ?= 20000x
 # Benchmarks: make bench BENCH=ScheduleCycle BENCHTIME=2s COUNT=5
 BENCH        ?= .
 BENCHTIME    ?= 1s
@@ -34,7 +35,7 @@ help:
 	@echo "make proto        regenerate libs/api from proto/"
 	@echo "make lint         golangci-lint over every module"
 	@echo "make bench        go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
-	@echo "make fuzz         run every fuzz target for FUZZTIME (default 4s)"
+	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 
 deps: apt-deps tools
 

@@ -80,9 +80,10 @@ type builder struct {
 	errs  []error
 	warns []string
 
-	instances []*instance // in declaration order, implicit ones appended
-	byName    map[string]*instance
-	specIndex map[string]int // declared name -> plugins[] index
+	instances []*instance          // in declaration order, implicit ones appended
+	byName    map[string]*instance // declared plugins only
+	implicits map[string]Plugin    // defaults the builder made, by type
+	specIndex map[string]int       // declared name -> plugins[] index
 }
 
 type instance struct {
@@ -114,6 +115,7 @@ func (b *builder) build() (*Scheduler, error) {
 	} else {
 		s.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	s.decisionBase = s.rng.Uint64()
 	b.profiles(s)
 	b.handler(s)
 	b.hooks(s)
@@ -193,10 +195,18 @@ func (b *builder) instantiate() {
 	}
 }
 
-// implicit instantiates a plugin the builder adds by default.
+// implicit returns the plugin of a type the builder adds by default: the
+// first declared plugin of that type, or else one instance it makes with
+// default parameters (shared by every profile that needs it). Made plugins
+// are not visible to pluginRef lookups: a config cannot refer to them.
 func (b *builder) implicit(typ string) Plugin {
-	if inst, ok := b.byName[typ]; ok && inst.plugin != nil && inst.plugin.TypedName().Type == typ {
-		return inst.plugin
+	for _, inst := range b.instances {
+		if !inst.implicit && inst.plugin != nil && inst.plugin.TypedName().Type == typ {
+			return inst.plugin
+		}
+	}
+	if p, ok := b.implicits[typ]; ok {
+		return p
 	}
 	reg, ok := b.o.registry.Lookup(typ)
 	if !ok || reg.New == nil {
@@ -208,11 +218,11 @@ func (b *builder) implicit(typ string) Plugin {
 		b.fail("default plugin %s: %w", typ, err)
 		return nil
 	}
-	inst := &instance{index: -1, spec: PluginSpec{Type: typ, Name: typ}, plugin: p, implicit: true}
-	b.instances = append(b.instances, inst)
-	if _, taken := b.byName[typ]; !taken {
-		b.byName[typ] = inst
+	b.instances = append(b.instances, &instance{index: -1, spec: PluginSpec{Type: typ, Name: typ}, plugin: p, implicit: true})
+	if b.implicits == nil {
+		b.implicits = map[string]Plugin{}
 	}
+	b.implicits[typ] = p
 	return p
 }
 
@@ -402,7 +412,7 @@ type handle struct {
 }
 
 func (h *handle) Plugin(name string) (Plugin, error) {
-	if inst, ok := h.b.byName[name]; ok && (inst.index < h.index || inst.implicit) {
+	if inst, ok := h.b.byName[name]; ok && inst.index < h.index {
 		if inst.plugin == nil {
 			return nil, fmt.Errorf("plugin %q is skipped (%s)", name, inst.skipped)
 		}

@@ -244,16 +244,8 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 }
 
 func (p *configParser) plugins(n *yaml.Node) []PluginSpec {
-	if !p.isSeq(n, "plugins") {
-		return nil
-	}
-	out := make([]PluginSpec, 0, len(n.Content))
-	for i, item := range n.Content {
-		path := fmt.Sprintf("plugins[%d]", i)
-		if item.Kind != yaml.MappingNode {
-			p.fail("%s: must be a mapping with type, name and parameters (line %d)", path, item.Line)
-			continue
-		}
+	var out []PluginSpec
+	p.eachMapping(n, "plugins", "type, name and parameters", func(path string, item *yaml.Node) {
 		var spec PluginSpec
 		p.fields(item, path, func(key string, v *yaml.Node) bool {
 			switch key {
@@ -275,21 +267,13 @@ func (p *configParser) plugins(n *yaml.Node) []PluginSpec {
 			spec.Name = spec.Type
 		}
 		out = append(out, spec)
-	}
+	})
 	return out
 }
 
 func (p *configParser) profiles(n *yaml.Node) []ProfileSpec {
-	if !p.isSeq(n, "schedulingProfiles") {
-		return nil
-	}
-	out := make([]ProfileSpec, 0, len(n.Content))
-	for i, item := range n.Content {
-		path := fmt.Sprintf("schedulingProfiles[%d]", i)
-		if item.Kind != yaml.MappingNode {
-			p.fail("%s: must be a mapping with name and plugins (line %d)", path, item.Line)
-			continue
-		}
+	var out []ProfileSpec
+	p.eachMapping(n, "schedulingProfiles", "name and plugins", func(path string, item *yaml.Node) {
 		var spec ProfileSpec
 		p.fields(item, path, func(key string, v *yaml.Node) bool {
 			switch key {
@@ -306,21 +290,13 @@ func (p *configParser) profiles(n *yaml.Node) []ProfileSpec {
 			p.fail("%s: name: required (line %d)", path, item.Line)
 		}
 		out = append(out, spec)
-	}
+	})
 	return out
 }
 
 func (p *configParser) profilePlugins(n *yaml.Node, path string) []ProfilePluginSpec {
-	if !p.isSeq(n, path) {
-		return nil
-	}
-	out := make([]ProfilePluginSpec, 0, len(n.Content))
-	for i, item := range n.Content {
-		ipath := fmt.Sprintf("%s[%d]", path, i)
-		if item.Kind != yaml.MappingNode {
-			p.fail("%s: must be a mapping with pluginRef and weight (line %d)", ipath, item.Line)
-			continue
-		}
+	var out []ProfilePluginSpec
+	p.eachMapping(n, path, "pluginRef and weight", func(ipath string, item *yaml.Node) {
 		var spec ProfilePluginSpec
 		p.fields(item, ipath, func(key string, v *yaml.Node) bool {
 			switch key {
@@ -337,7 +313,7 @@ func (p *configParser) profilePlugins(n *yaml.Node, path string) []ProfilePlugin
 			p.fail("%s: pluginRef: required (line %d)", ipath, item.Line)
 		}
 		out = append(out, spec)
-	}
+	})
 	return out
 }
 
@@ -351,44 +327,18 @@ func (p *configParser) data(n *yaml.Node, path string) *DataSpec {
 		if key != "sources" {
 			return false
 		}
-		if !p.isSeq(v, path+".sources") {
-			return true
-		}
-		for i, src := range v.Content {
-			spath := fmt.Sprintf("%s.sources[%d]", path, i)
-			if src.Kind != yaml.MappingNode {
-				p.fail("%s: must be a mapping with pluginRef and extractors (line %d)", spath, src.Line)
-				continue
-			}
+		p.eachMapping(v, path+".sources", "pluginRef and extractors", func(spath string, src *yaml.Node) {
 			var s DataSourceSpec
 			p.fields(src, spath, func(key string, v *yaml.Node) bool {
 				switch key {
 				case "pluginRef":
 					s.PluginRef = p.str(v, spath+".pluginRef")
 				case "extractors":
-					if !p.isSeq(v, spath+".extractors") {
-						return true
-					}
-					for j, ex := range v.Content {
-						epath := fmt.Sprintf("%s.extractors[%d]", spath, j)
-						if ex.Kind != yaml.MappingNode {
-							p.fail("%s: must be a mapping with pluginRef (line %d)", epath, ex.Line)
-							continue
+					p.eachMapping(v, spath+".extractors", "pluginRef", func(epath string, ex *yaml.Node) {
+						if ref := p.pluginRef(ex, epath); ref != "" {
+							s.Extractors = append(s.Extractors, ref)
 						}
-						var ref string
-						p.fields(ex, epath, func(key string, v *yaml.Node) bool {
-							if key != "pluginRef" {
-								return false
-							}
-							ref = p.str(v, epath+".pluginRef")
-							return true
-						})
-						if ref == "" {
-							p.fail("%s: pluginRef: required (line %d)", epath, ex.Line)
-							continue
-						}
-						s.Extractors = append(s.Extractors, ref)
-					}
+					})
 				default:
 					return false
 				}
@@ -398,10 +348,43 @@ func (p *configParser) data(n *yaml.Node, path string) *DataSpec {
 				p.fail("%s: pluginRef: required (line %d)", spath, src.Line)
 			}
 			spec.Sources = append(spec.Sources, s)
-		}
+		})
 		return true
 	})
 	return spec
+}
+
+// pluginRef decodes a mapping holding only a required pluginRef.
+func (p *configParser) pluginRef(n *yaml.Node, path string) string {
+	var ref string
+	p.fields(n, path, func(key string, v *yaml.Node) bool {
+		if key != "pluginRef" {
+			return false
+		}
+		ref = p.str(v, path+".pluginRef")
+		return true
+	})
+	if ref == "" {
+		p.fail("%s: pluginRef: required (line %d)", path, n.Line)
+	}
+	return ref
+}
+
+// eachMapping calls f for each item of a list of mappings; a null list is
+// empty, and an item that is not a mapping is an error saying what it should
+// hold.
+func (p *configParser) eachMapping(n *yaml.Node, path, holds string, f func(path string, item *yaml.Node)) {
+	if !p.isSeq(n, path) {
+		return
+	}
+	for i, item := range n.Content {
+		ipath := fmt.Sprintf("%s[%d]", path, i)
+		if item.Kind != yaml.MappingNode {
+			p.fail("%s: must be a mapping with %s (line %d)", ipath, holds, item.Line)
+			continue
+		}
+		f(ipath, item)
+	}
 }
 
 // fields walks a mapping, calling f for each key; f returns false for an

@@ -44,40 +44,40 @@ type ParameterReporter interface {
 	Parameters() any
 }
 
+// extensionPoints names the interfaces a plugin may implement, in the
+// order Describe lists them.
+var extensionPoints = []struct {
+	name string
+	is   func(Plugin) bool
+}{
+	{PointProfileHandler, is[ProfileHandler]},
+	{"PrefillDecider", is[PrefillDecider]},
+	{"EncodeDecider", is[EncodeDecider]},
+	{PointFilter, is[Filter]},
+	{PointScorer, is[Scorer]},
+	{PointPicker, is[Picker]},
+	{PointPrepareData, is[PrepareData]},
+	{PointPreRequest, is[PreRequest]},
+	{PointResponseReceived, is[ResponseReceived]},
+	{PointResponseStreaming, is[ResponseStreaming]},
+	{PointResponseComplete, is[ResponseComplete]},
+	{"DataSource", is[DataSource]},
+	{"DataExtractor", is[DataExtractor]},
+}
+
+func is[T any](p Plugin) bool {
+	_, ok := p.(T)
+	return ok
+}
+
 // ExtensionPoints lists the extension points a plugin implements.
 func ExtensionPoints(p Plugin) []string {
 	var out []string
-	add := func(ok bool, name string) {
-		if ok {
-			out = append(out, name)
+	for _, ep := range extensionPoints {
+		if ep.is(p) {
+			out = append(out, ep.name)
 		}
 	}
-	_, ph := p.(ProfileHandler)
-	add(ph, PointProfileHandler)
-	_, pd := p.(PrefillDecider)
-	add(pd, "PrefillDecider")
-	_, ed := p.(EncodeDecider)
-	add(ed, "EncodeDecider")
-	_, f := p.(Filter)
-	add(f, PointFilter)
-	_, sc := p.(Scorer)
-	add(sc, PointScorer)
-	_, pk := p.(Picker)
-	add(pk, PointPicker)
-	_, prep := p.(PrepareData)
-	add(prep, PointPrepareData)
-	_, pre := p.(PreRequest)
-	add(pre, PointPreRequest)
-	_, rr := p.(ResponseReceived)
-	add(rr, PointResponseReceived)
-	_, rs := p.(ResponseStreaming)
-	add(rs, PointResponseStreaming)
-	_, rc := p.(ResponseComplete)
-	add(rc, PointResponseComplete)
-	_, ds := p.(DataSource)
-	add(ds, "DataSource")
-	_, de := p.(DataExtractor)
-	add(de, "DataExtractor")
 	return out
 }
 

@@ -38,17 +38,19 @@ type Endpoint struct {
 func NewEndpoint(name, address string, port int, labels map[string]string) *Endpoint {
 	e := &Endpoint{Name: name, Address: address, Port: port, Labels: labels}
 	e.hostPort = net.JoinHostPort(address, strconv.Itoa(port))
-	e.nameHash = xxhash.Sum64String(name)
+	e.nameHash = NameHash(name)
 	return e
 }
 
-// NameHash is a 64-bit hash of the endpoint's name (precomputed by
-// NewEndpoint), for per-endpoint lookups on hot paths.
+// NameHash is the 64-bit hash per-endpoint state is keyed by on hot paths.
+func NameHash(name string) uint64 { return xxhash.Sum64String(name) }
+
+// NameHash returns NameHash(e.Name), precomputed by NewEndpoint.
 func (e *Endpoint) NameHash() uint64 {
 	if e.nameHash != 0 {
 		return e.nameHash
 	}
-	return xxhash.Sum64String(e.Name)
+	return NameHash(e.Name)
 }
 
 // WithMetrics returns a copy of e carrying m. The copy shares labels and

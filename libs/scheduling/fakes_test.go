@@ -21,6 +21,12 @@ func init() {
 	scheduling.Register(scheduling.Registration{Type: "test-state-reader", New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
 		return &stateReader{scheduling.Named{Type: "test-state-reader", Name: name}}, nil
 	}})
+	scheduling.Register(scheduling.Registration{Type: "test-panic-scorer", New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
+		return &panicScorer{scheduling.Named{Type: "test-panic-scorer", Name: name}}, nil
+	}})
+	scheduling.Register(scheduling.Registration{Type: "test-passthrough-filter", New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
+		return &passThrough{scheduling.Named{Type: "test-passthrough-filter", Name: name}}, nil
+	}})
 	scheduling.Register(scheduling.Registration{Type: "test-failing-prepare", Gate: scheduling.GatePrepareDataPlugins, New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
 		return &failingPrepare{Named: scheduling.Named{Type: "test-failing-prepare", Name: name}}, nil
 	}})
@@ -121,4 +127,21 @@ type failingPrepare struct {
 func (p *failingPrepare) PrepareData(context.Context, *scheduling.Request) error {
 	p.calls.Add(1)
 	return errors.New("tokenizer socket is gone")
+}
+
+// panicScorer panics when the request's model is "boom".
+type panicScorer struct{ scheduling.Named }
+
+func (panicScorer) Score(_ context.Context, _ *scheduling.CycleState, req *scheduling.Request, _ []*scheduling.Endpoint, _ []float64) {
+	if req.Model == "boom" {
+		panic("scorer exploded")
+	}
+}
+
+// passThrough returns its input instead of writing into dst (a shortcut the
+// interface discourages but the scheduler must survive).
+type passThrough struct{ scheduling.Named }
+
+func (passThrough) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, _ []*scheduling.Endpoint) []*scheduling.Endpoint {
+	return in
 }

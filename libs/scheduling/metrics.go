@@ -30,7 +30,9 @@ type SchedulerMetrics struct {
 }
 
 // NewSchedulerMetrics creates the scheduler metrics and registers them with
-// reg (nil: not registered, for tests and benchmarks).
+// reg (nil: not registered, for tests and benchmarks). Create them once per
+// registry and pass them to every Scheduler built for it (a reloaded config
+// builds a new Scheduler with the same metrics): registering twice panics.
 func NewSchedulerMetrics(reg prometheus.Registerer) *SchedulerMetrics {
 	m := &SchedulerMetrics{
 		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -29,9 +29,10 @@ func ParamErrorf(field, format string, args ...any) error {
 // pointer to the plugin's parameter struct already holding its defaults.
 // Fields are matched by their json tag (exactly, else case-insensitively as
 // encoding/json does); null leaves a default in place. Type errors come back
-// as a *ParamError naming the field. Keys the struct does not know are not
-// errors, so configs written for other endpoint pickers still load: each
-// is reported through h.Warn. h may be nil.
+// as a *ParamError naming the field. A key within two edits of a known one
+// ("treshold") is a typo and an error. Other keys the struct does not know
+// are not errors, so configs written for other endpoint pickers still load:
+// each is reported through h.Warn. h may be nil.
 func DecodeParameters(raw json.RawMessage, dst any, h Handle) error {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
@@ -87,21 +88,21 @@ func decodeValue(path string, raw json.RawMessage, v reflect.Value, unknown *[]s
 		}
 		sort.Strings(keys)
 		fields := jsonFields(v.Type())
+		setBy := make(map[string]string, len(keys))
 		for _, k := range keys {
-			idx, ok := fields[k]
+			f, ok := fields.lookup(k)
 			if !ok {
-				for name, i := range fields {
-					if strings.EqualFold(name, k) {
-						idx, ok = i, true
-						break
-					}
+				if near := fields.nearest(k); near != "" {
+					return &ParamError{Path: path + "." + k, Msg: fmt.Sprintf("unknown parameter; did you mean %q?", near)}
 				}
-			}
-			if !ok {
 				*unknown = append(*unknown, path+"."+k)
 				continue
 			}
-			if err := decodeValue(path+"."+k, m[k], v.FieldByIndex(idx), unknown); err != nil {
+			if other, dup := setBy[f.name]; dup {
+				return &ParamError{Path: path + "." + f.name, Msg: fmt.Sprintf("set twice, as %q and %q", other, k)}
+			}
+			setBy[f.name] = k
+			if err := decodeValue(path+"."+k, m[k], v.FieldByIndex(f.index), unknown); err != nil {
 				return err
 			}
 		}
@@ -147,10 +148,19 @@ func decodeValue(path string, raw json.RawMessage, v reflect.Value, unknown *[]s
 	return nil
 }
 
-// jsonFields maps the JSON names of a struct's exported fields to their
-// index paths, descending into embedded structs.
-func jsonFields(t reflect.Type) map[string][]int {
-	out := make(map[string][]int)
+type jsonField struct {
+	name  string
+	index []int
+}
+
+// structFields are a struct's exported fields by JSON name, in declaration
+// order.
+type structFields []jsonField
+
+// jsonFields lists the JSON names of a struct's exported fields, descending
+// into embedded structs.
+func jsonFields(t reflect.Type) structFields {
+	var out structFields
 	for _, f := range reflect.VisibleFields(t) {
 		if !f.IsExported() || (f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "") {
 			continue
@@ -162,9 +172,40 @@ func jsonFields(t reflect.Type) map[string][]int {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = f.Index
+		out = append(out, jsonField{name: name, index: f.Index})
 	}
 	return out
+}
+
+// lookup finds the field a key sets: the exact name, else the first field
+// (in declaration order) whose name equals it case-insensitively.
+func (fs structFields) lookup(key string) (jsonField, bool) {
+	for _, f := range fs {
+		if f.name == key {
+			return f, true
+		}
+	}
+	for _, f := range fs {
+		if strings.EqualFold(f.name, key) {
+			return f, true
+		}
+	}
+	return jsonField{}, false
+}
+
+// nearest returns the field name within two edits of key, if key is long
+// enough for that to mean a typo rather than another word.
+func (fs structFields) nearest(key string) string {
+	if len(key) < 5 {
+		return ""
+	}
+	best, bestDist := "", 3
+	for _, f := range fs {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(f.name)); d < bestDist {
+			best, bestDist = f.name, d
+		}
+	}
+	return best
 }
 
 func kindWord(t reflect.Type) string {

@@ -41,7 +41,7 @@ func TestDecodeParametersValues(t *testing.T) {
 	w := &warnRecorder{}
 	raw := `{"threshold": 5, "ratio": 0.25, "on": true, "timeout": "30s", "optional": 7,
 		"values": ["a","b"], "labels": {"k": "v"}, "nested": {"prefill": "p", "deep": {"n": 3}},
-		"items": [{"key": "x"}], "label": null, "Ratio2": 1, "nested2": {"x": 1}}`
+		"items": [{"key": "x"}], "label": null, "podSelector": 1, "hashSeedSalt": {"x": 1}}`
 	if err := DecodeParameters(json.RawMessage(raw), &p, w); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestDecodeParametersValues(t *testing.T) {
 	if p.Label != "default" {
 		t.Errorf("null should keep the default, got %q", p.Label)
 	}
-	want := []string{"parameters.Ratio2: unknown parameter, ignored", "parameters.nested2: unknown parameter, ignored"}
+	want := []string{"parameters.hashSeedSalt: unknown parameter, ignored", "parameters.podSelector: unknown parameter, ignored"}
 	if !slices.Equal(w.warnings, want) {
 		t.Errorf("warnings = %q, want %q", w.warnings, want)
 	}
@@ -102,6 +102,36 @@ func TestDecodeParametersErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s:\n got  %q\n want %q", c.raw, err, c.want)
 		}
+	}
+}
+
+// A key two edits or fewer from a known parameter is a typo, not a foreign
+// parameter: it fails instead of being ignored.
+func TestDecodeParametersTypos(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"treshold": 5}`:           `parameters.treshold: unknown parameter; did you mean "threshold"?`,
+		`{"thresholds": 5}`:         `parameters.thresholds: unknown parameter; did you mean "threshold"?`,
+		`{"nested": {"prefil": 1}}`: `parameters.nested.prefil: unknown parameter; did you mean "prefill"?`,
+		`{"valuess": []}`:           `parameters.valuess: unknown parameter; did you mean "values"?`,
+	} {
+		var p testParams
+		err := DecodeParameters(json.RawMessage(raw), &p, nil)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", raw, err, want)
+		}
+	}
+	// short keys are too short to call typos
+	var p testParams
+	if err := DecodeParameters(json.RawMessage(`{"onn": true}`), &p, nil); err != nil {
+		t.Errorf("short unknown key: %v", err)
+	}
+}
+
+func TestDecodeParametersSameFieldTwice(t *testing.T) {
+	var p testParams
+	err := DecodeParameters(json.RawMessage(`{"threshold": 1, "Threshold": 2}`), &p, nil)
+	if err == nil || err.Error() != `parameters.threshold: set twice, as "Threshold" and "threshold"` {
+		t.Errorf("got %v", err)
 	}
 }
 

@@ -137,6 +137,8 @@ type PreRequest interface {
 type Response struct {
 	// RequestID is the request's id.
 	RequestID string
+	// DecisionID is the Result.DecisionID the request was routed by.
+	DecisionID uint64
 	// Target is the endpoint that served the request (the primary target).
 	Target Target
 	// Prefill is the prefill endpoint when the request was disaggregated
@@ -150,7 +152,7 @@ type Response struct {
 
 // NewResponse returns a Response for a request scheduled with res.
 func NewResponse(res *Result, status int) *Response {
-	r := &Response{RequestID: res.RequestID, Target: res.Target(), StatusCode: status}
+	r := &Response{RequestID: res.RequestID, DecisionID: res.DecisionID, Target: res.Target(), StatusCode: status}
 	if t, ok := res.Prefill.Target(); ok {
 		r.Prefill = t
 	}
@@ -181,6 +183,14 @@ type ResponseStreaming interface {
 type ResponseComplete interface {
 	Plugin
 	ResponseComplete(ctx context.Context, req *Request, resp *Response)
+}
+
+// EndpointRemover is implemented by plugins that keep per-endpoint state:
+// whoever owns the endpoint set calls Scheduler.EndpointRemoved when an
+// endpoint leaves the pool, so that state does not outlive it.
+type EndpointRemover interface {
+	Plugin
+	EndpointRemoved(name string)
 }
 
 // DataSource fetches per-endpoint data (for example the served models from

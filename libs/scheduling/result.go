@@ -1,5 +1,7 @@
 package scheduling
 
+import "sync/atomic"
+
 // ProfileResult is the outcome of running one scheduling profile.
 type ProfileResult struct {
 	// Profile is the profile's name.
@@ -43,10 +45,15 @@ type ScorerInfo struct {
 	Weight float64 `json:"weight"`
 }
 
-// Result is the outcome of one scheduling cycle.
+// Result is the outcome of one scheduling cycle. Each Schedule call returns
+// its own Result.
 type Result struct {
-	// RequestID is the scheduled request's id.
+	// RequestID is the scheduled request's id (as the client sent it, so not
+	// necessarily unique).
 	RequestID string
+	// DecisionID identifies this decision uniquely (never 0). Completions
+	// name it: stateful plugins key per-request state by it.
+	DecisionID uint64
 	// Profiles are the results of every profile that ran, in run order
 	// (including failed optional stages, with Err set).
 	Profiles []*ProfileResult
@@ -62,7 +69,7 @@ type Result struct {
 	// headers only Hermod may set).
 	RemoveHeaders []string
 
-	cycle *cycle
+	cycle atomic.Pointer[cycle]
 }
 
 // SetHeader sets a header on the forwarded request.
@@ -99,12 +106,12 @@ func (r *Result) Result(profile string) *ProfileResult {
 	return nil
 }
 
-// Release returns the result's buffers for reuse by later cycles. The result
-// and everything reached from it must not be used afterwards. Calling it is
-// optional; an unreleased result is garbage collected.
+// Release returns the result's buffers for reuse by later cycles. The
+// profile results reached from it must not be used afterwards. Calling it is
+// optional (an unreleased result is garbage collected); calling it again, or
+// from several goroutines, is harmless.
 func (r *Result) Release() {
-	if c := r.cycle; c != nil {
-		r.cycle = nil
+	if c := r.cycle.Swap(nil); c != nil {
 		c.release()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 // counts, LRUs) see every earlier decision: request n+1 sees request n even
 // in a burst. Prepare-data plugins run before it, concurrently.
 type Scheduler struct {
-	mu  sync.Mutex
-	rng *rand.Rand // guarded by mu
+	mu           sync.Mutex
+	rng          *rand.Rand // guarded by mu
+	decisionBase uint64     // random; decision ids are base + seq
+	decisionSeq  uint64     // guarded by mu
 
 	handler      ProfileHandler
 	handlerTimer pluginTimer
@@ -111,33 +114,64 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	}
 
 	c := s.pool.Get().(*cycle)
-	c.begin(ctx, req, candidates)
-	res := &c.result
-
-	s.mu.Lock()
-	c.state.rng = s.rng
-	t := s.handlerTimer.start()
-	err := s.handler.Run(ctx, &c.state, req, c, res)
-	s.handlerTimer.done(t)
-	if err == nil && res.Primary == nil {
-		err = &Error{Kind: KindInternal, Msg: fmt.Sprintf("profile handler %s chose no primary profile", s.handler.TypedName())}
-	}
-	if err == nil {
-		for _, p := range s.preRequest {
-			t := p.t.start()
-			p.p.PreRequest(ctx, &c.state, req, res)
-			p.t.done(t)
-		}
-	}
-	c.state.rng = nil
-	s.mu.Unlock()
-
+	res := &Result{RequestID: req.ID}
+	c.begin(ctx, req, candidates, res)
+	err := s.decide(ctx, c, req, res)
 	s.metrics.cycleDone(start, err)
 	if err != nil {
 		c.release()
 		return nil, err
 	}
+	res.cycle.Store(c)
 	return res, nil
+}
+
+// decide runs the profile handler and the pre-request hooks in the
+// scheduler's critical section. A panicking plugin fails the request with a
+// KindInternal error instead of leaving the scheduler locked.
+func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Result) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Kind: KindInternal, Msg: fmt.Sprintf("a scheduling plugin panicked: %v", p)}
+			s.logger.LogAttrs(ctx, slog.LevelError, "scheduling plugin panicked", slog.String("request_id", req.ID),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		}
+		c.state.rng = nil
+	}()
+	c.state.rng = s.rng
+	s.decisionSeq++
+	res.DecisionID = s.decisionBase + s.decisionSeq
+	if res.DecisionID == 0 {
+		s.decisionSeq++
+		res.DecisionID = s.decisionBase + s.decisionSeq
+	}
+	t := s.handlerTimer.start()
+	err = s.handler.Run(ctx, &c.state, req, c, res)
+	s.handlerTimer.done(t)
+	if err == nil && res.Primary == nil {
+		err = &Error{Kind: KindInternal, Msg: fmt.Sprintf("profile handler %s chose no primary profile", s.handler.TypedName())}
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range s.preRequest {
+		t := p.t.start()
+		p.p.PreRequest(ctx, &c.state, req, res)
+		p.t.done(t)
+	}
+	return nil
+}
+
+// EndpointRemoved tells plugins holding per-endpoint state that an endpoint
+// left the pool.
+func (s *Scheduler) EndpointRemoved(name string) {
+	for _, p := range s.plugins {
+		if r, ok := p.(EndpointRemover); ok {
+			r.EndpointRemoved(name)
+		}
+	}
 }
 
 // ResponseReceived runs the response-received hooks.
@@ -184,46 +218,42 @@ func (s *Scheduler) Close() error {
 // cycle is the pooled working set of one Schedule call.
 type cycle struct {
 	s          *Scheduler
-	ctx        context.Context
 	req        *Request
 	candidates []*Endpoint
 	state      CycleState
-	result     Result
+	result     *Result
 	verbose    bool
 
 	prs       []*ProfileResult // reusable profile results; prs[:used] are live
 	used      int
-	bufA      []*Endpoint
+	profiles  []*ProfileResult // backs result.Profiles
+	bufA      []*Endpoint      // filter outputs alternate between bufA and bufB
 	bufB      []*Endpoint
 	pickedIdx []int
 }
 
-func (c *cycle) begin(ctx context.Context, req *Request, candidates []*Endpoint) {
-	c.ctx = ctx
+func (c *cycle) begin(ctx context.Context, req *Request, candidates []*Endpoint, res *Result) {
 	c.req = req
 	c.candidates = candidates
-	c.result.RequestID = req.ID
-	c.result.cycle = c
+	c.result = res
 	c.verbose = c.s.logger.Enabled(ctx, telemetry.LevelRequest)
 }
 
+// release resets the cycle, dropping every reference to endpoints and
+// requests so a pooled cycle pins nothing, and returns it to the pool.
 func (c *cycle) release() {
 	c.state.reset()
 	for _, pr := range c.prs[:c.used] {
-		pr.Profile, pr.Err, pr.profile = "", nil, nil
-		clear(pr.Endpoints)
-		pr.Endpoints = pr.Endpoints[:0]
-		clear(pr.Targets)
-		pr.Targets = pr.Targets[:0]
+		pr.reset()
+		clear(pr.Endpoints[:cap(pr.Endpoints)])
+		clear(pr.Targets[:cap(pr.Targets)])
 	}
 	c.used = 0
-	clear(c.bufA)
-	clear(c.bufB)
-	h, rm, profiles := c.result.Headers, c.result.RemoveHeaders, c.result.Profiles
-	clear(h)
-	clear(profiles)
-	c.result = Result{Headers: h, RemoveHeaders: rm[:0], Profiles: profiles[:0]}
-	c.ctx, c.req, c.candidates = nil, nil, nil
+	clear(c.profiles)
+	c.profiles = c.profiles[:0]
+	clear(c.bufA[:cap(c.bufA)])
+	clear(c.bufB[:cap(c.bufB)])
+	c.req, c.candidates, c.result = nil, nil, nil
 	c.s.pool.Put(c)
 }
 
@@ -233,7 +263,23 @@ func (c *cycle) nextResult() *ProfileResult {
 	}
 	pr := c.prs[c.used]
 	c.used++
+	pr.reset()
 	return pr
+}
+
+// reset empties a profile result for reuse, keeping its arrays.
+func (r *ProfileResult) reset() {
+	r.Profile, r.Err, r.profile = "", nil, nil
+	r.Endpoints = r.Endpoints[:0]
+	r.Totals = r.Totals[:0]
+	r.Targets = r.Targets[:0]
+	r.scores = r.scores[:0]
+}
+
+// sameArray reports whether a and b share a backing array (their full
+// extents end at the same element).
+func sameArray(a, b []*Endpoint) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // RunProfile runs one profile over the cycle's candidates (ProfileRunner).
@@ -244,7 +290,8 @@ func (c *cycle) RunProfile(ctx context.Context, name string) (*ProfileResult, er
 	}
 	pr := c.nextResult()
 	pr.Profile, pr.profile = name, p
-	c.result.Profiles = append(c.result.Profiles, pr)
+	c.profiles = append(c.profiles, pr)
+	c.result.Profiles = c.profiles
 	req, cs := c.req, &c.state
 
 	eps := c.candidates
@@ -255,8 +302,10 @@ func (c *cycle) RunProfile(ctx context.Context, name string) (*ProfileResult, er
 			c.bufB = make([]*Endpoint, 0, n)
 		}
 		for i, f := range p.filters {
+			// write into whichever buffer does not hold the input (a filter
+			// may hand back its input, or part of it)
 			dst := c.bufA[:0]
-			if i%2 == 1 {
+			if sameArray(eps, c.bufA) {
 				dst = c.bufB[:0]
 			}
 			t := p.filterTimers[i].start()
@@ -306,6 +355,7 @@ func (c *cycle) RunProfile(ctx context.Context, name string) (*ProfileResult, er
 	}
 	for _, i := range c.pickedIdx {
 		if i < 0 || i >= n {
+			pr.Targets = pr.Targets[:0]
 			pr.Err = &Error{Kind: KindInternal, Profile: name, Msg: fmt.Sprintf("picker %s returned index %d of %d endpoints", p.picker.TypedName(), i, n)}
 			return pr, pr.Err
 		}

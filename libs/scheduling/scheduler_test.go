@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -287,5 +288,138 @@ plugins:
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// A stale or repeated Release must not recycle a result someone else holds.
+func TestReleaseTwiceIsHarmless(t *testing.T) {
+	s := schedulingtest.Scheduler(t, "plugins: [{type: queue-scorer}]")
+	eps := schedulingtest.Endpoints(3)
+	a, err := s.Schedule(ctx, schedulingtest.Completion("A", "m", "x"), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	b, err := s.Schedule(ctx, schedulingtest.Completion("B", "m", "x"), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release() // stale
+	c, err := s.Schedule(ctx, schedulingtest.Completion("C", "m", "x"), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b == c || b.RequestID != "B" || b.Primary == c.Primary {
+		t.Fatalf("a stale Release recycled a live result: b=%s c=%s", b.RequestID, c.RequestID)
+	}
+	if b.DecisionID == c.DecisionID || b.DecisionID == 0 {
+		t.Errorf("decision ids %d %d", b.DecisionID, c.DecisionID)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Release() }()
+	}
+	wg.Wait()
+	b.Release()
+}
+
+// A panicking plugin fails its request with a 500-kind error and leaves the
+// scheduler usable.
+func TestPluginPanicIsContained(t *testing.T) {
+	s := schedulingtest.Scheduler(t, "plugins: [{type: test-panic-scorer}, {type: queue-scorer}]")
+	eps := schedulingtest.Endpoints(2)
+	_, err := s.Schedule(ctx, schedulingtest.Completion("r", "boom", "x"), eps)
+	if err == nil || scheduling.HTTPStatus(err) != http.StatusInternalServerError || !strings.Contains(err.Error(), "scorer exploded") {
+		t.Fatalf("panic became %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := s.Schedule(ctx, schedulingtest.Completion("r2", "fine", "x"), eps)
+		if err == nil {
+			res.Release()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the scheduler stayed locked after a plugin panic")
+	}
+}
+
+// Filters that hand back their input (or part of it) must not make a later
+// filter write over the slice it is reading.
+func TestFilterReturningItsInput(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: test-keep-filter, name: f1, parameters: {keep: [pod-0, pod-1, pod-2, pod-3]}}
+- {type: test-passthrough-filter, name: same}
+- {type: test-keep-filter, name: f3, parameters: {keep: [pod-1, pod-3]}}
+- {type: test-passthrough-filter, name: same2}
+- {type: test-keep-filter, name: f5, parameters: {keep: [pod-3]}}
+- {type: queue-scorer}
+`)
+	eps := schedulingtest.Endpoints(6)
+	res, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if got := strings.Join(schedulingtest.Names(res.Primary.Endpoints), ","); got != "pod-3" {
+		t.Errorf("endpoints after filters = %s, want pod-3", got)
+	}
+	if got := strings.Join(schedulingtest.Names(eps), ","); got != "pod-0,pod-1,pod-2,pod-3,pod-4,pod-5" {
+		t.Errorf("the caller's candidates were modified: %s", got)
+	}
+}
+
+// A picker the builder adds is not a declared plugin: profiles cannot refer
+// to it, whatever their order.
+func TestImplicitPluginsAreNotReferenceable(t *testing.T) {
+	for _, profiles := range []string{
+		"[{name: a, plugins: [{pluginRef: queue-scorer}]}, {name: b, plugins: [{pluginRef: max-score-picker}]}]",
+		"[{name: b, plugins: [{pluginRef: max-score-picker}]}, {name: a, plugins: [{pluginRef: queue-scorer}]}]",
+	} {
+		_, err := build("plugins: [{type: queue-scorer}, {type: pd-profile-handler, parameters: {decodeProfile: a, prefillProfile: b}}]\nschedulingProfiles: " + profiles)
+		if err == nil || !strings.Contains(err.Error(), `no plugin named "max-score-picker" is declared`) {
+			t.Errorf("%s: %v", profiles, err)
+		}
+	}
+}
+
+// EndpointRemoved reaches plugins with per-endpoint state: the prefix index
+// forgets the endpoint.
+func TestEndpointRemoved(t *testing.T) {
+	s := schedulingtest.Scheduler(t, "plugins: [{type: prefix-cache-scorer, parameters: {autoTune: false}}]")
+	eps := schedulingtest.Endpoints(2)
+	prompt := strings.Repeat("a shared prompt prefix ", 30)
+	first, err := s.Schedule(ctx, schedulingtest.Completion("r1", "m", prompt), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := first.Target().Endpoint.Name
+	first.Release()
+	second, err := s.Schedule(ctx, schedulingtest.Completion("r2", "m", prompt), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Target().Endpoint.Name != holder {
+		t.Fatalf("prefix not remembered")
+	}
+	second.Release()
+	s.EndpointRemoved(holder)
+	third, err := s.Schedule(ctx, schedulingtest.Completion("r3", "m", prompt), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Release()
+	for i := range eps {
+		if third.Primary.Score(0, i) != 0 {
+			t.Errorf("%s still scores %v after %s was removed", eps[i].Name, third.Primary.Score(0, i), holder)
+		}
 	}
 }

@@ -3,8 +3,6 @@ package scheduling
 import (
 	"context"
 	"math/rand/v2"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // StateKey names a datum in a CycleState. Plugins key what they share by
@@ -83,33 +81,21 @@ func (c *CycleState) Rand() *rand.Rand { return c.rng }
 // ScratchInts returns a zeroed buffer of n ints owned by the cycle. It is
 // valid until the next Scratch call of the same type; a plugin uses it within
 // one call and must not keep it.
-func (c *CycleState) ScratchInts(n int) []int {
-	if cap(c.ints) < n {
-		c.ints = make([]int, n)
-	}
-	c.ints = c.ints[:n]
-	clear(c.ints)
-	return c.ints
-}
+func (c *CycleState) ScratchInts(n int) []int { return scratch(&c.ints, n) }
 
 // ScratchUint64s is ScratchInts for uint64.
-func (c *CycleState) ScratchUint64s(n int) []uint64 {
-	if cap(c.u64s) < n {
-		c.u64s = make([]uint64, n)
-	}
-	c.u64s = c.u64s[:n]
-	clear(c.u64s)
-	return c.u64s
-}
+func (c *CycleState) ScratchUint64s(n int) []uint64 { return scratch(&c.u64s, n) }
 
 // ScratchFloat64s is ScratchInts for float64.
-func (c *CycleState) ScratchFloat64s(n int) []float64 {
-	if cap(c.f64s) < n {
-		c.f64s = make([]float64, n)
+func (c *CycleState) ScratchFloat64s(n int) []float64 { return scratch(&c.f64s, n) }
+
+func scratch[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
 	}
-	c.f64s = c.f64s[:n]
-	clear(c.f64s)
-	return c.f64s
+	*buf = (*buf)[:n]
+	clear(*buf)
+	return *buf
 }
 
 // ScratchBytes returns an empty byte buffer with capacity n owned by the
@@ -138,51 +124,74 @@ const PrefixMatchKey StateKey = "hermod.prefix-match"
 
 // PrefixMatch is what a prefix-cache plugin knows about one request: the
 // number of leading prompt blocks each endpoint holds. no-hit-lru-scorer
-// and the prefix-based deciders read it.
+// and the prefix-based deciders read it. Matches are keyed by the
+// endpoint's NameHash, so scoring a thousand endpoints needs no string
+// hashing or comparison (64-bit collisions between endpoint names are
+// ignored).
 type PrefixMatch struct {
 	// BlockSizeTokens is the block size the match was computed with.
 	BlockSizeTokens int
 	// TotalBlocks is the number of full blocks of the prompt considered.
 	TotalBlocks int
-	// Matched maps endpoint names to their count of consecutive matched
-	// blocks from block 0; endpoints without a match are absent. Write it
-	// through Set.
-	Matched map[string]int
-	// filter has bit NameHash&63 set for every matched endpoint: most
-	// endpoints are ruled out without a map lookup.
-	filter uint64
+
+	blocks map[uint64]int32 // NameHash -> consecutive matched blocks from block 0
+	names  []string         // matched endpoints, in the order they were set
 }
 
-// Set records that endpoint holds the first blocks blocks.
-func (m *PrefixMatch) Set(endpoint string, blocks int) {
-	if m.Matched == nil {
-		m.Matched = make(map[string]int)
+// Set records that endpoint (whose NameHash is hash) holds the first
+// blocks blocks.
+func (m *PrefixMatch) Set(endpoint string, hash uint64, blocks int) {
+	if m.blocks == nil {
+		m.blocks = make(map[uint64]int32)
 	}
-	m.Matched[endpoint] = blocks
-	m.filter |= 1 << (xxhash.Sum64String(endpoint) & 63)
+	if _, ok := m.blocks[hash]; !ok {
+		m.names = append(m.names, endpoint)
+	}
+	m.blocks[hash] = int32(blocks)
 }
 
 // Clear empties the match for reuse.
 func (m *PrefixMatch) Clear() {
-	clear(m.Matched)
-	m.filter = 0
+	clear(m.blocks)
+	clear(m.names)
+	m.names = m.names[:0]
 	m.BlockSizeTokens, m.TotalBlocks = 0, 0
+}
+
+// Len returns how many endpoints hold at least one block.
+func (m *PrefixMatch) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.names)
+}
+
+// Matched returns the matched endpoints by name (for inspection; scoring
+// uses BlocksOf).
+func (m *PrefixMatch) Matched() map[string]int {
+	out := make(map[string]int, m.Len())
+	if m != nil {
+		for _, name := range m.names {
+			out[name] = int(m.blocks[NameHash(name)])
+		}
+	}
+	return out
 }
 
 // BlocksOf returns how many leading blocks endpoint e holds.
 func (m *PrefixMatch) BlocksOf(e *Endpoint) int {
-	if m == nil || len(m.Matched) == 0 || m.filter&(1<<(e.NameHash()&63)) == 0 {
+	if m == nil || len(m.names) == 0 {
 		return 0
 	}
-	return m.Matched[e.Name]
+	return int(m.blocks[e.NameHash()])
 }
 
 // MatchedBlocks returns how many leading blocks the named endpoint holds.
 func (m *PrefixMatch) MatchedBlocks(endpoint string) int {
-	if m == nil {
+	if m == nil || len(m.names) == 0 {
 		return 0
 	}
-	return m.Matched[endpoint]
+	return int(m.blocks[NameHash(endpoint)])
 }
 
 // CachedTokens returns the prompt tokens the named endpoint holds.
@@ -193,8 +202,8 @@ func (m *PrefixMatch) CachedTokens(endpoint string) int {
 	return m.MatchedBlocks(endpoint) * m.BlockSizeTokens
 }
 
-// Hit reports whether any endpoint holds at least one block (a warm request).
-func (m *PrefixMatch) Hit() bool { return m != nil && len(m.Matched) > 0 }
+// Hit reports whether any endpoint holds at least one block.
+func (m *PrefixMatch) Hit() bool { return m.Len() > 0 }
 
 // PrefixMatcher is implemented by prefix-cache plugins. MatchPrefix
 // computes the request's match at most once per cycle (later calls read it

@@ -43,7 +43,7 @@ type Params struct {
 type Scorer struct {
 	scheduling.Named
 	params  Params
-	tracker *Tracker
+	tracker *Tracker[uint64]
 }
 
 // New builds an active-request-scorer.
@@ -64,15 +64,15 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	return &Scorer{
 		Named:   scheduling.Named{Type: Type, Name: name},
 		params:  p,
-		tracker: NewTracker(p.RequestTimeout.Std(), h.Now),
+		tracker: NewTracker[uint64](p.RequestTimeout.Std(), h.Now),
 	}, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
 func (s *Scorer) Parameters() any { return s.params }
 
-// Tracker returns the scorer's in-flight tracker.
-func (s *Scorer) Tracker() *Tracker { return s.tracker }
+// Tracker returns the scorer's in-flight tracker, keyed by decision id.
+func (s *Scorer) Tracker() *Tracker[uint64] { return s.tracker }
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
@@ -92,8 +92,8 @@ func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *schedulin
 }
 
 // PreRequest implements scheduling.PreRequest: +1 on the primary target of
-// every profile that picked one.
-func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
+// every profile that picked one, under the result's decision id.
+func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, res *scheduling.Result) {
 	var buf [4]string
 	names := buf[:0]
 	for _, pr := range res.Profiles {
@@ -101,10 +101,11 @@ func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, req *sc
 			names = append(names, t.Endpoint.Name)
 		}
 	}
-	s.tracker.Start(req.ID, names)
+	s.tracker.Start(res.DecisionID, names)
 }
 
-// ResponseComplete implements scheduling.ResponseComplete.
+// ResponseComplete implements scheduling.ResponseComplete: the decision the
+// response names is no longer in flight.
 func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
-	s.tracker.Done(resp.RequestID)
+	s.tracker.Done(resp.DecisionID)
 }

@@ -3,8 +3,8 @@ package activerequest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,10 +64,11 @@ func score(s *activerequest.Scorer, eps []*scheduling.Endpoint) []float64 {
 	return schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("r", "m", "hello"), eps)
 }
 
-// result builds a scheduling result whose profiles target the given
-// endpoints (one profile per target; nil = a profile that picked nothing).
-func result(id string, targets ...*scheduling.Endpoint) *scheduling.Result {
-	res := &scheduling.Result{RequestID: id}
+// result builds a scheduling result with the given decision id whose
+// profiles target the given endpoints (one profile per target; nil = a
+// profile that picked nothing).
+func result(decision uint64, targets ...*scheduling.Endpoint) *scheduling.Result {
+	res := &scheduling.Result{RequestID: fmt.Sprintf("req-%d", decision), DecisionID: decision}
 	for i, e := range targets {
 		pr := &scheduling.ProfileResult{Profile: "p" + string(rune('a'+i))}
 		if e != nil {
@@ -162,7 +163,7 @@ func TestScoreFormula(t *testing.T) {
 		for i, c := range counts {
 			for range c {
 				n++
-				s.Tracker().Start("req-"+strconv.Itoa(n), []string{eps[i].Name})
+				s.Tracker().Start(uint64(n), []string{eps[i].Name})
 			}
 		}
 	}
@@ -198,11 +199,11 @@ func TestScoreMaxOverCandidatesOnly(t *testing.T) {
 	s := newScorer(t, newFakeClock(), "")
 	all := schedulingtest.Endpoints(4)
 	tr := s.Tracker()
-	tr.Start("a", []string{"pod-1"})
-	tr.Start("b", []string{"pod-2"})
-	tr.Start("c", []string{"pod-2"})
+	tr.Start(1, []string{"pod-1"})
+	tr.Start(2, []string{"pod-2"})
+	tr.Start(3, []string{"pod-2"})
 	for i := range 10 {
-		tr.Start("busy-"+strconv.Itoa(i), []string{"pod-3"})
+		tr.Start(uint64(100+i), []string{"pod-3"})
 	}
 	if got := score(s, all[:3]); !approxEqual(got, []float64{1, 0.5, 0}) {
 		t.Errorf("scores over pod-0..2 = %v, want [1 0.5 0]", got)
@@ -223,7 +224,7 @@ func TestPreRequestAndResponseComplete(t *testing.T) {
 	tr := s.Tracker()
 
 	// decode -> pod-1, prefill -> pod-2, a third profile failed.
-	res := result("req-1", eps[1], eps[2], nil)
+	res := result(1, eps[1], eps[2], nil)
 	// A fallback target of the primary profile is not counted.
 	res.Primary.Targets = append(res.Primary.Targets, scheduling.Target{Endpoint: eps[3], Port: 8000})
 	res.Prefill = res.Profiles[1]
@@ -238,23 +239,23 @@ func TestPreRequestAndResponseComplete(t *testing.T) {
 	}
 
 	// A profile that has targets but an error is not counted.
-	res2 := result("req-2", eps[0], eps[3])
+	res2 := result(2, eps[0], eps[3])
 	res2.Profiles[1].Err = errors.New("failed")
 	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("req-2", "m", "p"), res2)
 	if tr.InFlight("pod-0") != 1 || tr.InFlight("pod-3") != 0 {
 		t.Errorf("req-2: pod-0 %d pod-3 %d, want 1 and 0", tr.InFlight("pod-0"), tr.InFlight("pod-3"))
 	}
 
-	// Completion is matched by the response's request id.
-	s.ResponseComplete(ctx, schedulingtest.Completion("other", "m", "p"), &scheduling.Response{RequestID: "req-1"})
+	// Completion is matched by the response's decision id.
+	s.ResponseComplete(ctx, schedulingtest.Completion("other", "m", "p"), &scheduling.Response{RequestID: "other", DecisionID: 1})
 	for i, want := range []int{1, 0, 0, 0} {
 		if got := tr.InFlight(eps[i].Name); got != want {
 			t.Errorf("after completing req-1: InFlight(%s) = %d, want %d", eps[i].Name, got, want)
 		}
 	}
 	// A redelivered completion changes nothing.
-	s.ResponseComplete(ctx, nil, &scheduling.Response{RequestID: "req-1"})
-	s.ResponseComplete(ctx, nil, &scheduling.Response{RequestID: "unknown"})
+	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 1})
+	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 999})
 	if tr.InFlight("pod-0") != 1 || tr.Len() != 1 {
 		t.Errorf("after redelivery: pod-0 %d len %d, want 1 and 1", tr.InFlight("pod-0"), tr.Len())
 	}
@@ -269,9 +270,9 @@ func TestRequestTimeout(t *testing.T) {
 	s := newScorer(t, clock, `{"requestTimeout": "1m"}`)
 	eps := schedulingtest.Endpoints(2)
 	ctx := context.Background()
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("old", "m", "p"), result("old", eps[0]))
+	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("old", "m", "p"), result(3, eps[0]))
 	clock.Advance(30 * time.Second)
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("new", "m", "p"), result("new", eps[1]))
+	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("new", "m", "p"), result(4, eps[1]))
 	clock.Advance(29 * time.Second)
 	if got := score(s, eps); !approxEqual(got, []float64{0, 0}) {
 		t.Errorf("at 59s: scores %v, want [0 0]", got)
@@ -288,8 +289,8 @@ func TestRequestTimeout(t *testing.T) {
 		t.Errorf("Len = %d after every request timed out", s.Tracker().Len())
 	}
 	// A late completion of an expired request is ignored.
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("x", "m", "p"), result("x", eps[0]))
-	s.ResponseComplete(ctx, nil, &scheduling.Response{RequestID: "old"})
+	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("x", "m", "p"), result(5, eps[0]))
+	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 3})
 	if got := s.Tracker().InFlight("pod-0"); got != 1 {
 		t.Errorf("late completion of an expired request changed pod-0 to %d", got)
 	}
@@ -317,6 +318,7 @@ schedulingProfiles:
 	ctx := context.Background()
 	seen := map[string]string{}
 	reqs := map[string]*scheduling.Request{}
+	decisions := map[string]uint64{}
 	for i := range 4 {
 		id := "req-" + string(rune('a'+i))
 		req := schedulingtest.Completion(id, "m", "hello")
@@ -330,10 +332,11 @@ schedulingProfiles:
 		}
 		seen[name] = id
 		reqs[name] = req
+		decisions[name] = res.DecisionID
 		res.Release()
 	}
 	// Complete the request on pod-2: it is the only idle endpoint.
-	s.ResponseComplete(ctx, reqs["pod-2"], &scheduling.Response{RequestID: seen["pod-2"]})
+	s.ResponseComplete(ctx, reqs["pod-2"], &scheduling.Response{RequestID: seen["pod-2"], DecisionID: decisions["pod-2"]})
 	res, err := s.Schedule(ctx, schedulingtest.Completion("req-e", "m", "hello"), eps)
 	if err != nil {
 		t.Fatal(err)
@@ -357,4 +360,39 @@ schedulingProfiles:
 		}
 	}
 	res.Release()
+}
+
+// Client request ids need not be unique: requests sharing one are still
+// counted one by one (the tracker keys by decision id).
+func TestDuplicateClientRequestIDs(t *testing.T) {
+	s := schedulingtest.Scheduler(t, "plugins: [{type: active-request-scorer}]")
+	eps := schedulingtest.Endpoints(3)
+	ctx := context.Background()
+	var results []*scheduling.Result
+	got := map[string]bool{}
+	for range 3 {
+		res, err := s.Schedule(ctx, schedulingtest.Completion("same-id", "m", "p"), eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[res.Target().Endpoint.Name] = true
+		results = append(results, res)
+	}
+	if len(got) != 3 {
+		t.Errorf("three requests with one client id went to %v, want three endpoints", got)
+	}
+	for _, res := range results {
+		s.ResponseComplete(ctx, nil, scheduling.NewResponse(res, 200))
+		res.Release()
+	}
+	for _, e := range eps {
+		res, err := s.Schedule(ctx, schedulingtest.Completion("same-id", "m", "p"), []*scheduling.Endpoint{e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Primary.Score(0, 0) != 1 {
+			t.Errorf("%s still counted after its request completed", e.Name)
+		}
+		res.Release()
+	}
 }

@@ -1,28 +1,29 @@
 package activerequest
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
-// Tracker counts in-flight requests per endpoint. A request is started with
-// the endpoints it occupies and done once. Events may be redelivered: a
-// second start or done of the same id changes nothing, and a finished id is
+// Tracker counts in-flight requests per endpoint, keyed by a request key K
+// that must be unique per request (the scorer uses the scheduler's decision
+// ids, not client-supplied request ids). A request is started with the
+// endpoints it occupies and done once. Events may be redelivered: a second
+// start or done of the same key changes nothing, and a finished key is
 // remembered until its timeout so a late redelivered start does not count it
 // again. A request not done within the timeout is dropped. Expiry is lazy, on
 // the next call: every entry has the same lifetime, so a FIFO in start order
 // finds them in O(1). It is safe for concurrent use.
-type Tracker struct {
+type Tracker[K comparable] struct {
 	mu       sync.Mutex
 	timeout  time.Duration
 	now      func() time.Time
-	counts   map[string]int
-	requests map[string]entry // in flight and finished-but-remembered
+	counts   map[uint64]int // by endpoint NameHash
+	requests map[K]entry    // in flight and finished-but-remembered
 	live     int
-	queue    []queued
+	queue    []queued[K]
 	head     int
 	seq      uint64
 }
@@ -44,37 +45,33 @@ func (e *entry) endpoints() []string {
 	return e.inline[:e.n]
 }
 
-type queued struct {
-	id      string
+type queued[K comparable] struct {
+	id      K
 	seq     uint64
 	started time.Time
 }
 
 // NewTracker returns a tracker dropping requests older than timeout.
-func NewTracker(timeout time.Duration, now func() time.Time) *Tracker {
+func NewTracker[K comparable](timeout time.Duration, now func() time.Time) *Tracker[K] {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{timeout: timeout, now: now, counts: map[string]int{}, requests: map[string]entry{}}
+	return &Tracker[K]{timeout: timeout, now: now, counts: map[uint64]int{}, requests: map[K]entry{}}
 }
 
 // Start records request id as in flight on endpoints, now.
-func (t *Tracker) Start(id string, endpoints []string) { t.StartAt(id, endpoints, t.now()) }
+func (t *Tracker[K]) Start(id K, endpoints []string) { t.StartAt(id, endpoints, t.now()) }
 
 // StartAt records request id as in flight on endpoints since started. An id
-// already in flight is left as it is. An empty id gets a private one (it can
-// then only end by timing out).
-func (t *Tracker) StartAt(id string, endpoints []string, started time.Time) {
+// already known (in flight, or finished within the timeout) is left as it is.
+func (t *Tracker[K]) StartAt(id K, endpoints []string, started time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
-	t.seq++
-	if id == "" {
-		id = "\x00anonymous-" + strconv.FormatUint(t.seq, 10)
-	}
 	if _, ok := t.requests[id]; ok {
 		return
 	}
+	t.seq++
 	e := entry{seq: t.seq}
 	if len(endpoints) <= len(e.inline) {
 		e.n = uint8(copy(e.inline[:], endpoints))
@@ -82,15 +79,15 @@ func (t *Tracker) StartAt(id string, endpoints []string, started time.Time) {
 		e.more = append([]string(nil), endpoints...)
 	}
 	for _, name := range endpoints {
-		t.counts[name]++
+		t.counts[scheduling.NameHash(name)]++
 	}
 	t.requests[id] = e
 	t.live++
-	t.queue = append(t.queue, queued{id: id, seq: e.seq, started: started})
+	t.queue = append(t.queue, queued[K]{id: id, seq: e.seq, started: started})
 }
 
 // Done records that request id ended. Unknown ids are ignored.
-func (t *Tracker) Done(id string) {
+func (t *Tracker[K]) Done(id K) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
@@ -100,15 +97,15 @@ func (t *Tracker) Done(id string) {
 }
 
 // InFlight returns the in-flight count of an endpoint.
-func (t *Tracker) InFlight(endpoint string) int {
+func (t *Tracker[K]) InFlight(endpoint string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
-	return t.counts[endpoint]
+	return t.counts[scheduling.NameHash(endpoint)]
 }
 
 // Len returns the number of requests in flight.
-func (t *Tracker) Len() int {
+func (t *Tracker[K]) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
@@ -116,7 +113,7 @@ func (t *Tracker) Len() int {
 }
 
 // snapshot writes the in-flight count of eps[i] into dst[i] and returns dst.
-func (t *Tracker) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 {
+func (t *Tracker[K]) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
@@ -125,19 +122,20 @@ func (t *Tracker) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 
 		return dst
 	}
 	for i, e := range eps {
-		dst[i] = float64(t.counts[e.Name])
+		dst[i] = float64(t.counts[e.NameHash()])
 	}
 	return dst
 }
 
 // finish releases a request's endpoints; the entry stays, marked done,
 // until expire forgets it.
-func (t *Tracker) finish(id string, e entry) {
+func (t *Tracker[K]) finish(id K, e entry) {
 	for _, name := range e.endpoints() {
-		if n := t.counts[name] - 1; n > 0 {
-			t.counts[name] = n
+		h := scheduling.NameHash(name)
+		if n := t.counts[h] - 1; n > 0 {
+			t.counts[h] = n
 		} else {
-			delete(t.counts, name)
+			delete(t.counts, h)
 		}
 	}
 	t.requests[id] = entry{seq: e.seq, done: true}
@@ -146,7 +144,7 @@ func (t *Tracker) finish(id string, e entry) {
 
 // expire drops requests started more than timeout ago (finishing them if
 // they are still in flight) and forgets finished ones of that age.
-func (t *Tracker) expire() {
+func (t *Tracker[K]) expire() {
 	deadline := t.now().Add(-t.timeout)
 	for t.head < len(t.queue) {
 		q := t.queue[t.head]
@@ -159,7 +157,7 @@ func (t *Tracker) expire() {
 			}
 			delete(t.requests, q.id)
 		}
-		t.queue[t.head] = queued{}
+		t.queue[t.head] = queued[K]{}
 		t.head++
 	}
 	// Reclaim the consumed prefix of the queue once it dominates.

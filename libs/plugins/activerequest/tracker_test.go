@@ -11,7 +11,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/activerequest"
 )
 
-func checkCounts(t *testing.T, tr *activerequest.Tracker, want map[string]int, names ...string) {
+func checkCounts(t *testing.T, tr *activerequest.Tracker[string], want map[string]int, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if got := tr.InFlight(n); got != want[n] {
@@ -22,7 +22,7 @@ func checkCounts(t *testing.T, tr *activerequest.Tracker, want map[string]int, n
 
 func TestTrackerStartDone(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	tr.Start("a", []string{"pod-0"})
 	tr.Start("b", []string{"pod-0", "pod-1"})
 	tr.Start("c", nil)
@@ -41,7 +41,7 @@ func TestTrackerStartDone(t *testing.T) {
 }
 
 func TestTrackerManyEndpoints(t *testing.T) {
-	tr := activerequest.NewTracker(time.Minute, newFakeClock().Now)
+	tr := activerequest.NewTracker[string](time.Minute, newFakeClock().Now)
 	names := []string{"p0", "p1", "p2", "p3", "p4"}
 	tr.Start("x", names)
 	names[0] = "mutated" // the tracker keeps its own copy
@@ -52,7 +52,7 @@ func TestTrackerManyEndpoints(t *testing.T) {
 }
 
 func TestTrackerStartTwiceCountsOnce(t *testing.T) {
-	tr := activerequest.NewTracker(time.Minute, newFakeClock().Now)
+	tr := activerequest.NewTracker[string](time.Minute, newFakeClock().Now)
 	tr.Start("a", []string{"pod-0"})
 	tr.Start("a", []string{"pod-0"})
 	tr.Start("a", []string{"pod-1"}) // still the same request
@@ -65,7 +65,7 @@ func TestTrackerStartTwiceCountsOnce(t *testing.T) {
 }
 
 func TestTrackerDoneUnknownAndTwice(t *testing.T) {
-	tr := activerequest.NewTracker(time.Minute, newFakeClock().Now)
+	tr := activerequest.NewTracker[string](time.Minute, newFakeClock().Now)
 	tr.Done("nobody")
 	tr.Done("")
 	tr.Start("a", []string{"pod-0"})
@@ -83,24 +83,21 @@ func TestTrackerDoneUnknownAndTwice(t *testing.T) {
 	}
 }
 
-func TestTrackerEmptyIDOnlyExpires(t *testing.T) {
+// The empty key is an ordinary key: unique keys are the caller's job (the
+// scorer uses decision ids).
+func TestTrackerEmptyKeyIsAKey(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	tr.Start("", []string{"pod-0"})
-	tr.Start("", []string{"pod-0"}) // a different anonymous request
-	checkCounts(t, tr, map[string]int{"pod-0": 2}, "pod-0")
+	tr.Start("", []string{"pod-0"}) // the same request again
+	checkCounts(t, tr, map[string]int{"pod-0": 1}, "pod-0")
 	tr.Done("")
-	checkCounts(t, tr, map[string]int{"pod-0": 2}, "pod-0")
-	clock.Advance(time.Minute + time.Second)
 	checkCounts(t, tr, nil, "pod-0")
-	if tr.Len() != 0 {
-		t.Errorf("Len = %d, want 0", tr.Len())
-	}
 }
 
 func TestTrackerExpiry(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	tr.Start("a", []string{"pod-0"})
 	clock.Advance(20 * time.Second)
 	tr.Start("b", []string{"pod-0", "pod-1"})
@@ -126,7 +123,7 @@ func TestTrackerExpiry(t *testing.T) {
 
 func TestTrackerStartAt(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	tr.StartAt("a", []string{"pod-0"}, clock.Now().Add(-50*time.Second))
 	checkCounts(t, tr, map[string]int{"pod-0": 1}, "pod-0")
 	clock.Advance(11 * time.Second)
@@ -134,10 +131,10 @@ func TestTrackerStartAt(t *testing.T) {
 }
 
 func TestTrackerNilClockUsesWallClock(t *testing.T) {
-	tr := activerequest.NewTracker(time.Hour, nil)
+	tr := activerequest.NewTracker[string](time.Hour, nil)
 	tr.Start("a", []string{"pod-0"})
 	checkCounts(t, tr, map[string]int{"pod-0": 1}, "pod-0")
-	short := activerequest.NewTracker(time.Nanosecond, nil)
+	short := activerequest.NewTracker[string](time.Nanosecond, nil)
 	short.StartAt("a", []string{"pod-0"}, time.Now().Add(-time.Second))
 	checkCounts(t, short, nil, "pod-0")
 }
@@ -147,7 +144,7 @@ func TestTrackerNilClockUsesWallClock(t *testing.T) {
 // passes the timeout everything returns to zero.
 func TestTrackerCompactionKeepsCounts(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	rng := rand.New(rand.NewPCG(1, 2))
 	endpoints := []string{"pod-0", "pod-1", "pod-2", "pod-3"}
 	all := append([]string{"pod-long"}, endpoints...)
@@ -244,7 +241,7 @@ func keepOpen(id string) bool {
 // later ones are still open.
 func TestTrackerMassExpiry(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	for i := range 5000 {
 		tr.Start("old-"+strconv.Itoa(i), []string{"pod-" + strconv.Itoa(i%3)})
 	}
@@ -322,7 +319,7 @@ func (m *modelTracker) expire(now time.Time) {
 func TestTrackerMatchesModel(t *testing.T) {
 	clock := newFakeClock()
 	const timeout = 20*time.Second + time.Nanosecond
-	tr := activerequest.NewTracker(timeout, clock.Now)
+	tr := activerequest.NewTracker[string](timeout, clock.Now)
 	m := &modelTracker{timeout: timeout, reqs: map[string]modelReq{}, count: map[string]int{}}
 	rng := rand.New(rand.NewPCG(7, 11))
 	endpoints := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
@@ -383,10 +380,11 @@ func TestTrackerMatchesModel(t *testing.T) {
 				tr.Done("r" + strconv.Itoa(next))
 				m.done("r" + strconv.Itoa(next))
 			}
-		case x < 94: // anonymous
+		case x < 94: // a request on one endpoint
 			eps := []string{endpoints[rng.IntN(len(endpoints))]}
-			tr.Start("", eps)
-			m.start(fmt.Sprintf("\x00anon-%d", op), now, eps)
+			id := fmt.Sprintf("single-%d", op)
+			tr.Start(id, eps)
+			m.start(id, now, eps)
 		default:
 			clock.Advance(time.Duration(rng.IntN(100)) * time.Millisecond)
 		}
@@ -413,7 +411,7 @@ func TestTrackerMatchesModel(t *testing.T) {
 
 func TestTrackerConcurrent(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Hour, clock.Now)
+	tr := activerequest.NewTracker[string](time.Hour, clock.Now)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -449,7 +447,7 @@ func TestTrackerConcurrent(t *testing.T) {
 // A start redelivered after its request finished must not count it again.
 func TestTrackerRedeliveredStartAfterDone(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	tr.Start("r1", []string{"a"})
 	tr.Done("r1")
 	tr.Start("r1", []string{"a"})
@@ -468,7 +466,7 @@ func TestTrackerRedeliveredStartAfterDone(t *testing.T) {
 // Exactly requestTimeout old is not "older than requestTimeout".
 func TestTrackerTimeoutBoundary(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker(time.Minute, clock.Now)
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
 	tr.Start("r1", []string{"a"})
 	clock.Advance(time.Minute)
 	if tr.InFlight("a") != 1 {

@@ -31,7 +31,11 @@ func tokens(n int) *scheduling.Request {
 // a prefix match with the given block size and matched blocks per endpoint.
 func stateWithMatch(blockSize int, matched map[string]int) *scheduling.CycleState {
 	cs := schedulingtest.CycleState(1)
-	cs.Write(scheduling.PrefixMatchKey, &scheduling.PrefixMatch{BlockSizeTokens: blockSize, TotalBlocks: 10, Matched: matched})
+	m := &scheduling.PrefixMatch{BlockSizeTokens: blockSize, TotalBlocks: 10}
+	for name, blocks := range matched {
+		m.Set(name, scheduling.NameHash(name), blocks)
+	}
+	cs.Write(scheduling.PrefixMatchKey, m)
 	return cs
 }
 

@@ -46,8 +46,10 @@ type DisaggParams struct {
 
 // Disagg strips client-supplied routing headers and sets
 // mif-prefill-endpoint (host:port of the prefill target) and
-// mif-encode-endpoints (comma-separated encode targets) when those
-// profiles picked endpoints.
+// mif-encode-endpoints (comma-separated encode targets) when those stages
+// picked endpoints. The stages are the ones the profile handler recorded
+// (Result.Prefill, Result.Encode), whatever their profiles are called;
+// prefillProfile and encodeProfile name them for handlers that record none.
 type Disagg struct {
 	scheduling.Named
 	params DisaggParams
@@ -76,12 +78,12 @@ func (d *Disagg) PreRequest(_ context.Context, _ *scheduling.CycleState, _ *sche
 	res.RemoveHeader(PrefillEndpoint)
 	res.RemoveHeader(EncodeEndpoints)
 	res.RemoveHeader(DestinationEndpoint)
-	if pr := res.Result(d.params.PrefillProfile); pr != nil && pr.Err == nil {
+	if pr := stage(res, res.Prefill, d.params.PrefillProfile); pr != nil {
 		if t, ok := pr.Target(); ok {
 			res.SetHeader(PrefillEndpoint, t.HostPort())
 		}
 	}
-	if pr := res.Result(d.params.EncodeProfile); pr != nil && pr.Err == nil && len(pr.Targets) > 0 {
+	if pr := stage(res, res.Encode, d.params.EncodeProfile); pr != nil && len(pr.Targets) > 0 {
 		var b strings.Builder
 		for i, t := range pr.Targets {
 			if i > 0 {
@@ -91,6 +93,19 @@ func (d *Disagg) PreRequest(_ context.Context, _ *scheduling.CycleState, _ *sche
 		}
 		res.SetHeader(EncodeEndpoints, b.String())
 	}
+}
+
+// stage returns the successful result of a stage: the one the handler
+// recorded, else the profile named profile.
+func stage(res *scheduling.Result, recorded *scheduling.ProfileResult, profile string) *scheduling.ProfileResult {
+	pr := recorded
+	if pr == nil {
+		pr = res.Result(profile)
+	}
+	if pr == nil || pr.Err != nil || pr == res.Primary {
+		return nil
+	}
+	return pr
 }
 
 // Response sets x-decoder-host-port (always) and x-prefiller-host-port

@@ -256,9 +256,10 @@ func TestDisaggHeadersCustomProfiles(t *testing.T) {
 	}
 }
 
-func TestDisaggHeadersReadOnlyTheirProfiles(t *testing.T) {
-	// the handler reads the default profile names "prefill" and "encode";
-	// with stages named pf and enc it finds nothing to publish.
+func TestDisaggHeadersFollowTheRecordedStages(t *testing.T) {
+	// The handler's stages are named pf and enc while the headers plugin
+	// keeps its default names: it publishes the stages the profile handler
+	// recorded, so the decode pod still learns where they ran.
 	cfg := strings.Replace(customProfilesConfig, `    parameters:
       prefillProfile: pf
       encodeProfile: enc
@@ -269,10 +270,11 @@ func TestDisaggHeadersReadOnlyTheirProfiles(t *testing.T) {
 	if res.Prefill == nil || res.Encode == nil {
 		t.Fatalf("test setup: prefill %v / encode %v did not run", res.Prefill, res.Encode)
 	}
-	for _, h := range []string{headers.PrefillEndpoint, headers.EncodeEndpoints} {
-		if got, ok := res.Headers[h]; ok {
-			t.Errorf("%s = %q although the configured profile did not run", h, got)
-		}
+	if got := res.Headers[headers.PrefillEndpoint]; got != prefillPod.HostPort() {
+		t.Errorf("%s = %q, want %s", headers.PrefillEndpoint, got, prefillPod.HostPort())
+	}
+	if got := res.Headers[headers.EncodeEndpoints]; got != encodePodA.HostPort() {
+		t.Errorf("%s = %q, want %s", headers.EncodeEndpoints, got, encodePodA.HostPort())
 	}
 }
 

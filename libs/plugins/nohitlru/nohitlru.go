@@ -4,10 +4,10 @@
 package nohitlru
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -22,7 +22,7 @@ const (
 	DefaultPrefixPlugin = "prefix-cache-scorer"
 	DefaultLRUSize      = 1024
 	warmScore           = 0.5
-	// maxEndpoints bounds candidate indexes packed below a sequence number.
+	// idxBits is how many low bits of a sort key hold the candidate index.
 	idxBits = 20
 )
 
@@ -37,12 +37,13 @@ type Params struct {
 	LRUSize          int    `json:"lruSize"`
 }
 
-// Scorer scores warm requests 0.5 everywhere. For a cold request it orders
-// the candidates: first those not in the LRU (never sent a cold request, or
-// forgotten), in candidate order; then the others from least to most
-// recently sent one. Rank r of N scores 1 - r/(N-1) (N = 1: 1.0). The
-// endpoints that serve a cold request (primary and prefill targets) move to
-// the front of the LRU, which holds the lruSize most recent.
+// Scorer scores warm requests (some candidate holds at least one block of
+// the prompt) 0.5 everywhere. For a cold request it orders the candidates:
+// first those not in the LRU (never sent a cold request, or forgotten), in
+// candidate order; then the others from least to most recently sent one.
+// Rank r of N scores 1 - r/(N-1) (N = 1: 1.0). The endpoints that serve a
+// cold request (primary and prefill targets) move to the front of the LRU,
+// which holds the lruSize most recent.
 type Scorer struct {
 	scheduling.Named
 	params Params
@@ -94,7 +95,7 @@ func (s *Scorer) Parameters() any { return s.params }
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	if s.prefix.MatchPrefix(ctx, cs, req, eps).Hit() {
+	if warm(s.prefix.MatchPrefix(ctx, cs, req, eps), eps) {
 		for i := range scores {
 			scores[i] = warmScore
 		}
@@ -105,40 +106,83 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 		scores[0] = 1
 		return
 	}
-	if n >= 1<<idxBits {
-		panic(fmt.Sprintf("no-hit-lru-scorer: %d candidates exceed %d", n, 1<<idxBits))
-	}
 	// Untracked endpoints take the first ranks in candidate order; tracked
-	// ones follow by ascending sequence (oldest cold request first). Both
-	// are sorted at once by packing (seq << idxBits | index): untracked
-	// endpoints have seq 0.
-	keys := cs.ScratchUint64s(n)
+	// ones follow by ascending sequence (oldest cold request first).
+	// Untracked endpoints have sequence 0, so one stable sort by sequence
+	// orders both.
+	denom := float64(n - 1)
 	s.mu.Lock()
-	for i, e := range eps {
-		var seq uint64
-		if el, ok := s.byKey[e.Name]; ok {
-			seq = el.Value.(*tracked).seq
+	if n < 1<<idxBits {
+		// Pack (seq << idxBits | index): a plain integer sort is stable
+		// here because the index breaks ties.
+		keys := cs.ScratchUint64s(n)
+		for i, e := range eps {
+			keys[i] = s.seqOf(e.Name)<<idxBits | uint64(i)
 		}
-		keys[i] = seq<<idxBits | uint64(i)
+		s.mu.Unlock()
+		slices.Sort(keys)
+		for rank, k := range keys {
+			scores[k&(1<<idxBits-1)] = 1 - float64(rank)/denom
+		}
+		return
+	}
+	seqs := cs.ScratchUint64s(n)
+	for i, e := range eps {
+		seqs[i] = s.seqOf(e.Name)
 	}
 	s.mu.Unlock()
-	slices.Sort(keys)
-	denom := float64(n - 1)
-	for rank, k := range keys {
-		scores[k&(1<<idxBits-1)] = 1 - float64(rank)/denom
+	order := cs.ScratchInts(n)
+	for i := range order {
+		order[i] = i
 	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+	for rank, i := range order {
+		scores[i] = 1 - float64(rank)/denom
+	}
+}
+
+// seqOf is an endpoint's last cold-request sequence, 0 if untracked. The
+// caller holds s.mu.
+func (s *Scorer) seqOf(name string) uint64 {
+	if el, ok := s.byKey[name]; ok {
+		return el.Value.(*tracked).seq
+	}
+	return 0
+}
+
+// warm reports whether some candidate holds at least one block.
+func warm(m *scheduling.PrefixMatch, eps []*scheduling.Endpoint) bool {
+	if !m.Hit() {
+		return false
+	}
+	for _, e := range eps {
+		if m.BlocksOf(e) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // PreRequest implements scheduling.PreRequest: a cold request's targets
 // become the most recently used.
 func (s *Scorer) PreRequest(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
-	if s.prefix.MatchPrefix(ctx, cs, req, res.Primary.Endpoints).Hit() {
+	if warm(s.prefix.MatchPrefix(ctx, cs, req, res.Primary.Endpoints), res.Primary.Endpoints) {
 		return
 	}
 	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
 		if t, ok := pr.Target(); ok {
 			s.Touch(t.Endpoint.Name)
 		}
+	}
+}
+
+// EndpointRemoved implements scheduling.EndpointRemover.
+func (s *Scorer) EndpointRemoved(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.byKey[name]; ok {
+		s.lru.Remove(el)
+		delete(s.byKey, name)
 	}
 }
 

@@ -279,10 +279,12 @@ func TestWarmRequest(t *testing.T) {
 			t.Errorf("warm prompt of %d chars: scores = %v, want 0.5 everywhere", len(p), got)
 		}
 	}
-	// Warm even when the endpoint holding the prefix is not a candidate.
+	// Warm means some candidate holds the prefix: with the holder (pod-3)
+	// not a candidate the request is cold among pod-0 (touched) and pod-1
+	// (untracked, so first).
 	got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", warm), eps[:2])
-	if !approxEqual(got, []float64{0.5, 0.5}) {
-		t.Errorf("warm with holder outside candidates: scores = %v", got)
+	if !approxEqual(got, []float64{0, 1}) {
+		t.Errorf("holder outside the candidates: scores = %v, want cold [0 1]", got)
 	}
 	// Another model is cold.
 	got = schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "other-model", warm), eps)
@@ -449,4 +451,16 @@ func TestSchedulerSpreadsColdRequests(t *testing.T) {
 		t.Errorf("next cold request went to %s, want pod-0", got)
 	}
 	res.Release()
+}
+
+func TestEndpointRemovedForgetsIt(t *testing.T) {
+	_, s := setup(t, "")
+	eps := schedulingtest.Endpoints(3)
+	s.Touch("pod-0")
+	s.Touch("pod-1")
+	s.EndpointRemoved("pod-0")
+	// pod-0 is untracked again: order pod-0, pod-2 (untracked), pod-1.
+	if got := cold(s, eps); !approxEqual(got, []float64{1, 0, 0.5}) {
+		t.Errorf("after removing pod-0: scores = %v, want [1 0 0.5]", got)
+	}
 }

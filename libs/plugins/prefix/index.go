@@ -52,6 +52,7 @@ func NewIndex() *Index {
 // doubly linked nodes, so steady-state inserts do not allocate.
 type serverLRU struct {
 	name     string
+	nameHash uint64
 	capacity int
 	slots    map[uint64]int32
 	nodes    []lruNode
@@ -169,7 +170,8 @@ func (x *Index) Match(hashes []uint64, out *scheduling.PrefixMatch) {
 		}
 	}
 	for _, id := range first {
-		out.Set(x.servers[id].name, int(run[id]))
+		srv := x.servers[id]
+		out.Set(srv.name, srv.nameHash, int(run[id]))
 		run[id] = 0
 	}
 	*runp = run
@@ -180,7 +182,7 @@ func (x *Index) Match(hashes []uint64, out *scheduling.PrefixMatch) {
 var runPool = sync.Pool{New: func() any { return new([]int32) }}
 
 func (x *Index) newServer(name string, capacity int) uint32 {
-	s := &serverLRU{name: name, capacity: max(capacity, 1), slots: map[uint64]int32{}, head: none, tail: none}
+	s := &serverLRU{name: name, nameHash: scheduling.NameHash(name), capacity: max(capacity, 1), slots: map[uint64]int32{}, head: none, tail: none}
 	var id uint32
 	if n := len(x.free); n > 0 {
 		id = x.free[n-1]

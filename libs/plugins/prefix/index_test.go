@@ -126,10 +126,7 @@ func TestHashesChained(t *testing.T) {
 func match(x *prefix.Index, hashes []uint64) map[string]int {
 	var out scheduling.PrefixMatch
 	x.Match(hashes, &out)
-	if out.Matched == nil {
-		return map[string]int{}
-	}
-	return out.Matched
+	return out.Matched()
 }
 
 func chain(tag string, n int) []uint64 {
@@ -439,13 +436,13 @@ func BenchmarkIndexMatch(b *testing.B) {
 		}
 	}
 	query := append(slices.Clone(system), chain("pod-7", 64)...)
-	out := scheduling.PrefixMatch{Matched: make(map[string]int, 32)}
+	var out scheduling.PrefixMatch
 	b.ReportAllocs()
 	for b.Loop() {
 		out.Clear()
 		x.Match(query, &out)
 	}
-	if out.Matched["pod-7"] != 128 || out.Matched["pod-0"] != 64 {
-		b.Fatalf("unexpected match %v", out.Matched)
+	if out.MatchedBlocks("pod-7") != 128 || out.MatchedBlocks("pod-0") != 64 {
+		b.Fatalf("unexpected match %v", out.Matched())
 	}
 }

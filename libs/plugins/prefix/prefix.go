@@ -90,7 +90,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		*f.dst = *f.v
 	}
 	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, index: NewIndex(), key: scheduling.StateKey("prefix/" + name)}
-	pl.pool.New = func() any { return &match{plugin: pl, PrefixMatch: scheduling.PrefixMatch{Matched: map[string]int{}}} }
+	pl.pool.New = func() any { return &match{plugin: pl} }
 	return pl, nil
 }
 
@@ -183,3 +183,7 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, req *s
 		}
 	}
 }
+
+// EndpointRemoved implements scheduling.EndpointRemover: the endpoint's
+// blocks leave the index.
+func (p *Plugin) EndpointRemoved(name string) { p.index.RemoveEndpoint(name) }

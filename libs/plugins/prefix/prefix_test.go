@@ -162,7 +162,7 @@ func TestScoreConsecutiveBlocks(t *testing.T) {
 	}
 
 	m := matchOf(p, schedulingtest.Completion("3", "m", half), eps)
-	if m.TotalBlocks != 10 || m.BlockSizeTokens != 16 || !maps.Equal(m.Matched, map[string]int{"pod-1": 5}) || !m.Hit() {
+	if m.TotalBlocks != 10 || m.BlockSizeTokens != 16 || !maps.Equal(m.Matched(), map[string]int{"pod-1": 5}) || !m.Hit() {
 		t.Errorf("match = %+v", m)
 	}
 	if got := m.CachedTokens("pod-1"); got != 80 {
@@ -188,7 +188,7 @@ func TestShortRequest(t *testing.T) {
 		t.Errorf("scores %v, want zeros", got)
 	}
 	m := matchOf(p, short, eps)
-	if m.TotalBlocks != 0 || m.Hit() || len(m.Matched) != 0 {
+	if m.TotalBlocks != 0 || m.Hit() || m.Len() != 0 {
 		t.Errorf("match = %+v, want no blocks", m)
 	}
 	if got := p.Index().Blocks("pod-0"); got != 0 {
@@ -392,8 +392,8 @@ func TestMatchComputedOncePerCycle(t *testing.T) {
 	}
 	// A new cycle sees the new block.
 	m4 := p.MatchPrefix(ctx, schedulingtest.CycleState(1), req, eps)
-	if !maps.Equal(m4.Matched, map[string]int{"pod-2": 4}) {
-		t.Errorf("new cycle: Matched = %v, want pod-2: 4", m4.Matched)
+	if !maps.Equal(m4.Matched(), map[string]int{"pod-2": 4}) {
+		t.Errorf("new cycle: Matched = %v, want pod-2: 4", m4.Matched())
 	}
 
 	// Score first, then MatchPrefix: the same match.
@@ -424,7 +424,7 @@ func TestResetDoesNotLeakMatches(t *testing.T) {
 	cs := schedulingtest.CycleState(1)
 	for i := range 200 {
 		m := p.MatchPrefix(ctx, cs, schedulingtest.Completion("a", "m", a), tuned)
-		if len(m.Matched) != 4 || m.BlockSizeTokens != 32 || m.TotalBlocks != 4 {
+		if m.Len() != 4 || m.BlockSizeTokens != 32 || m.TotalBlocks != 4 {
 			t.Fatalf("iteration %d: warm match = %+v", i, m)
 		}
 		cs.Reset()
@@ -433,7 +433,7 @@ func TestResetDoesNotLeakMatches(t *testing.T) {
 		}
 		b := schedulingtest.Completion("b", "m", prompt(fmt.Sprint("b", i), 3))
 		m = p.MatchPrefix(ctx, cs, b, eps)
-		if m.Hit() || len(m.Matched) != 0 || m.TotalBlocks != 3 || m.BlockSizeTokens != 16 {
+		if m.Hit() || m.Len() != 0 || m.TotalBlocks != 3 || m.BlockSizeTokens != 16 {
 			t.Fatalf("iteration %d: cold match after Reset = %+v", i, m)
 		}
 		if got := schedulingtest.Score(p, cs, b, eps); !approxEqual(got, []float64{0, 0, 0, 0}) {

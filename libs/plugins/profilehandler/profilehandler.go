@@ -90,14 +90,60 @@ type DisaggParams struct {
 	} `json:"deciders"`
 }
 
+// disaggWire is what the config may hold: the nested form, and the legacy
+// flat keys that map onto it.
 type disaggWire struct {
-	DisaggParams
-	DecodeProfile            string `json:"decodeProfile"`
-	PrefillProfile           string `json:"prefillProfile"`
-	EncodeProfile            string `json:"encodeProfile"`
-	PrefillDeciderPluginName string `json:"prefillDeciderPluginName"`
-	EncodeDeciderPluginName  string `json:"encodeDeciderPluginName"`
-	DeciderPluginName        string `json:"deciderPluginName"`
+	Profiles struct {
+		Decode  *string `json:"decode"`
+		Prefill *string `json:"prefill"`
+		Encode  *string `json:"encode"`
+	} `json:"profiles"`
+	Deciders struct {
+		Prefill *string `json:"prefill"`
+		Encode  *string `json:"encode"`
+	} `json:"deciders"`
+	DecodeProfile            *string `json:"decodeProfile"`
+	PrefillProfile           *string `json:"prefillProfile"`
+	EncodeProfile            *string `json:"encodeProfile"`
+	PrefillDeciderPluginName *string `json:"prefillDeciderPluginName"`
+	EncodeDeciderPluginName  *string `json:"encodeDeciderPluginName"`
+	DeciderPluginName        *string `json:"deciderPluginName"`
+}
+
+// resolve maps the wire form onto DisaggParams: a nested key wins, then
+// the legacy keys in priority order (each with a deprecation warning; one
+// shadowed by a nested key is reported as ignored), then the default.
+func (w *disaggWire) resolve(h scheduling.Handle) DisaggParams {
+	type legacy struct {
+		key string
+		v   *string
+	}
+	pick := func(nestedKey string, nested *string, def string, legacies ...legacy) string {
+		out := def
+		for i := len(legacies) - 1; i >= 0; i-- { // lowest priority first
+			if l := legacies[i]; l.v != nil {
+				if nested != nil {
+					h.Warn(fmt.Sprintf("parameters.%s is deprecated and ignored: parameters.%s is set", l.key, nestedKey))
+					continue
+				}
+				h.Warn(fmt.Sprintf("parameters.%s is deprecated; use parameters.%s", l.key, nestedKey))
+				out = *l.v
+			}
+		}
+		if nested != nil {
+			out = *nested
+		}
+		return out
+	}
+	var p DisaggParams
+	p.Profiles.Decode = pick("profiles.decode", w.Profiles.Decode, "decode", legacy{"decodeProfile", w.DecodeProfile})
+	p.Profiles.Prefill = pick("profiles.prefill", w.Profiles.Prefill, "prefill", legacy{"prefillProfile", w.PrefillProfile})
+	p.Profiles.Encode = pick("profiles.encode", w.Profiles.Encode, "encode", legacy{"encodeProfile", w.EncodeProfile})
+	// deciderPluginName has lower priority than prefillDeciderPluginName
+	p.Deciders.Prefill = pick("deciders.prefill", w.Deciders.Prefill, "",
+		legacy{"prefillDeciderPluginName", w.PrefillDeciderPluginName}, legacy{"deciderPluginName", w.DeciderPluginName})
+	p.Deciders.Encode = pick("deciders.encode", w.Deciders.Encode, "", legacy{"encodeDeciderPluginName", w.EncodeDeciderPluginName})
+	return p
 }
 
 // Disagg runs decode first (primary), then encode when the encode decider
@@ -115,33 +161,15 @@ type Disagg struct {
 }
 
 func newDisagg(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	var w disaggWire
-	w.Profiles.Decode, w.Profiles.Prefill, w.Profiles.Encode = "decode", "prefill", "encode"
-	if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
+	var wire disaggWire
+	if err := scheduling.DecodeParameters(raw, &wire, h); err != nil {
 		return nil, err
 	}
-	legacy := func(value, key, nested string, dst *string) {
-		if value == "" {
-			return
-		}
-		h.Warn(fmt.Sprintf("parameters.%s is deprecated; use parameters.%s", key, nested))
-		*dst = value
-	}
-	legacy(w.DecodeProfile, "decodeProfile", "profiles.decode", &w.Profiles.Decode)
-	legacy(w.PrefillProfile, "prefillProfile", "profiles.prefill", &w.Profiles.Prefill)
-	legacy(w.EncodeProfile, "encodeProfile", "profiles.encode", &w.Profiles.Encode)
-	if w.Deciders.Prefill == "" {
-		// deciderPluginName has lower priority than prefillDeciderPluginName
-		legacy(w.DeciderPluginName, "deciderPluginName", "deciders.prefill", &w.Deciders.Prefill)
-		legacy(w.PrefillDeciderPluginName, "prefillDeciderPluginName", "deciders.prefill", &w.Deciders.Prefill)
-	}
-	if w.Deciders.Encode == "" {
-		legacy(w.EncodeDeciderPluginName, "encodeDeciderPluginName", "deciders.encode", &w.Deciders.Encode)
-	}
-	d := &Disagg{Named: scheduling.Named{Type: DisaggType, Name: name}, params: w.DisaggParams, logger: h.Logger()}
-	for field, v := range map[string]string{"profiles.decode": w.Profiles.Decode, "profiles.prefill": w.Profiles.Prefill, "profiles.encode": w.Profiles.Encode} {
-		if v == "" {
-			return nil, scheduling.ParamErrorf(field, "must not be empty")
+	w := wire.resolve(h)
+	d := &Disagg{Named: scheduling.Named{Type: DisaggType, Name: name}, params: w, logger: h.Logger()}
+	for _, f := range []struct{ field, v string }{{"profiles.decode", w.Profiles.Decode}, {"profiles.prefill", w.Profiles.Prefill}, {"profiles.encode", w.Profiles.Encode}} {
+		if f.v == "" {
+			return nil, scheduling.ParamErrorf(f.field, "must not be empty")
 		}
 	}
 	if w.Deciders.Prefill != "" {

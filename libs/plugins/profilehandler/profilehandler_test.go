@@ -1245,3 +1245,59 @@ schedulingProfiles:
 		t.Errorf("second identical request disaggregated although cached on %s", decodePod.Name)
 	}
 }
+
+// Nested parameters win over the legacy flat ones; a shadowed legacy key is
+// reported as ignored.
+func TestDisaggNestedWinsOverLegacy(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+  - type: disagg-headers-handler
+  - type: always-disagg-pd-decider
+  - type: prefill-filter
+  - type: decode-filter
+  - type: disagg-profile-handler
+    parameters:
+      profiles: {decode: dec}
+      decodeProfile: old-decode
+      deciders: {prefill: always-disagg-pd-decider}
+      deciderPluginName: nope
+schedulingProfiles:
+  - {name: prefill, plugins: [{pluginRef: prefill-filter}]}
+  - {name: dec, plugins: [{pluginRef: decode-filter}]}
+`)
+	w := strings.Join(s.Describe().Warnings, "\n")
+	for _, want := range []string{
+		"parameters.decodeProfile is deprecated and ignored: parameters.profiles.decode is set",
+		"parameters.deciderPluginName is deprecated and ignored: parameters.deciders.prefill is set",
+	} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
+		}
+	}
+}
+
+// With stage profiles named other than prefill/encode, the headers plugin
+// still reports where prefill ran (it reads the stage the handler recorded).
+func TestDisaggHeadersWithCustomProfileNames(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+  - type: disagg-headers-handler
+  - type: always-disagg-pd-decider
+  - type: prefill-filter
+  - type: decode-filter
+  - type: disagg-profile-handler
+    parameters:
+      profiles: {decode: dec, prefill: pf}
+      deciders: {prefill: always-disagg-pd-decider}
+schedulingProfiles:
+  - {name: pf, plugins: [{pluginRef: prefill-filter}]}
+  - {name: dec, plugins: [{pluginRef: decode-filter}]}
+`)
+	res := schedule(t, s, schedulingtest.Completion("r", "m", "x"), prefillPod, decodePod)
+	if res.Prefill == nil {
+		t.Fatal("no prefill stage")
+	}
+	if got := res.Headers["mif-prefill-endpoint"]; got != prefillPod.HostPort() {
+		t.Errorf("mif-prefill-endpoint = %q, want %s", got, prefillPod.HostPort())
+	}
+}

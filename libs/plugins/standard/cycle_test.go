@@ -246,6 +246,12 @@ func TestCycleAllocationsDoNotGrowWithEndpoints(t *testing.T) {
 		var per []float64
 		for _, n := range []int{10, 100, 1000} {
 			r := newCycleRunner(t, c.path, n)
+			// reach steady state: every endpoint seen by the prefix index
+			for range 5000 {
+				if err := r.step(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			allocs := testing.AllocsPerRun(500, func() {
 				if err := r.step(); err != nil {
 					t.Fatal(err)

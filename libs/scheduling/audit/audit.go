@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -14,9 +15,9 @@ import (
 
 // Decision builds the RoutingDecision event of one scheduling result. Call
 // it before res is released.
-func Decision(decisionID, pool string, at time.Time, req *scheduling.Request, res *scheduling.Result) *eventsv1.RoutingDecision {
+func Decision(pool string, at time.Time, req *scheduling.Request, res *scheduling.Result) *eventsv1.RoutingDecision {
 	d := &eventsv1.RoutingDecision{
-		DecisionId: decisionID,
+		DecisionId: DecisionID(res.DecisionID),
 		RequestId:  req.ID,
 		Pool:       pool,
 		Model:      req.Model,
@@ -49,6 +50,11 @@ func Decision(decisionID, pool string, at time.Time, req *scheduling.Request, re
 		sort.Strings(d.RemovedHeaders)
 	}
 	return d
+}
+
+// DecisionID formats a decision id as events carry it: 16 hex digits.
+func DecisionID(id uint64) string {
+	return fmt.Sprintf("%016x", id)
 }
 
 func profile(res *scheduling.Result, pr *scheduling.ProfileResult) *eventsv1.ProfileDecision {

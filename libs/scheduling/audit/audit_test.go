@@ -37,9 +37,9 @@ schedulingProfiles:
 	}
 	defer res.Release()
 	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	d := audit.Decision("dec-1", "pool-a", at, req, res)
+	d := audit.Decision("pool-a", at, req, res)
 
-	if d.GetDecisionId() != "dec-1" || d.GetRequestId() != "req-1" || d.GetPool() != "pool-a" || d.GetModel() != "llama" ||
+	if d.GetDecisionId() != audit.DecisionID(res.DecisionID) || len(d.GetDecisionId()) != 16 || d.GetRequestId() != "req-1" || d.GetPool() != "pool-a" || d.GetModel() != "llama" ||
 		d.GetAdapter() != "sql-lora" || !d.GetTime().AsTime().Equal(at) {
 		t.Errorf("header fields: %v", d)
 	}
@@ -101,7 +101,7 @@ schedulingProfiles:
 		t.Fatal(err)
 	}
 	defer res.Release()
-	d := audit.Decision("d", "p", time.Now(), req, res)
+	d := audit.Decision("p", time.Now(), req, res)
 	if d.GetPrimaryName() != "pod-1" || d.GetPrefillEndpoint() != "10.0.0.1:8000" {
 		t.Errorf("primary %s prefill %s", d.GetPrimaryName(), d.GetPrefillEndpoint())
 	}
@@ -138,7 +138,7 @@ schedulingProfiles:
 		t.Fatal(err)
 	}
 	defer res.Release()
-	d := audit.Decision("d", "p", time.Now(), schedulingtest.Completion("r", "m", "x"), res)
+	d := audit.Decision("p", time.Now(), schedulingtest.Completion("r", "m", "x"), res)
 	if n := len(d.GetProfiles()); n != 2 {
 		t.Fatalf("profiles = %d", n)
 	}
