@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -103,12 +104,11 @@ func (b *builder) build() (*Scheduler, error) {
 	b.checkGates()
 	b.instantiate()
 	if len(b.errs) > 0 {
-		return nil, errors.Join(b.errs...)
+		return nil, b.abandon()
 	}
 	s := &Scheduler{
 		logger:  b.o.logger,
 		metrics: b.o.metrics,
-		now:     b.o.now,
 	}
 	if b.o.seed != nil {
 		s.rng = rand.New(rand.NewPCG(b.o.seed[0], b.o.seed[1]))
@@ -121,11 +121,24 @@ func (b *builder) build() (*Scheduler, error) {
 	b.hooks(s)
 	b.dataLayer()
 	if len(b.errs) > 0 {
-		return nil, errors.Join(b.errs...)
+		return nil, b.abandon()
 	}
 	s.desc = b.describe(s)
 	s.pool.New = func() any { return &cycle{s: s} }
 	return s, nil
+}
+
+// abandon closes the plugins built so far that hold resources (a rejected
+// configuration must not leak them) and returns the build errors.
+func (b *builder) abandon() error {
+	for _, inst := range b.instances {
+		if c, ok := inst.plugin.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				b.o.logger.Warn("closing a plugin of a rejected configuration", "plugin", inst.spec.Name, "error", err)
+			}
+		}
+	}
+	return errors.Join(b.errs...)
 }
 
 func (b *builder) checkGates() {
@@ -248,7 +261,7 @@ func (b *builder) profiles(s *Scheduler) {
 			b.fail("%s.name: profile %q is defined twice", path, ps.Name)
 			continue
 		}
-		p := &profile{name: ps.Name}
+		p := &profile{}
 		used := map[string]bool{}
 		var pickerRef string
 		for j, ref := range ps.Plugins {

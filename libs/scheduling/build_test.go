@@ -264,3 +264,24 @@ func TestBuildDefaultConfig(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// A configuration that fails to build closes the plugins already built.
+func TestBuildFailureClosesPlugins(t *testing.T) {
+	if _, err := build("plugins: [{type: test-closer}, {type: load-aware-scorer, parameters: {threshold: x}}]"); err == nil {
+		t.Fatal("built")
+	}
+	if n := closers.Last().closed.Load(); n != 1 {
+		t.Errorf("closed %d times, want 1", n)
+	}
+	s, err := build("plugins: [{type: test-closer}, {type: queue-scorer}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := closers.Last()
+	if c.closed.Load() != 0 {
+		t.Fatal("closed while in use")
+	}
+	if err := s.Close(); err != nil || c.closed.Load() != 1 {
+		t.Errorf("Close: %v, closed %d", err, c.closed.Load())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	_ "github.com/hermod/hermod/libs/plugins/standard"
@@ -26,6 +27,11 @@ func init() {
 	}})
 	scheduling.Register(scheduling.Registration{Type: "test-passthrough-filter", New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
 		return &passThrough{scheduling.Named{Type: "test-passthrough-filter", Name: name}}, nil
+	}})
+	scheduling.Register(scheduling.Registration{Type: "test-closer", New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
+		c := &closer{Named: scheduling.Named{Type: "test-closer", Name: name}}
+		closers.Add(c)
+		return c, nil
 	}})
 	scheduling.Register(scheduling.Registration{Type: "test-failing-prepare", Gate: scheduling.GatePrepareDataPlugins, New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {
 		return &failingPrepare{Named: scheduling.Named{Type: "test-failing-prepare", Name: name}}, nil
@@ -144,4 +150,35 @@ type passThrough struct{ scheduling.Named }
 
 func (passThrough) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, _ []*scheduling.Endpoint) []*scheduling.Endpoint {
 	return in
+}
+
+// closer counts Close calls (a plugin holding a connection, say).
+type closer struct {
+	scheduling.Named
+	closed atomic.Int64
+}
+
+func (c *closer) Close() error {
+	c.closed.Add(1)
+	return nil
+}
+
+// closers are the closer plugins built so far.
+var closers closerSet
+
+type closerSet struct {
+	mu  sync.Mutex
+	all []*closer
+}
+
+func (s *closerSet) Add(c *closer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, c)
+}
+
+func (s *closerSet) Last() *closer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.all[len(s.all)-1]
 }

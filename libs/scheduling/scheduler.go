@@ -38,7 +38,6 @@ type Scheduler struct {
 
 	logger  *slog.Logger
 	metrics *SchedulerMetrics
-	now     func() time.Time
 	desc    *Resolved
 	pool    sync.Pool
 }
@@ -49,7 +48,6 @@ type timed[T any] struct {
 }
 
 type profile struct {
-	name    string
 	filters []Filter
 	scorers []weightedScorer
 	picker  Picker
