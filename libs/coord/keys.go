@@ -1,0 +1,70 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// PoolsPrefix is the key prefix of every pool's keys.
+const PoolsPrefix = "/hermod/pools/"
+
+// endpointsDir is the key element between a pool and its endpoints' names.
+const endpointsDir = "/endpoints/"
+
+// ErrInvalidName is returned for a pool or endpoint name that cannot be a key
+// element: empty, or containing '/'.
+var ErrInvalidName = errors.New("invalid name")
+
+// EndpointsPrefix returns the key prefix of a pool's endpoints,
+// /hermod/pools/<pool>/endpoints/. It ends with '/', so it never matches the
+// endpoints of another pool whose name starts with pool.
+func EndpointsPrefix(pool string) string {
+	return PoolsPrefix + pool + endpointsDir
+}
+
+// EndpointKey returns the key of an endpoint, /hermod/pools/<pool>/endpoints/<name>.
+// It does not validate the names; see ValidatePoolName and ValidateEndpointName.
+func EndpointKey(pool, name string) string {
+	return EndpointsPrefix(pool) + name
+}
+
+// ParseEndpointKey returns the pool and endpoint names of an endpoint key. It
+// fails with ErrInvalidName for a key outside the layout.
+func ParseEndpointKey(key string) (pool, name string, err error) {
+	rest, ok := strings.CutPrefix(key, PoolsPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("key %q is not under %s: %w", key, PoolsPrefix, ErrInvalidName)
+	}
+	pool, name, ok = strings.Cut(rest, endpointsDir)
+	if !ok {
+		return "", "", fmt.Errorf("key %q is not an endpoint key: %w", key, ErrInvalidName)
+	}
+	if err := ValidatePoolName(pool); err != nil {
+		return "", "", fmt.Errorf("key %q: %w", key, err)
+	}
+	if err := ValidateEndpointName(name); err != nil {
+		return "", "", fmt.Errorf("key %q: %w", key, err)
+	}
+	return pool, name, nil
+}
+
+// ValidatePoolName checks that a pool name can be a key element.
+func ValidatePoolName(pool string) error {
+	return validateName("pool", pool)
+}
+
+// ValidateEndpointName checks that an endpoint name can be a key element.
+func ValidateEndpointName(name string) error {
+	return validateName("endpoint", name)
+}
+
+func validateName(kind, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
+	case strings.Contains(s, "/"):
+		return fmt.Errorf("%s name %q contains '/': %w", kind, s, ErrInvalidName)
+	}
+	return nil
+}

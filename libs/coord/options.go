@@ -1,0 +1,95 @@
+package coord
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+)
+
+// Option configures Register, WatchEndpoints, LoadSnapshot and ListEndpoints.
+type Option func(*options)
+
+type options struct {
+	logger         *slog.Logger
+	requestTimeout time.Duration
+	minBackoff     time.Duration
+	maxBackoff     time.Duration
+
+	// afterList runs in a Watcher after every list, before the watch starts
+	// (tests use it to force a compaction in between).
+	afterList func()
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		logger:         slog.Default(),
+		requestTimeout: DefaultRequestTimeout,
+		minBackoff:     DefaultMinBackoff,
+		maxBackoff:     DefaultMaxBackoff,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithRequestTimeout bounds each etcd request that a background goroutine
+// makes on its own (re-registrations, re-lists); calls that take a context
+// from the caller use its deadline. Default DefaultRequestTimeout.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.requestTimeout = d
+		}
+	}
+}
+
+// WithRetryBackoff sets the delays between retries of a failed
+// re-registration or re-list: from minDelay, doubling up to maxDelay, with
+// jitter. Defaults DefaultMinBackoff and DefaultMaxBackoff; invalid values
+// (minDelay <= 0 or maxDelay < minDelay) are ignored.
+func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) {
+		if minDelay > 0 && maxDelay >= minDelay {
+			o.minBackoff, o.maxBackoff = minDelay, maxDelay
+		}
+	}
+}
+
+// backoff yields the delays between retries.
+type backoff struct {
+	next, minDelay, maxDelay time.Duration
+}
+
+func (o options) backoff() backoff {
+	return backoff{next: o.minBackoff, minDelay: o.minBackoff, maxDelay: o.maxBackoff}
+}
+
+// delay returns the next delay: the current step with +-20% jitter.
+func (b *backoff) delay() time.Duration {
+	d := b.next
+	b.next = min(2*b.next, b.maxDelay)
+	jitter := time.Duration(rand.Int64N(int64(d)/5 + 1))
+	if rand.IntN(2) == 0 {
+		return d - jitter
+	}
+	return d + jitter
+}
+
+func (b *backoff) reset() { b.next = b.minDelay }

@@ -1,0 +1,333 @@
+package coord
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+)
+
+// Snapshot is the state of a pool's endpoints at one etcd revision.
+// Snapshots are immutable: the Endpoint messages are shared between
+// snapshots and must not be modified.
+type Snapshot struct {
+	// Pool is the pool's name.
+	Pool string
+	// Revision is the etcd revision the snapshot reflects: every change of the
+	// pool's endpoints up to it is included.
+	Revision int64
+	// Endpoints holds the valid endpoints by name.
+	Endpoints map[string]*registryv1.Endpoint
+	// Malformed holds the keys under the pool's prefix that were skipped,
+	// sorted by key. Each is a KeyError.
+	Malformed []KeyError
+}
+
+// Sorted returns the endpoints sorted by name.
+func (s Snapshot) Sorted() []*registryv1.Endpoint {
+	eps := slices.Collect(maps.Values(s.Endpoints))
+	slices.SortFunc(eps, func(a, b *registryv1.Endpoint) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return eps
+}
+
+// LoadSnapshot reads a pool's endpoints with one consistent Get. Malformed
+// values are skipped, listed in the snapshot and logged as warnings.
+func LoadSnapshot(ctx context.Context, cli *clientv3.Client, pool string, opts ...Option) (Snapshot, error) {
+	if cli == nil {
+		return Snapshot{}, errors.New("list endpoints: nil etcd client")
+	}
+	if err := ValidatePoolName(pool); err != nil {
+		return Snapshot{}, fmt.Errorf("list endpoints: %w", err)
+	}
+	o := newOptions(opts)
+	st, err := load(ctx, cli, pool, o.logger.With("pool", pool))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return st.snapshot(), nil
+}
+
+// ListEndpoints returns a pool's valid endpoints sorted by name and the etcd
+// revision they were read at; a Watch from the revision after it sees every
+// later change. Malformed values are skipped and logged as warnings (use
+// LoadSnapshot to get them).
+func ListEndpoints(ctx context.Context, cli *clientv3.Client, pool string, opts ...Option) ([]*registryv1.Endpoint, int64, error) {
+	snap, err := LoadSnapshot(ctx, cli, pool, opts...)
+	if err != nil {
+		return nil, 0, err
+	}
+	return snap.Sorted(), snap.Revision, nil
+}
+
+// Watcher delivers snapshots of a pool's endpoints on every change. See
+// WatchEndpoints.
+type Watcher struct {
+	cli    *clientv3.Client
+	pool   string
+	prefix string
+	fn     func(Snapshot)
+	opts   options
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// WatchEndpoints watches a pool's endpoints and calls fn with a full
+// snapshot first once listed, then after every change. Changes that arrive
+// while fn runs are coalesced into the next snapshot. fn runs on the
+// Watcher's goroutine, one call at a time, and must not call Close.
+//
+// The Watcher lists the endpoints with a Get, then watches from the revision
+// after it; when the watch is compacted or canceled it lists again (the
+// snapshot after a relist replaces the state as a whole). A failed list is
+// retried with backoff. The Watcher stops when ctx ends, Close is called or
+// the client is closed.
+func WatchEndpoints(ctx context.Context, cli *clientv3.Client, pool string, fn func(Snapshot), opts ...Option) (*Watcher, error) {
+	if cli == nil {
+		return nil, errors.New("watch endpoints: nil etcd client")
+	}
+	if fn == nil {
+		return nil, errors.New("watch endpoints: nil callback")
+	}
+	if err := ValidatePoolName(pool); err != nil {
+		return nil, fmt.Errorf("watch endpoints: %w", err)
+	}
+	o := newOptions(opts)
+	ctx, cancel := context.WithCancel(ctx)
+	w := &Watcher{
+		cli:    cli,
+		pool:   pool,
+		prefix: EndpointsPrefix(pool),
+		fn:     fn,
+		opts:   o,
+		log:    o.logger.With("pool", pool),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	go w.run(ctx)
+	return w, nil
+}
+
+// Close stops the Watcher and waits for its goroutine (and so for a running
+// fn) to return.
+func (w *Watcher) Close() {
+	w.cancel()
+	<-w.done
+}
+
+// Done is closed when the Watcher has stopped.
+func (w *Watcher) Done() <-chan struct{} { return w.done }
+
+func (w *Watcher) run(ctx context.Context) {
+	defer close(w.done)
+	defer w.cancel()
+	bo := w.opts.backoff()
+	for {
+		st, ok := w.list(ctx)
+		if !ok {
+			return
+		}
+		w.fn(st.snapshot())
+		if w.opts.afterList != nil {
+			w.opts.afterList()
+		}
+		delivered, ok := w.watch(ctx, st)
+		if !ok {
+			return
+		}
+		// A watch that failed before it delivered anything may fail again
+		// at once: relist with backoff then.
+		if delivered {
+			bo.reset()
+			continue
+		}
+		if !sleep(ctx, bo.delay()) {
+			return
+		}
+	}
+}
+
+// list loads the pool's endpoints, retrying with backoff. It returns false
+// when the Watcher must stop.
+func (w *Watcher) list(ctx context.Context) (*poolState, bool) {
+	bo := w.opts.backoff()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, w.opts.requestTimeout)
+		st, err := load(lctx, w.cli, w.pool, w.log)
+		cancel()
+		if err == nil {
+			return st, true
+		}
+		if w.stopped(ctx) {
+			return nil, false
+		}
+		delay := bo.delay()
+		w.log.Warn("list endpoints failed; retrying", "error", err, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return nil, false
+		}
+	}
+}
+
+// watch applies the watch responses after st's revision to st and delivers
+// snapshots, until the watch must be relisted (ok true) or the Watcher must
+// stop (ok false). delivered says whether any response was applied.
+func (w *Watcher) watch(ctx context.Context, st *poolState) (delivered, ok bool) {
+	// WithRequireLeader cancels the watch when the member loses its leader,
+	// instead of leaving it silently stale.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := w.cli.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
+	for {
+		var resp clientv3.WatchResponse
+		select {
+		case <-ctx.Done():
+			return delivered, false
+		case resp, ok = <-wch:
+		}
+		changed := false
+		for more := true; more; {
+			if !ok || resp.Canceled || resp.Err() != nil {
+				if w.stopped(ctx) {
+					return delivered, false
+				}
+				if !ok {
+					w.log.Warn("endpoint watch closed; listing again")
+				} else {
+					w.log.Warn("endpoint watch ended; listing again", "error", resp.Err(), "compact_revision", resp.CompactRevision)
+				}
+				return delivered, true
+			}
+			delivered = true
+			if st.apply(resp) {
+				changed = true
+			}
+			// Coalesce what is already waiting.
+			select {
+			case resp, ok = <-wch:
+			default:
+				more = false
+			}
+		}
+		if changed {
+			w.fn(st.snapshot())
+		}
+	}
+}
+
+// stopped says whether the Watcher must stop: its context ended or the
+// client was closed.
+func (w *Watcher) stopped(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if w.cli.Ctx().Err() != nil {
+		w.log.Warn("etcd client closed; endpoint watch stops")
+		return true
+	}
+	return false
+}
+
+// poolState is the Watcher's view of a pool; only its goroutine uses it.
+type poolState struct {
+	pool      string
+	rev       int64
+	endpoints map[string]*registryv1.Endpoint
+	malformed map[string]KeyError
+	log       *slog.Logger
+}
+
+// load reads a pool's endpoints with one Get.
+func load(ctx context.Context, cli *clientv3.Client, pool string, log *slog.Logger) (*poolState, error) {
+	resp, err := cli.Get(ctx, EndpointsPrefix(pool), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints of pool %s: %w", pool, err)
+	}
+	st := &poolState{
+		pool:      pool,
+		rev:       resp.Header.GetRevision(),
+		endpoints: make(map[string]*registryv1.Endpoint, len(resp.Kvs)),
+		malformed: make(map[string]KeyError),
+		log:       log,
+	}
+	for _, kv := range resp.Kvs {
+		st.put(string(kv.Key), kv.Value)
+	}
+	return st, nil
+}
+
+// apply applies a watch response and says whether the endpoints changed.
+func (st *poolState) apply(resp clientv3.WatchResponse) bool {
+	for _, ev := range resp.Events {
+		key := string(ev.Kv.Key)
+		switch ev.Type {
+		case mvccpb.PUT:
+			st.put(key, ev.Kv.Value)
+		case mvccpb.DELETE:
+			st.remove(key)
+		}
+		st.rev = max(st.rev, ev.Kv.ModRevision)
+	}
+	if resp.IsProgressNotify() {
+		st.rev = max(st.rev, resp.Header.GetRevision())
+	}
+	return len(resp.Events) > 0
+}
+
+func (st *poolState) put(key string, value []byte) {
+	ep, err := DecodeEndpoint(key, value)
+	if err != nil {
+		var ke KeyError
+		if !errors.As(err, &ke) {
+			ke = KeyError{Key: key, Err: err}
+		}
+		st.log.Warn("skipping malformed endpoint entry", "key", key, "error", ke.Err)
+		st.remove(key)
+		st.malformed[key] = ke
+		return
+	}
+	delete(st.malformed, key)
+	st.endpoints[ep.GetName()] = ep
+}
+
+func (st *poolState) remove(key string) {
+	delete(st.malformed, key)
+	if name, ok := strings.CutPrefix(key, EndpointsPrefix(st.pool)); ok {
+		delete(st.endpoints, name)
+	}
+}
+
+// snapshot returns a copy of the state.
+func (st *poolState) snapshot() Snapshot {
+	s := Snapshot{
+		Pool:      st.pool,
+		Revision:  st.rev,
+		Endpoints: maps.Clone(st.endpoints),
+	}
+	if len(st.malformed) > 0 {
+		s.Malformed = slices.SortedFunc(maps.Values(st.malformed), func(a, b KeyError) int { return cmp.Compare(a.Key, b.Key) })
+	}
+	return s
+}
+
+// sleep waits for d or ctx; it returns false if ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
