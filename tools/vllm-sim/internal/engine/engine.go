@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hermod/hermod/libs/kv/events"
+)
+
+// Clock maps wall time to simulated time.
+type Clock interface {
+	// Now is the simulated time since the clock started.
+	Now() time.Duration
+	// SleepUntil blocks until simulated time t; it returns false if ctx
+	// ended first.
+	SleepUntil(ctx context.Context, t time.Duration) bool
+}
+
+// WallClock runs simulated time Speed times faster than the wall clock.
+type WallClock struct {
+	start time.Time
+	speed float64
+}
+
+// NewWallClock starts a clock at simulated time 0 running speed times
+// faster than real time.
+func NewWallClock(speed float64) *WallClock {
+	return &WallClock{start: time.Now(), speed: speed}
+}
+
+// Now implements Clock.
+func (c *WallClock) Now() time.Duration {
+	return time.Duration(float64(time.Since(c.start)) * c.speed)
+}
+
+// Speed returns how much faster than real time the clock runs.
+func (c *WallClock) Speed() float64 { return c.speed }
+
+// Wall converts a simulated duration to wall-clock time.
+func (c *WallClock) Wall(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.speed)
+}
+
+// SleepUntil implements Clock. It sleeps to an absolute deadline, so time
+// lost to timer latency in one step is made up in the next.
+func (c *WallClock) SleepUntil(ctx context.Context, t time.Duration) bool {
+	wait := time.Until(c.start.Add(time.Duration(float64(t) / c.speed)))
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// EventSink receives the KV-cache events of each engine step that has any,
+// in order, with the step's end (simulated). The slice is reused after the
+// call returns.
+type EventSink func(evs []events.Event, at time.Duration)
+
+// ErrRestarted is the error of sequences dropped by a restart.
+var ErrRestarted = errors.New("the engine restarted")
+
+// Engine runs a core in simulated time. Its methods are safe for concurrent
+// use.
+type Engine struct {
+	clock Clock
+	sink  EventSink
+
+	mu   sync.Mutex
+	core *core
+	now  time.Duration // simulated time the engine has reached
+	// lag is how far the clock was ahead of the engine when it reached now
+	// (the wake-up latency of a step's commit, times the speed); stepEnd is
+	// the end of the step in progress, if any.
+	lag      time.Duration
+	stepping bool
+	stepEnd  time.Duration
+	kick     chan struct{}
+}
+
+// arrival is the simulated time of a request submitted now, on the
+// engine's timeline: the clock's time less the lag of the last commit, and
+// never after the end of the step in progress (the request is seen by the
+// next step either way). Without this, the latency of waking up for each
+// commit (multiplied by the speed) would shorten every measured latency.
+// The caller holds e.mu.
+func (e *Engine) arrival() time.Duration {
+	t := e.clock.Now()
+	if e.core.idle() && !e.stepping {
+		return t
+	}
+	t -= e.lag
+	if e.stepping {
+		t = min(t, e.stepEnd)
+	}
+	return max(t, e.now)
+}
+
+// New returns an engine; Run drives it.
+func New(cfg Config, clock Clock, obs Observer, sink EventSink) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{clock: clock, sink: sink, core: newCore(cfg, obs), kick: make(chan struct{}, 1)}, nil
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.core.cfg }
+
+// Submit queues a request. It fails (a client error) when the request
+// cannot be served: an empty or too long prompt, too many tokens asked, an
+// unknown adapter.
+func (e *Engine) Submit(req Request) (*Sequence, error) {
+	e.mu.Lock()
+	s, err := e.core.newSequence(req, e.arrival())
+	if err == nil {
+		e.core.add(s)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+	return s, nil
+}
+
+// Abort drops a sequence (its client went away).
+func (e *Engine) Abort(s *Sequence) {
+	e.mu.Lock()
+	e.core.abort(s)
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Restart drops every sequence (they fail with ErrRestarted) and empties
+// the KV cache, emitting AllBlocksCleared.
+func (e *Engine) Restart() {
+	e.mu.Lock()
+	evs := e.core.reset(ErrRestarted)
+	at := e.now
+	e.mu.Unlock()
+	if e.sink != nil {
+		e.sink(evs, at)
+	}
+}
+
+// Snapshot is the engine state the metrics report.
+type Snapshot struct {
+	Running, Waiting int
+	KVCacheUsage     float64
+	RunningAdapters  []string
+	WaitingAdapters  []string
+}
+
+// Snapshot returns the current state.
+func (e *Engine) Snapshot() Snapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Snapshot{Running: len(e.core.running), Waiting: len(e.core.waiting), KVCacheUsage: e.core.pool.usage()}
+	s.RunningAdapters, s.WaitingAdapters = e.core.adapters()
+	return s
+}
+
+// Run advances the engine until ctx ends: each step is planned, slept
+// through in simulated time, then committed.
+func (e *Engine) Run(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		if e.core.idle() {
+			e.mu.Unlock()
+			select {
+			case <-e.kick:
+				e.mu.Lock()
+				e.now, e.lag = max(e.now, e.clock.Now()), 0
+				e.mu.Unlock()
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		start := e.now
+		d, ok := e.core.plan(start)
+		if !ok {
+			// work that cannot start (no blocks, no adapter slot): wait for
+			// a change rather than spin
+			e.mu.Unlock()
+			select {
+			case <-e.kick:
+				e.mu.Lock()
+				e.now, e.lag = max(e.now, e.clock.Now()), 0
+				e.mu.Unlock()
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		e.stepping, e.stepEnd = true, start+d
+		e.mu.Unlock()
+		end := start + d
+		if !e.clock.SleepUntil(ctx, end) {
+			return nil // ctx ended
+		}
+		e.mu.Lock()
+		evs := e.core.commit(end)
+		e.now, e.stepping = end, false
+		e.lag = max(0, e.clock.Now()-end)
+		e.mu.Unlock()
+		// Only this goroutine commits, so evs stays intact while the sink
+		// (which may publish over the network) runs without the lock.
+		if len(evs) > 0 && e.sink != nil {
+			e.sink(evs, end)
+		}
+	}
+}

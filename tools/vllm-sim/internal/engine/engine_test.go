@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermod/hermod/libs/kv/events"
+)
+
+// run drives a workload through a real Engine on a WallClock at speed: 120
+// requests arriving every 20 ms (simulated), mixed lengths, against a pod
+// at pod speed 1. (Enough requests that a few landing on either side of a
+// step boundary, which timer jitter times the speed decides, average out.) It returns the mean TTFT and mean end-to-end time in
+// simulated time.
+func runAtSpeed(t *testing.T, speed float64) (ttft, e2e time.Duration) {
+	t.Helper()
+	clock := NewWallClock(speed)
+	e, err := New(DefaultConfig("m"), clock, &syncRecorder{}, func([]events.Event, time.Duration) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ttfts, e2es []time.Duration
+	start := clock.Now()
+	for i := range 120 {
+		arrival := start + time.Duration(i)*20*time.Millisecond
+		if !clock.SleepUntil(ctx, arrival) {
+			t.Fatal("context ended")
+		}
+		s, err := e.Submit(Request{ID: fmt.Sprint(i), Prompt: prompt(200+100*(i%5), uint64(i)), MaxTokens: 20 + 10*(i%4), Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		submitted := clock.Now()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !s.Progress().Done {
+				<-s.Updates()
+			}
+			end := clock.Now()
+			mu.Lock()
+			ttfts = append(ttfts, s.Progress().TTFT)
+			e2es = append(e2es, end-submitted)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return mean(ttfts), mean(e2es)
+}
+
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
+}
+
+// syncRecorder is a concurrency-safe Observer that discards.
+type syncRecorder struct{}
+
+func (syncRecorder) Step(int)                      {}
+func (syncRecorder) PrefixCache(int, int)          {}
+func (syncRecorder) FirstToken(time.Duration, int) {}
+func (syncRecorder) Token(time.Duration)           {}
+func (syncRecorder) Preempted()                    {}
+func (syncRecorder) Finished(RequestStats)         {}
+
+// The simulated latencies do not depend on how much faster than real time
+// the simulation runs. (Timing tests run without the race detector, whose
+// slowdown, times 20, distorts simulated arrival times; `make unit` runs
+// them separately.)
+func TestTimingSpeedDoesNotChangeResults(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: run without -race")
+	}
+	ttft1, e2e1 := runAtSpeed(t, 1)
+	ttft20, e2e20 := runAtSpeed(t, 20)
+	t.Logf("speed 1: TTFT %s e2e %s; speed 20: TTFT %s e2e %s", ttft1, e2e1, ttft20, e2e20)
+	if d := math.Abs(float64(ttft20-ttft1)) / float64(ttft1); d > 0.05 {
+		t.Errorf("mean TTFT differs by %.1f%% between speed 1 and 20", 100*d)
+	}
+	if d := math.Abs(float64(e2e20-e2e1)) / float64(e2e1); d > 0.05 {
+		t.Errorf("mean e2e latency differs by %.1f%% between speed 1 and 20", 100*d)
+	}
+}
+
+// A real engine serves, aborts and restarts concurrently (run with -race).
+func TestEngineConcurrency(t *testing.T) {
+	clock := NewWallClock(50)
+	var mu sync.Mutex
+	batches := 0
+	e, err := New(DefaultConfig("m"), clock, &syncRecorder{}, func(evs []events.Event, _ time.Duration) {
+		mu.Lock()
+		batches++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				s, err := e.Submit(Request{ID: fmt.Sprint(g, "-", i), Prompt: prompt(100, uint64(g*100+i)), MaxTokens: 10})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%5 == 0 {
+					e.Abort(s)
+				}
+				for !s.Progress().Done {
+					select {
+					case <-s.Updates():
+					case <-time.After(10 * time.Second):
+						t.Error("request never finished")
+						return
+					}
+				}
+				_ = e.Snapshot()
+			}
+		}()
+	}
+	wg.Wait()
+	e.Restart()
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if batches == 0 {
+		t.Error("no event batches")
+	}
+}

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hermod/hermod/libs/kv/blockhash"
+	"github.com/hermod/hermod/libs/tokenizer"
+)
+
+// Finish reasons, as vLLM reports them.
+const (
+	FinishLength = "length"
+	FinishStop   = "stop"
+	FinishAbort  = "abort"
+	FinishError  = "error"
+)
+
+// Request is what a client asks the engine to do.
+type Request struct {
+	ID string
+	// Adapter is the LoRA adapter to serve the request with ("" = base model).
+	Adapter string
+	// Prompt is the tokenized prompt.
+	Prompt []uint32
+	// MaxTokens is the output limit the client set; 0 when it set none.
+	MaxTokens int
+	// Chat marks chat requests (their default output length differs).
+	Chat bool
+	// Seed determines the output tokens.
+	Seed uint64
+}
+
+type seqState uint8
+
+const (
+	stateWaiting seqState = iota
+	stateRunning
+	stateDone
+)
+
+// Sequence is a request inside the engine. Readers follow its output
+// through Progress and Updates; the engine owns the rest.
+type Sequence struct {
+	req          Request
+	extra        []any // block hash extra keys (the LoRA name)
+	loraID       int
+	target       int // output tokens to produce
+	finishReason string
+	arrival      time.Duration
+
+	// engine-owned
+	state          seqState
+	numComputed    int // tokens whose KV is computed
+	generated      int
+	blocks         []int32
+	digests        []blockhash.Digest // full blocks so far
+	stored         int                // leading blocks cached (stored here or taken from the cache)
+	cachedTokens   int
+	admittedBefore bool
+	aborted        bool
+	firstScheduled time.Duration
+	firstToken     time.Duration
+	lastToken      time.Duration
+
+	mu       sync.Mutex
+	progress Progress
+	updates  chan struct{}
+}
+
+// Progress is a sequence's output so far.
+type Progress struct {
+	// Generated output tokens so far.
+	Generated int
+	// Done is set once the sequence finished (or failed).
+	Done bool
+	// FinishReason is "length" or "stop" (or "abort"/"error" when Err is set).
+	FinishReason string
+	// Err is set when the engine dropped the sequence (a restart).
+	Err error
+	// PromptTokens and CachedTokens are the prompt's length and the part of
+	// it served from the prefix cache.
+	PromptTokens int
+	CachedTokens int
+	// TTFT is the simulated time to the first token.
+	TTFT time.Duration
+}
+
+// ID returns the request id.
+func (s *Sequence) ID() string { return s.req.ID }
+
+// Seed returns the seed of the output tokens.
+func (s *Sequence) Seed() uint64 { return s.req.Seed }
+
+// Target returns the number of output tokens the sequence will produce.
+func (s *Sequence) Target() int { return s.target }
+
+// Progress returns the current progress.
+func (s *Sequence) Progress() Progress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress
+}
+
+// Updates is signalled (coalesced) whenever Progress changes.
+func (s *Sequence) Updates() <-chan struct{} { return s.updates }
+
+func (s *Sequence) update(f func(p *Progress)) {
+	s.mu.Lock()
+	f(&s.progress)
+	s.mu.Unlock()
+	select {
+	case s.updates <- struct{}{}:
+	default:
+	}
+}
+
+// contextLen is the number of tokens whose KV the next generated token
+// needs: the prompt and every token generated so far.
+func (s *Sequence) contextLen() int { return len(s.req.Prompt) + s.generated }
+
+// token returns the token at position pos of the prompt-plus-output text.
+func (s *Sequence) token(pos int) uint32 {
+	if pos < len(s.req.Prompt) {
+		return s.req.Prompt[pos]
+	}
+	return OutputToken(s.req.Seed, pos-len(s.req.Prompt))
+}
+
+// tokens appends positions [from, to) to dst.
+func (s *Sequence) tokens(dst []uint32, from, to int) []uint32 {
+	if to <= len(s.req.Prompt) {
+		return append(dst, s.req.Prompt[from:to]...)
+	}
+	for pos := from; pos < to; pos++ {
+		dst = append(dst, s.token(pos))
+	}
+	return dst
+}
+
+// OutputToken is the i-th output token of a sequence seeded with seed: a
+// deterministic id in the built-in tokenizer's vocabulary.
+func OutputToken(seed uint64, i int) uint32 {
+	return uint32(splitmix64(seed+uint64(i)*0x9e3779b97f4a7c15) % tokenizer.BuiltinVocabSize)
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

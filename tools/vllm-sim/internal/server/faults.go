@@ -1,0 +1,101 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Faults are the failure-injection settings of a pod.
+type Faults struct {
+	// ErrorRates maps an HTTP status (429, 500 or 503) to the fraction of
+	// requests answered with it at once.
+	ErrorRates map[string]float64 `json:"error_rates,omitempty"`
+	// ExtraLatency delays every request (simulated time) before it reaches
+	// the engine.
+	ExtraLatency scheduling.Duration `json:"extra_latency,omitempty"`
+}
+
+// Validate checks the rates.
+func (f *Faults) Validate() error {
+	total := 0.0
+	for code, r := range f.ErrorRates {
+		switch code {
+		case "429", "500", "503":
+		default:
+			return fmt.Errorf("error_rates: %q is not one of 429, 500, 503", code)
+		}
+		if r < 0 || r > 1 {
+			return fmt.Errorf("error_rates.%s: must be between 0 and 1 (got %v)", code, r)
+		}
+		total += r
+	}
+	if total > 1 {
+		return fmt.Errorf("error_rates: add up to %v, more than 1", total)
+	}
+	if f.ExtraLatency < 0 {
+		return fmt.Errorf("extra_latency: must not be negative")
+	}
+	return nil
+}
+
+// inject returns the status to fail a request with, or 0.
+func (f *Faults) inject() int {
+	if len(f.ErrorRates) == 0 {
+		return 0
+	}
+	codes := make([]string, 0, len(f.ErrorRates))
+	for c := range f.ErrorRates {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	x := rand.Float64()
+	for _, c := range codes {
+		if x < f.ErrorRates[c] {
+			status, _ := strconv.Atoi(c)
+			return status
+		}
+		x -= f.ErrorRates[c]
+	}
+	return 0
+}
+
+func injectedMessage(status int) string {
+	switch status {
+	case http.StatusTooManyRequests:
+		return "The server is overloaded (injected fault)."
+	case http.StatusServiceUnavailable:
+		return "The server is not ready (injected fault)."
+	}
+	return "Internal server error (injected fault)."
+}
+
+func (p *Pod) getFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, p.faults.Load())
+}
+
+// putFaults replaces the failure-injection settings.
+func (p *Pod) putFaults(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var f Faults
+	if err := json.Unmarshal(body, &f); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid faults: "+err.Error())
+		return
+	}
+	if err := f.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	p.faults.Store(&f)
+	writeJSON(w, http.StatusOK, &f)
+}
