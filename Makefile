@@ -69,9 +69,15 @@ proto-check: proto
 		git status --porcelain -- libs/api; git --no-pager diff --stat -- libs/api; exit 1; \
 	fi
 
+# Binaries: only vllm-sim talks ZeroMQ (cgo, libzmq); every other binary
+# must build with CGO_ENABLED=0.
+PURE_BINARIES := ./tools/hermodctl/cmd/hermodctl
+CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim
+
 build:
-	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && CGO_ENABLED=0 $(GO) build ./...); done
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/hermodctl ./tools/hermodctl/cmd/hermodctl
+	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && $(GO) build ./...); done
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(PURE_BINARIES)
+	CGO_ENABLED=1 $(GO) build -o $(BIN)/ $(CGO_BINARIES)
 
 vet:
 	@for m in $(MODULES); do echo "vet $$m"; (cd "$$m" && $(GO) vet ./...); done
@@ -82,9 +88,11 @@ lint: tools
 fmt: tools
 	@for m in $(MODULES); do (cd "$$m" && golangci-lint fmt ./...); done
 
-# Unit and integration tests of every module, with the race detector.
+# Unit and integration tests of every module, with the race detector; then
+# the timing tests (TestTiming*), which skip under -race, without it.
 unit:
 	@for m in $(MODULES); do echo "test $$m"; (cd "$$m" && $(GO) test -race -count=1 ./...); done
+	@for m in $(MODULES); do echo "timing tests $$m"; (cd "$$m" && $(GO) test -count=1 -run '^TestTiming' ./... > .timing.log 2>&1 || { cat .timing.log; rm -f .timing.log; exit 1; }; rm -f .timing.log); done
 
 # Every fuzz target briefly, from its committed seed corpus.
 fuzz-smoke:
@@ -92,7 +100,7 @@ fuzz-smoke:
 
 fuzz: fuzz-smoke
 
-test: vet lint proto-check unit fuzz-smoke
+test: vet lint proto-check build unit fuzz-smoke
 
 bench:
 	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done

@@ -23,11 +23,20 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	for _, pkg := range []string{"../tools/hermodctl/cmd/hermodctl"} {
-		cmd := exec.Command("go", "build", "-o", dir, pkg)
+	for _, b := range []struct {
+		pkg string
+		cgo bool // only the binaries that talk ZeroMQ use cgo
+	}{
+		{"../tools/hermodctl/cmd/hermodctl", false},
+		{"../tools/vllm-sim/cmd/vllm-sim", true},
+	} {
+		cmd := exec.Command("go", "build", "-o", dir, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b.cgo {
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", pkg, err, out)
+			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", b.pkg, err, out)
 			return 1
 		}
 	}
