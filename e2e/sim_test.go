@@ -24,7 +24,26 @@ import (
 type sim struct {
 	cmd  *exec.Cmd
 	base int // HTTP port of pod 0
-	logs *strings.Builder
+	logs *syncBuffer
+}
+
+// syncBuffer collects a process's output; the copy goroutine of os/exec
+// writes it while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func freePorts(t testing.TB, n int) int {
@@ -60,7 +79,7 @@ func startSim(t testing.TB, pods int, args ...string) *sim {
 	base := freePorts(t, pods)
 	all := append([]string{"serve", "sim-model", "--host", "127.0.0.1", "--port", strconv.Itoa(base), "--pods", strconv.Itoa(pods)}, args...)
 	cmd := exec.Command(bin("vllm-sim"), all...)
-	logs := &strings.Builder{}
+	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
