@@ -2,6 +2,8 @@ package scheduling
 
 import (
 	"unicode/utf8"
+
+	"github.com/hermod/hermod/libs/jsonenc"
 )
 
 // Request is what the scheduler knows about one inference request.
@@ -130,68 +132,12 @@ func (r *Request) PrefixText() []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"role":`...)
-		b = appendJSONString(b, r.Body.Messages[i].Role)
+		b = jsonenc.AppendString(b, r.Body.Messages[i].Role)
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, r.Body.Messages[i].Content)
+		b = jsonenc.AppendString(b, r.Body.Messages[i].Content)
 		b = append(b, '}')
 	}
 	b = append(b, ']')
 	r.prefixText = b
 	return b
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal (as encoding/json
-// writes it without HTML escaping; invalid UTF-8 becomes U+FFFD).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hermod/hermod/libs/jsonenc"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/tokenizer"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/engine"
@@ -235,25 +236,25 @@ func (o *output) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	b := make([]byte, 0, len(text)+512)
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, o.id)
+	b = jsonenc.AppendString(b, o.id)
 	if o.api == scheduling.APIChatCompletions {
 		b = append(b, `,"object":"chat.completion","created":`...)
 		b = strconv.AppendInt(b, o.created, 10)
 		b = append(b, `,"model":`...)
-		b = appendJSONString(b, o.model)
+		b = jsonenc.AppendString(b, o.model)
 		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		b = appendJSONString(b, string(text))
+		b = jsonenc.AppendString(b, string(text))
 		b = append(b, `,"tool_calls":[]},"logprobs":null,"finish_reason":`...)
 	} else {
 		b = append(b, `,"object":"text_completion","created":`...)
 		b = strconv.AppendInt(b, o.created, 10)
 		b = append(b, `,"model":`...)
-		b = appendJSONString(b, o.model)
+		b = jsonenc.AppendString(b, o.model)
 		b = append(b, `,"choices":[{"index":0,"text":`...)
-		b = appendJSONString(b, string(text))
+		b = jsonenc.AppendString(b, string(text))
 		b = append(b, `,"logprobs":null,"finish_reason":`...)
 	}
-	b = appendJSONString(b, pr.FinishReason)
+	b = jsonenc.AppendString(b, pr.FinishReason)
 	b = append(b, `,"stop_reason":null}],"usage":`...)
 	b = o.appendUsage(b, pr)
 	b = append(b, "}\n"...)
@@ -288,7 +289,7 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 	// Every chunk is prefix + content + middle + finish_reason + suffix.
 	var prefix []byte
 	prefix = append(prefix, `data: {"id":`...)
-	prefix = appendJSONString(prefix, o.id)
+	prefix = jsonenc.AppendString(prefix, o.id)
 	if chat {
 		prefix = append(prefix, `,"object":"chat.completion.chunk","created":`...)
 	} else {
@@ -296,7 +297,7 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 	}
 	prefix = strconv.AppendInt(prefix, o.created, 10)
 	prefix = append(prefix, `,"model":`...)
-	prefix = appendJSONString(prefix, o.model)
+	prefix = jsonenc.AppendString(prefix, o.model)
 	choice := `,"choices":[{"index":0,"text":`
 	middle := `,"logprobs":null,"finish_reason":`
 	if chat {
@@ -329,10 +330,10 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 		for ; sent < pr.Generated; sent++ {
 			buf = append(buf, prefix...)
 			buf = append(buf, choice...)
-			buf = appendJSONString(buf, string(appendTokenText(nil, o.seq.Seed(), sent)))
+			buf = jsonenc.AppendString(buf, string(appendTokenText(nil, o.seq.Seed(), sent)))
 			buf = append(buf, middle...)
 			if pr.Done && sent == pr.Generated-1 {
-				buf = appendJSONString(buf, pr.FinishReason)
+				buf = jsonenc.AppendString(buf, pr.FinishReason)
 			} else {
 				buf = append(buf, "null"...)
 			}
