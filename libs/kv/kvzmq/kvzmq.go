@@ -171,6 +171,14 @@ func (p *Publisher) Publish(payload []byte) (uint64, error) {
 	return seq, nil
 }
 
+// Reset starts the sequence again at 0 and forgets the buffered batches,
+// as an engine restart does, keeping the sockets bound.
+func (p *Publisher) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq, p.next, p.count = 0, 0, 0
+}
+
 // Close stops the replay server and closes the sockets.
 func (p *Publisher) Close() error {
 	close(p.stop)

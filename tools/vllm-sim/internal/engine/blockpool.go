@@ -7,15 +7,17 @@ import "github.com/hermod/hermod/libs/kv/blockhash"
 // tail of the free queue but keeps its cached contents, so a later request
 // with the same prefix can take it back; allocation takes blocks from the
 // head of the free queue (least recently freed first) and evicts their
-// cached contents. Every change to the cached set is reported to the event
-// sink: BlockStored when full blocks are cached, BlockRemoved when cached
-// blocks are evicted, AllBlocksCleared on reset.
+// cached contents. As in vLLM, several physical blocks may hold the same
+// hash (requests that computed the same prefix at once); each is cached and
+// evicted on its own. Every change to the cached set is reported to the
+// event sink: BlockStored per block cached, BlockRemoved per block evicted,
+// AllBlocksCleared on reset.
 type blockPool struct {
 	blocks   []block
 	head     int32 // free queue: head is evicted first
 	tail     int32
 	numFree  int
-	cached   map[uint64]int32 // wire hash -> block holding it
+	cached   map[uint64][]int32 // wire hash -> blocks holding it
 	onRemove func(hash uint64)
 }
 
@@ -30,7 +32,7 @@ type block struct {
 const noBlock int32 = -1
 
 func newBlockPool(n int, onRemove func(hash uint64)) *blockPool {
-	p := &blockPool{blocks: make([]block, n), cached: make(map[uint64]int32), onRemove: onRemove}
+	p := &blockPool{blocks: make([]block, n), cached: make(map[uint64][]int32), onRemove: onRemove}
 	p.resetFree()
 	return p
 }
@@ -59,11 +61,23 @@ func (p *blockPool) lookup(hashes []uint64) int {
 	return len(hashes)
 }
 
-// take adds a reference to the cached blocks of hashes and appends their
-// ids to dst. The caller has checked them with lookup.
+// freeAmong counts the cached blocks take would pick for hashes that are
+// in the free queue (taking them makes them unavailable for allocation).
+func (p *blockPool) freeAmong(hashes []uint64) int {
+	n := 0
+	for _, h := range hashes {
+		if p.blocks[p.cached[h][0]].free {
+			n++
+		}
+	}
+	return n
+}
+
+// take adds a reference to a cached block of each of hashes and appends
+// their ids to dst. The caller has checked them with lookup.
 func (p *blockPool) take(dst []int32, hashes []uint64) []int32 {
 	for _, h := range hashes {
-		id := p.cached[h]
+		id := p.cached[h][0]
 		b := &p.blocks[id]
 		if b.free {
 			p.unlink(id)
@@ -107,18 +121,13 @@ func (p *blockPool) release(ids []int32) {
 	}
 }
 
-// cache registers a full block's contents. A hash already cached in
-// another block is not registered twice; cache reports whether it stored
-// the block.
-func (p *blockPool) cache(id int32, d blockhash.Digest) bool {
+// cache registers a full block's contents (another block may already hold
+// the same hash).
+func (p *blockPool) cache(id int32, d blockhash.Digest) {
 	h := wireHash(d)
-	if _, dup := p.cached[h]; dup {
-		return false
-	}
 	b := &p.blocks[id]
 	b.hash, b.digest = h, d
-	p.cached[h] = id
-	return true
+	p.cached[h] = append(p.cached[h], id)
 }
 
 // reset empties the pool (an engine restart, or a prefix-cache reset).
@@ -127,18 +136,29 @@ func (p *blockPool) reset() {
 	p.resetFree()
 }
 
-// cachedHashes returns the set of cached block hashes (tests).
-func (p *blockPool) cachedHashes() map[uint64]bool {
-	out := make(map[uint64]bool, len(p.cached))
-	for h := range p.cached {
-		out[h] = true
+// cachedHashes returns how many blocks hold each cached hash (tests).
+func (p *blockPool) cachedHashes() map[uint64]int {
+	out := make(map[uint64]int, len(p.cached))
+	for h, ids := range p.cached {
+		out[h] = len(ids)
 	}
 	return out
 }
 
 func (p *blockPool) evict(id int32) {
 	b := &p.blocks[id]
-	delete(p.cached, b.hash)
+	ids := p.cached[b.hash]
+	for i, v := range ids {
+		if v == id {
+			ids = append(ids[:i], ids[i+1:]...)
+			break
+		}
+	}
+	if len(ids) == 0 {
+		delete(p.cached, b.hash)
+	} else {
+		p.cached[b.hash] = ids
+	}
 	if p.onRemove != nil {
 		p.onRemove(b.hash)
 	}

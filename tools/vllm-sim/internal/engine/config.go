@@ -103,6 +103,10 @@ func (c *Config) Validate() error {
 	check(len(c.Adapters) == 0 || c.MaxLoRAs > 0, "max loras: must be positive when LoRA adapters are configured (got %d)", c.MaxLoRAs)
 	check(c.PodSpeed > 0, "pod speed: must be positive (got %v)", c.PodSpeed)
 	check(c.DefaultChatOutput > 0, "default chat output: must be positive (got %d)", c.DefaultChatOutput)
+	// as vLLM refuses to start: one sequence of the maximum length must fit
+	check(c.BlockSize <= 0 || c.NumGPUBlocks*c.BlockSize >= c.MaxModelLen,
+		"max model len: %d tokens do not fit in the KV cache (%d blocks of %d tokens); lower --max-model-len or raise --num-gpu-blocks-override",
+		c.MaxModelLen, c.NumGPUBlocks, c.BlockSize)
 	c.Cost.check(check)
 	return errors.Join(errs...)
 }

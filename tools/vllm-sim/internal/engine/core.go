@@ -87,9 +87,6 @@ func (c *core) newSequence(req Request, arrival time.Duration) (*Sequence, error
 	case req.MaxTokens > 0 && n+req.MaxTokens > c.cfg.MaxModelLen:
 		return nil, fmt.Errorf("this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d in the completion)",
 			c.cfg.MaxModelLen, n+req.MaxTokens, n, req.MaxTokens)
-	case ceilDiv(n+max(req.MaxTokens, 1), c.cfg.BlockSize) > c.cfg.NumGPUBlocks:
-		return nil, fmt.Errorf("the request needs more KV cache (%d tokens) than the engine has (%d blocks of %d tokens)",
-			n+max(req.MaxTokens, 1), c.cfg.NumGPUBlocks, c.cfg.BlockSize)
 	}
 	s := &Sequence{req: req, arrival: arrival, firstScheduled: -1, firstToken: -1, updates: make(chan struct{}, 1)}
 	if req.Adapter != "" {
@@ -110,6 +107,10 @@ func (c *core) newSequence(req Request, arrival time.Duration) (*Sequence, error
 		s.finishReason = FinishStop
 	default:
 		s.target, s.finishReason = min(16, room), FinishLength // vLLM's completions default
+	}
+	if need := ceilDiv(n+s.target, c.cfg.BlockSize); need > c.cfg.NumGPUBlocks {
+		return nil, fmt.Errorf("the request needs more KV cache (%d tokens) than the engine has (%d blocks of %d tokens)",
+			n+s.target, c.cfg.NumGPUBlocks, c.cfg.BlockSize)
 	}
 	s.progress.PromptTokens = n
 	return s, nil
@@ -164,6 +165,9 @@ func (c *core) plan(now time.Duration) (time.Duration, bool) {
 		var skipped []*Sequence
 		for len(c.waiting) > 0 && len(c.running) < c.cfg.MaxNumSeqs && budget > 0 {
 			s := c.waiting[0]
+			if s.arrival > now {
+				break // not arrived yet on the step's timeline
+			}
 			load, ok := c.loraSlot(s)
 			if !ok {
 				skipped = append(skipped, s) // its adapter cannot be loaded now
@@ -220,17 +224,16 @@ func (c *core) admit(s *Sequence, budget int) (int, bool) {
 		c.hashBuf = append(c.hashBuf, wireHash(d))
 	}
 	hits := c.pool.lookup(c.hashBuf)
-	s.blocks = c.pool.take(s.blocks[:0], c.hashBuf[:hits])
 	computed := hits * bs
 	n := min(ctx-computed, budget)
 	need := ceilDiv(computed+n, bs) - hits
-	blocks, ok := c.pool.allocate(s.blocks, need)
-	if !ok {
-		c.pool.release(s.blocks)
-		s.blocks = s.blocks[:0]
+	// Taking free cached blocks removes them from the free queue: check
+	// before touching anything that both fit.
+	if need+c.pool.freeAmong(c.hashBuf[:hits]) > c.pool.numFree {
 		return 0, false
 	}
-	s.blocks = blocks
+	s.blocks = c.pool.take(s.blocks[:0], c.hashBuf[:hits])
+	s.blocks, _ = c.pool.allocate(s.blocks, need)
 	s.numComputed, s.stored = computed, hits
 	if !s.admittedBefore {
 		s.admittedBefore = true
@@ -315,25 +318,19 @@ func (c *core) storeFullBlocks(s *Sequence) {
 		return
 	}
 	c.extendDigests(s, full)
-	var ev *events.Event
+	ev := events.Event{Kind: events.KindBlockStored, BlockSize: bs, Medium: "GPU"}
+	if j := s.stored; j > 0 {
+		ev.ParentHash, ev.HasParent = wireHash(s.digests[j-1]), true
+	}
+	if s.loraID != 0 {
+		ev.LoRAID, ev.HasLoRAID, ev.LoRAName = s.loraID, true, s.req.Adapter
+	}
 	for j := s.stored; j < full; j++ {
-		if !c.pool.cache(s.blocks[j], s.digests[j]) {
-			ev = nil // already cached elsewhere: a gap in this sequence's run
-			continue
-		}
-		if ev == nil {
-			c.events = append(c.events, events.Event{Kind: events.KindBlockStored, BlockSize: bs, Medium: "GPU"})
-			ev = &c.events[len(c.events)-1]
-			if j > 0 {
-				ev.ParentHash, ev.HasParent = wireHash(s.digests[j-1]), true
-			}
-			if s.loraID != 0 {
-				ev.LoRAID, ev.HasLoRAID, ev.LoRAName = s.loraID, true, s.req.Adapter
-			}
-		}
+		c.pool.cache(s.blocks[j], s.digests[j])
 		ev.BlockHashes = append(ev.BlockHashes, wireHash(s.digests[j]))
 		ev.TokenIDs = s.tokens(ev.TokenIDs, j*bs, (j+1)*bs)
 	}
+	c.events = append(c.events, ev)
 	s.stored = full
 }
 
@@ -399,12 +396,33 @@ func (c *core) dropAborted() {
 // restart); it returns the AllBlocksCleared event.
 func (c *core) reset(err error) []events.Event {
 	for _, s := range append(c.running, c.waiting...) {
+		if s.state == stateDone {
+			continue
+		}
 		s.state = stateDone
+		c.obs.Finished(RequestStats{FinishReason: FinishError, PromptTokens: len(s.req.Prompt), GenerationTokens: s.generated})
 		s.update(func(p *Progress) { p.Done, p.FinishReason, p.Err = true, FinishError, err })
 	}
 	c.running, c.waiting, c.loaded = nil, nil, nil
+	// a step in progress is void: its events describe blocks that are gone
+	clear(c.stepSeqs)
+	c.stepSeqs, c.stepTokens, c.events = c.stepSeqs[:0], c.stepTokens[:0], c.events[:0]
 	c.pool.reset()
 	return []events.Event{{Kind: events.KindAllBlocksCleared}}
+}
+
+// idleStart is when a step from idle starts: at the earliest arrival
+// waiting (not when the engine woke up, which would add the wake-up
+// latency, times the speed, to every request arriving at an idle engine).
+func (c *core) idleStart(now time.Duration) time.Duration {
+	if len(c.running) > 0 || len(c.waiting) == 0 {
+		return now
+	}
+	first := c.waiting[0].arrival
+	for _, s := range c.waiting[1:] {
+		first = min(first, s.arrival)
+	}
+	return max(now, first)
 }
 
 // loraSlot reports whether s's adapter is loaded or can be loaded now (a

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,6 +220,7 @@ func TestChunkedPrefill(t *testing.T) {
 func TestPreemption(t *testing.T) {
 	cfg := DefaultConfig("m")
 	cfg.NumGPUBlocks = 64 // 1024 tokens
+	cfg.MaxModelLen = 1024
 	v := newVsim(t, cfg)
 	var seqs []*Sequence
 	for i := range 6 {
@@ -305,6 +307,99 @@ func TestLoRAKeysBlocks(t *testing.T) {
 	}
 }
 
+// A configuration in which one maximum-length sequence does not fit in the
+// KV cache is refused (vLLM refuses to start): otherwise a lone request
+// could outgrow the pool, preempt itself and never be admitted again.
+func TestConfigMustFitOneSequence(t *testing.T) {
+	cfg := DefaultConfig("m")
+	cfg.NumGPUBlocks = 10
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "do not fit in the KV cache") {
+		t.Errorf("validate: %v", err)
+	}
+	cfg.MaxModelLen = 160
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A chat without max_tokens that fits gets an output target that fits.
+	v := newVsim(t, cfg)
+	s := v.submit(Request{ID: "c", Prompt: prompt(150, 1), Chat: true, Seed: 5})
+	v.runIdle()
+	if p := s.Progress(); !p.Done || p.Generated != s.Target() {
+		t.Errorf("progress %+v", p)
+	}
+}
+
+// Identical prompts computed at once fill two blocks with the same hash:
+// both are stored and evicted with their own events, and the survivor
+// still serves hits.
+func TestDuplicateHashBlocks(t *testing.T) {
+	cfg := DefaultConfig("m")
+	cfg.NumGPUBlocks = 40
+	cfg.MaxModelLen = 640
+	v := newVsim(t, cfg)
+	p := prompt(64, 3)
+	v.submit(Request{ID: "a", Prompt: p, MaxTokens: 1})
+	v.submit(Request{ID: "b", Prompt: p, MaxTokens: 1})
+	v.runIdle()
+	stored := map[uint64]int{}
+	for _, e := range v.events {
+		for _, h := range e.BlockHashes {
+			stored[h]++
+		}
+	}
+	for h, n := range v.c.pool.cachedHashes() {
+		if n != 2 || stored[h] != 2 {
+			t.Fatalf("hash %d: %d copies, %d BlockStored", h, n, stored[h])
+		}
+	}
+	// A third identical prompt hits the cache.
+	c := v.submit(Request{ID: "c", Prompt: p, MaxTokens: 1})
+	v.runIdle()
+	if got := c.Progress().CachedTokens; got != 48 {
+		t.Errorf("cached %d tokens, want 48", got)
+	}
+}
+
+// The text of the output tokenizes back to the output tokens, so a
+// conversation's next turn hits the blocks its reply filled.
+func TestOutputTextRoundTrip(t *testing.T) {
+	for seed := range uint64(50) {
+		var text []byte
+		var want []uint32
+		for i := range 40 {
+			text = AppendOutputText(text, seed, i)
+			want = append(want, OutputToken(seed, i))
+		}
+		if got := (tokenizer.Builtin{}).Encode(nil, string(text)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("seed %d: %q tokenizes to %v, output tokens %v", seed, text, got, want)
+		}
+	}
+}
+
+// A multi-turn chat: the second turn, rendered with the reply as text,
+// hits the cached prompt and reply of the first.
+func TestMultiTurnHitsReply(t *testing.T) {
+	v := newVsim(t, DefaultConfig("m"))
+	tmpl := tokenizer.Llama3Template{}
+	msgs := []tokenizer.Message{{Role: "user", Content: strings.Repeat("Explain prefix caching to me. ", 10)}}
+	turn1 := (tokenizer.Builtin{}).Encode(nil, tmpl.Apply(msgs, true))
+	a := v.submit(Request{ID: "t1", Prompt: turn1, MaxTokens: 64, Seed: 9, Chat: true})
+	v.runIdle()
+	var reply []byte
+	for i := range a.Progress().Generated {
+		reply = AppendOutputText(reply, 9, i)
+	}
+	msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: string(reply)}, tokenizer.Message{Role: "user", Content: "And routing?"})
+	turn2 := (tokenizer.Builtin{}).Encode(nil, tmpl.Apply(msgs, true))
+	b := v.submit(Request{ID: "t2", Prompt: turn2, MaxTokens: 4, Chat: true})
+	v.runIdle()
+	// turn 1's prompt and its 63 reply tokens with KV are cached
+	want := (len(turn1) + 63) / 16 * 16
+	if got := b.Progress().CachedTokens; got != want {
+		t.Errorf("second turn cached %d tokens, want %d (prompt %d + reply)", got, want, len(turn1))
+	}
+}
+
 func TestRequestValidation(t *testing.T) {
 	cfg := DefaultConfig("m")
 	cfg.MaxModelLen = 100
@@ -336,6 +431,7 @@ func TestEventsTrackCachedBlocks(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		cfg := DefaultConfig("m")
 		cfg.NumGPUBlocks = 48 + rng.IntN(200)
+		cfg.MaxModelLen = cfg.NumGPUBlocks * cfg.BlockSize
 		cfg.MaxNumBatchedTokens = 128 + rng.IntN(512)
 		cfg.Adapters = []string{"x"}
 		v := newVsim(t, cfg)
@@ -353,22 +449,28 @@ func TestEventsTrackCachedBlocks(t *testing.T) {
 			v.runUntil(v.now + time.Duration(rng.IntN(40))*time.Millisecond)
 		}
 		v.runIdle()
-		model := map[uint64]bool{}
+		// As in vLLM, every physical block is stored and evicted on its own:
+		// count blocks per hash.
+		model := map[uint64]int{}
+		known := map[uint64]bool{}
 		for _, e := range v.events {
 			switch e.Kind {
 			case events.KindBlockStored:
+				if e.HasParent && !known[e.ParentHash] {
+					t.Fatalf("seed %d: BlockStored with a parent never stored", seed)
+				}
 				for _, h := range e.BlockHashes {
-					if model[h] {
-						t.Fatalf("seed %d: block %d stored twice", seed, h)
-					}
-					model[h] = true
+					model[h]++
+					known[h] = true
 				}
 			case events.KindBlockRemoved:
 				for _, h := range e.BlockHashes {
-					if !model[h] {
+					if model[h] == 0 {
 						t.Fatalf("seed %d: block %d removed but not stored", seed, h)
 					}
-					delete(model, h)
+					if model[h]--; model[h] == 0 {
+						delete(model, h)
+					}
 				}
 			case events.KindAllBlocksCleared:
 				clear(model)
@@ -376,12 +478,15 @@ func TestEventsTrackCachedBlocks(t *testing.T) {
 		}
 		cached := v.c.pool.cachedHashes()
 		if len(model) != len(cached) {
-			t.Fatalf("seed %d: events say %d blocks cached, the pool has %d", seed, len(model), len(cached))
+			t.Fatalf("seed %d: events say %d hashes cached, the pool has %d", seed, len(model), len(cached))
 		}
-		for h := range cached {
-			if !model[h] {
-				t.Fatalf("seed %d: block %d cached but never reported stored", seed, h)
+		for h, n := range cached {
+			if model[h] != n {
+				t.Fatalf("seed %d: block %d cached %d times, events say %d", seed, h, n, model[h])
 			}
+		}
+		if v.c.pool.usage() != 0 {
+			t.Fatalf("seed %d: blocks held after every request ended", seed)
 		}
 	}
 }

@@ -77,31 +77,7 @@ type Engine struct {
 	mu   sync.Mutex
 	core *core
 	now  time.Duration // simulated time the engine has reached
-	// lag is how far the clock was ahead of the engine when it reached now
-	// (the wake-up latency of a step's commit, times the speed); stepEnd is
-	// the end of the step in progress, if any.
-	lag      time.Duration
-	stepping bool
-	stepEnd  time.Duration
-	kick     chan struct{}
-}
-
-// arrival is the simulated time of a request submitted now, on the
-// engine's timeline: the clock's time less the lag of the last commit, and
-// never after the end of the step in progress (the request is seen by the
-// next step either way). Without this, the latency of waking up for each
-// commit (multiplied by the speed) would shorten every measured latency.
-// The caller holds e.mu.
-func (e *Engine) arrival() time.Duration {
-	t := e.clock.Now()
-	if e.core.idle() && !e.stepping {
-		return t
-	}
-	t -= e.lag
-	if e.stepping {
-		t = min(t, e.stepEnd)
-	}
-	return max(t, e.now)
+	kick chan struct{}
 }
 
 // New returns an engine; Run drives it.
@@ -120,7 +96,10 @@ func (e *Engine) Config() Config { return e.core.cfg }
 // unknown adapter.
 func (e *Engine) Submit(req Request) (*Sequence, error) {
 	e.mu.Lock()
-	s, err := e.core.newSequence(req, e.arrival())
+	// The clock's time is the arrival's true simulated time: steps only
+	// admit requests that arrived by their start, so an engine catching up
+	// after a scheduling hiccup cannot serve a request before it arrived.
+	s, err := e.core.newSequence(req, e.clock.Now())
 	if err == nil {
 		e.core.add(s)
 	}
@@ -175,24 +154,37 @@ func (e *Engine) Snapshot() Snapshot {
 	return s
 }
 
+// ErrStopped is the error of sequences still in the engine when it stops.
+var ErrStopped = errors.New("the engine stopped")
+
+// stop fails every sequence still in the engine (their readers return).
+func (e *Engine) stop() {
+	e.mu.Lock()
+	e.core.reset(ErrStopped)
+	e.mu.Unlock()
+}
+
 // Run advances the engine until ctx ends: each step is planned, slept
-// through in simulated time, then committed.
+// through in simulated time, then committed. Sequences still in the engine
+// when it stops fail with ErrStopped.
 func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	e.now = max(e.now, e.clock.Now())
+	e.mu.Unlock()
 	for {
 		e.mu.Lock()
 		if e.core.idle() {
 			e.mu.Unlock()
 			select {
 			case <-e.kick:
-				e.mu.Lock()
-				e.now, e.lag = max(e.now, e.clock.Now()), 0
-				e.mu.Unlock()
 				continue
 			case <-ctx.Done():
+				e.stop()
 				return nil
 			}
 		}
-		start := e.now
+		start := e.core.idleStart(e.now)
+		e.now = start
 		d, ok := e.core.plan(start)
 		if !ok {
 			// work that cannot start (no blocks, no adapter slot): wait for
@@ -200,24 +192,21 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.mu.Unlock()
 			select {
 			case <-e.kick:
-				e.mu.Lock()
-				e.now, e.lag = max(e.now, e.clock.Now()), 0
-				e.mu.Unlock()
 				continue
 			case <-ctx.Done():
+				e.stop()
 				return nil
 			}
 		}
-		e.stepping, e.stepEnd = true, start+d
 		e.mu.Unlock()
 		end := start + d
 		if !e.clock.SleepUntil(ctx, end) {
+			e.stop()
 			return nil // ctx ended
 		}
 		e.mu.Lock()
 		evs := e.core.commit(end)
-		e.now, e.stepping = end, false
-		e.lag = max(0, e.clock.Now()-end)
+		e.now = end
 		e.mu.Unlock()
 		// Only this goroutine commits, so evs stays intact while the sink
 		// (which may publish over the network) runs without the lock.

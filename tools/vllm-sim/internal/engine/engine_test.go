@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,19 @@ import (
 // step boundary, which timer jitter times the speed decides, average out.) It returns the mean TTFT and mean end-to-end time in
 // simulated time.
 func runAtSpeed(t *testing.T, speed float64) (ttft, e2e time.Duration) {
+	return runWorkload(t, speed, 120, 20*time.Millisecond, func(i int) int { return 20 + 10*(i%4) })
+}
+
+// runWorkload submits n requests as a Poisson process with mean gap
+// (simulated), from a fixed seed: the same gaps at every speed. Random gaps
+// matter: evenly spaced arrivals meet the engine's step cycle at the same
+// phase every time at speed 1, and at a jittered phase at high speeds, which
+// would measure the workload's phase rather than the engine. Each arrival
+// follows the previous actual one by its gap: a driver that chased absolute
+// deadlines would turn a millisecond of scheduling delay (times the speed)
+// into a burst, a different workload.
+func runWorkload(t *testing.T, speed float64, n int, gap time.Duration, maxTokens func(int) int) (ttft, e2e time.Duration) {
+	rng := rand.New(rand.NewPCG(42, uint64(n)))
 	t.Helper()
 	clock := NewWallClock(speed)
 	e, err := New(DefaultConfig("m"), clock, &syncRecorder{}, func([]events.Event, time.Duration) {})
@@ -35,13 +49,14 @@ func runAtSpeed(t *testing.T, speed float64) (ttft, e2e time.Duration) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var ttfts, e2es []time.Duration
-	start := clock.Now()
-	for i := range 120 {
-		arrival := start + time.Duration(i)*20*time.Millisecond
+	time.Sleep(20 * time.Millisecond) // let the engine goroutine settle
+	arrival := clock.Now()
+	for i := range n {
+		arrival += time.Duration(rng.ExpFloat64() * float64(gap))
 		if !clock.SleepUntil(ctx, arrival) {
 			t.Fatal("context ended")
 		}
-		s, err := e.Submit(Request{ID: fmt.Sprint(i), Prompt: prompt(200+100*(i%5), uint64(i)), MaxTokens: 20 + 10*(i%4), Seed: uint64(i)})
+		s, err := e.Submit(Request{ID: fmt.Sprint(i), Prompt: prompt(200+100*(i%5), uint64(i)), MaxTokens: maxTokens(i), Seed: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +112,24 @@ func TestTimingSpeedDoesNotChangeResults(t *testing.T) {
 	}
 	if d := math.Abs(float64(e2e20-e2e1)) / float64(e2e1); d > 0.05 {
 		t.Errorf("mean e2e latency differs by %.1f%% between speed 1 and 20", 100*d)
+	}
+}
+
+// Requests arriving at an idle engine (each done long before the next
+// arrives): their TTFT is their prefill, whatever the speed; the time the
+// engine takes to wake up must not be counted (times the speed) into it.
+func TestTimingIdleArrivalsDoNotDependOnSpeed(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: run without -race")
+	}
+	short := func(int) int { return 3 }
+	base, _ := runWorkload(t, 1, 12, 400*time.Millisecond, short)
+	for _, speed := range []float64{20} {
+		ttft, _ := runWorkload(t, speed, 12, 400*time.Millisecond, short)
+		t.Logf("sparse arrivals: TTFT %s at speed 1, %s at speed %v", base, ttft, speed)
+		if d := math.Abs(float64(ttft-base)) / float64(base); d > 0.05 {
+			t.Errorf("mean TTFT differs by %.1f%% between speed 1 and %v", 100*d, speed)
+		}
 	}
 }
 

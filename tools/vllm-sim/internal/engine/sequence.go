@@ -138,10 +138,55 @@ func (s *Sequence) tokens(dst []uint32, from, to int) []uint32 {
 	return dst
 }
 
-// OutputToken is the i-th output token of a sequence seeded with seed: a
-// deterministic id in the built-in tokenizer's vocabulary.
+// outputWords are the words generated text is made of. Each is at most
+// three letters, so a word with its leading space is exactly one piece of
+// the built-in tokenizer: the text a response returns tokenizes back to the
+// output tokens the engine cached, and the next turn of a conversation hits
+// them, as with a real model.
+var outputWords = [...]string{
+	"the", "of", "and", "to", "in", "a", "is", "it", "for", "as", "was", "be", "by", "on", "not", "he",
+	"are", "or", "his", "at", "but", "an", "had", "you", "one", "all", "we", "can", "her", "has", "if", "so",
+	"no", "key", "gpu", "cpu", "run", "map", "log", "job", "set", "get", "new", "old", "use", "way",
+	"day", "out", "up", "who", "now", "see", "two", "how", "its", "our", "may", "any", "too", "yes",
+	"why", "let", "put", "say", "she", "try", "own", "far", "big", "few", "end", "net", "bit", "tag",
+	"row", "sum", "fit", "top", "low", "hot", "raw", "max", "min", "add", "mix", "fix", "ask", "act",
+}
+
+// outputIDs[0][w] is word w's token at the start of the output, [1][w]
+// with the space that precedes it elsewhere.
+var outputIDs = func() (ids [2][len(outputWords)]uint32) {
+	for w, word := range outputWords {
+		for lead, text := range []string{word, " " + word} {
+			t := tokenizer.Builtin{}.Encode(nil, text)
+			if len(t) != 1 {
+				panic("output word " + word + " is not one token")
+			}
+			ids[lead][w] = t[0]
+		}
+	}
+	return ids
+}()
+
+func outputWord(seed uint64, i int) int {
+	return int(splitmix64(seed+uint64(i)*0x9e3779b97f4a7c15) % uint64(len(outputWords)))
+}
+
+// OutputToken is the i-th output token of a sequence seeded with seed.
 func OutputToken(seed uint64, i int) uint32 {
-	return uint32(splitmix64(seed+uint64(i)*0x9e3779b97f4a7c15) % tokenizer.BuiltinVocabSize)
+	lead := 0
+	if i > 0 {
+		lead = 1
+	}
+	return outputIDs[lead][outputWord(seed, i)]
+}
+
+// AppendOutputText appends the text of output token i of a sequence seeded
+// with seed: its word, after a space unless it is the first.
+func AppendOutputText(dst []byte, seed uint64, i int) []byte {
+	if i > 0 {
+		dst = append(dst, ' ')
+	}
+	return append(dst, outputWords[outputWord(seed, i)]...)
 }
 
 func splitmix64(x uint64) uint64 {

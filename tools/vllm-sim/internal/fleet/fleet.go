@@ -35,6 +35,16 @@ type Fleet struct {
 	etcd *clientv3.Client
 	mu   sync.Mutex
 	regs map[int]*coord.Registration
+	ctx  context.Context // of Run; registrations end with it
+}
+
+func (f *Fleet) runContext() context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ctx == nil {
+		return context.Background()
+	}
+	return f.ctx
 }
 
 // New builds the pods of o.
@@ -102,7 +112,7 @@ func (f *Fleet) podConfig(i int) (server.Config, error) {
 	}
 	if len(o.EtcdEndpoints) > 0 {
 		cfg.OnDown = func() { f.deregister(i) }
-		cfg.OnUp = func() { f.register(context.Background(), i) }
+		cfg.OnUp = func() { f.register(f.runContext(), i) }
 	}
 	return cfg, nil
 }
@@ -186,6 +196,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	f.mu.Lock()
+	f.ctx = ctx
+	f.mu.Unlock()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(f.pods))
 	for i, p := range f.pods {
@@ -266,12 +279,22 @@ func advertised(ep, addr string) string {
 }
 
 func (f *Fleet) register(ctx context.Context, i int) {
+	if ctx.Err() != nil {
+		return
+	}
 	reg, err := coord.Register(ctx, f.etcd, f.record(i), f.opts.RegisterTTL, coord.WithLogger(f.log))
 	if err != nil {
 		f.log.Error("registering the pod in etcd failed", "pod", f.pods[i].Config().Name, "error", err)
 		return
 	}
 	f.mu.Lock()
+	if ctx.Err() != nil { // the fleet stopped while registering
+		f.mu.Unlock()
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = reg.Close(closeCtx)
+		cancel()
+		return
+	}
 	f.regs[i] = reg
 	f.mu.Unlock()
 }
@@ -292,9 +315,7 @@ func (f *Fleet) deregister(i int) {
 }
 
 func (f *Fleet) closePods() {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	for _, p := range f.pods {
-		_ = p.Run(ctx) // closes the publisher of a pod that never ran
+		_ = p.Close()
 	}
 }

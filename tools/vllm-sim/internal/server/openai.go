@@ -305,15 +305,6 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 		middle = `},"logprobs":null,"finish_reason":`
 	}
 	buf := make([]byte, 0, 512)
-	if chat { // the first chunk announces the assistant role
-		buf = append(buf, prefix...)
-		buf = append(buf, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-		if _, err := w.Write(buf); err != nil {
-			o.pod.engine.Abort(o.seq)
-			return
-		}
-		_ = rc.Flush()
-	}
 	sent := 0
 	var pr engine.Progress
 	for {
@@ -327,6 +318,12 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 			panic(http.ErrAbortHandler)
 		}
 		buf = buf[:0]
+		if chat && sent == 0 && pr.Generated > 0 {
+			// the chunk announcing the assistant role goes out with the first
+			// token, as vLLM's does (a first byte before it would fake TTFT)
+			buf = append(buf, prefix...)
+			buf = append(buf, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		}
 		for ; sent < pr.Generated; sent++ {
 			buf = append(buf, prefix...)
 			buf = append(buf, choice...)

@@ -132,7 +132,7 @@ func New(cfg Config, clock *engine.WallClock) (*Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", cfg.Name, err)
 	}
-	if err := p.openPublisher(false); err != nil {
+	if err := p.openPublisher(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -152,18 +152,19 @@ func (p *Pod) Run(ctx context.Context) error {
 	p.srvMu.Unlock()
 	errs := make(chan error, 2)
 	go func() { errs <- p.engine.Run(ctx) }()
-	if err := p.listen(); err != nil {
-		return err
+	err := p.listen(ctx)
+	if err == nil {
+		<-ctx.Done()
 	}
-	<-ctx.Done()
 	p.srvMu.Lock()
 	srv := p.srv
 	p.srv = nil
 	p.srvMu.Unlock()
-	var err error
 	if srv != nil {
 		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = srv.Shutdown(shutdown)
+		if err = srv.Shutdown(shutdown); err != nil {
+			_ = srv.Close() // connections that did not finish in time
+		}
 		cancel()
 	}
 	if runErr := <-errs; runErr != nil && err == nil {
@@ -175,8 +176,8 @@ func (p *Pod) Run(ctx context.Context) error {
 		p.pub = nil
 	}
 	p.pubMu.Unlock()
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("pod %s: shutdown: %w", p.cfg.Name, err)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("pod %s: %w", p.cfg.Name, err)
 	}
 	return nil
 }
@@ -184,8 +185,15 @@ func (p *Pod) Run(ctx context.Context) error {
 // Addr is the pod's HTTP address.
 func (p *Pod) Addr() string { return net.JoinHostPort(p.cfg.Host, fmt.Sprint(p.cfg.Port)) }
 
-func (p *Pod) listen() error {
-	ln, err := net.Listen("tcp", p.Addr())
+func (p *Pod) listen(run context.Context) error {
+	var ln net.Listener
+	var err error
+	for attempt := range 50 { // a port just closed may take a moment to free
+		if ln, err = net.Listen("tcp", p.Addr()); err == nil || p.cfg.Port == 0 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+	}
 	if err != nil {
 		return fmt.Errorf("pod %s: listen: %w", p.cfg.Name, err)
 	}
@@ -194,7 +202,12 @@ func (p *Pod) listen() error {
 	}
 	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	p.srvMu.Lock()
-	p.srv, p.down = srv, false
+	if run.Err() != nil { // the pod stopped meanwhile: do not come back up
+		p.srvMu.Unlock()
+		_ = ln.Close()
+		return run.Err()
+	}
+	p.srv = srv
 	p.srvMu.Unlock()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -208,8 +221,9 @@ func (p *Pod) listen() error {
 // Crash simulates an engine crash: connections are dropped, in-flight
 // requests fail, the KV cache is lost. After down (simulated time) the pod
 // comes back with an empty cache and its KV event sequence restarted at 0,
-// announcing AllBlocksCleared first. It returns once the pod is back or ctx
-// ends.
+// announcing AllBlocksCleared first. (The ZeroMQ sockets stay bound: libzmq
+// releases ports asynchronously, so rebinding them at once could fail.) It
+// returns once the pod is back, or when ctx or the pod's run ends.
 func (p *Pod) Crash(ctx context.Context, down time.Duration) error {
 	p.srvMu.Lock()
 	srv := p.srv
@@ -218,27 +232,30 @@ func (p *Pod) Crash(ctx context.Context, down time.Duration) error {
 	if srv != nil {
 		_ = srv.Close()
 	}
-	p.pubMu.Lock()
-	if p.pub != nil {
-		_ = p.pub.Close()
-		p.pub = nil
-	}
-	p.pubMu.Unlock()
 	p.engine.Restart()
 	if p.cfg.OnDown != nil {
 		p.cfg.OnDown()
 	}
 	timer := time.NewTimer(p.clock.Wall(down))
 	defer timer.Stop()
+	run := p.runContext()
 	select {
 	case <-timer.C:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-run.Done():
+		return run.Err()
 	}
-	if err := p.openPublisher(true); err != nil {
-		return err
+	p.pubMu.Lock()
+	if p.pub != nil {
+		p.pub.Reset()
 	}
-	if err := p.listen(); err != nil {
+	p.pubMu.Unlock()
+	p.srvMu.Lock()
+	p.down = false
+	p.srvMu.Unlock()
+	p.publish([]events.Event{{Kind: events.KindAllBlocksCleared}}, 0)
+	if err := p.listen(run); err != nil {
 		return err
 	}
 	if p.cfg.OnUp != nil {
@@ -247,9 +264,8 @@ func (p *Pod) Crash(ctx context.Context, down time.Duration) error {
 	return nil
 }
 
-// openPublisher (re)opens the KV event publisher; after a crash the first
-// batch is AllBlocksCleared.
-func (p *Pod) openPublisher(restarted bool) error {
+// openPublisher opens the KV event publisher.
+func (p *Pod) openPublisher() error {
 	kc := p.cfg.KVEvents
 	if !kc.Enabled {
 		return nil
@@ -264,14 +280,18 @@ func (p *Pod) openPublisher(restarted bool) error {
 	p.pubMu.Lock()
 	p.pub = pub
 	p.pubMu.Unlock()
-	if restarted {
-		p.publish([]events.Event{{Kind: events.KindAllBlocksCleared}}, 0)
-	}
 	return nil
 }
 
-// publish is the engine's event sink: one batch per step.
+// publish is the engine's event sink: one batch per step. Nothing is
+// published while the pod is down.
 func (p *Pod) publish(evs []events.Event, _ time.Duration) {
+	p.srvMu.Lock()
+	down := p.down
+	p.srvMu.Unlock()
+	if down {
+		return
+	}
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
 	if p.pub == nil {
@@ -286,4 +306,17 @@ func (p *Pod) publish(evs []events.Event, _ time.Duration) {
 	if err != nil {
 		p.log.Warn("publishing KV events failed", "error", err)
 	}
+}
+
+// Close releases a pod that was built but never run (Run releases its own
+// resources when it returns).
+func (p *Pod) Close() error {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	if p.pub == nil {
+		return nil
+	}
+	err := p.pub.Close()
+	p.pub = nil
+	return err
 }

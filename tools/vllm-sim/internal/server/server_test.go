@@ -577,3 +577,88 @@ func TestCrashRestart(t *testing.T) {
 		t.Errorf("second batch after the restart: %+v %v", batch.Events, err)
 	}
 }
+
+// Crashes with no downtime, one after another, leave the pod serving.
+func TestRepeatedCrashes(t *testing.T) {
+	p := startPod(t, nil)
+	for i := range 20 {
+		if err := p.Crash(context.Background(), 0); err != nil {
+			t.Fatalf("crash %d: %v", i, err)
+		}
+	}
+	resp, b := post(t, p.url+"/v1/completions", `{"prompt":"still here","max_tokens":2}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after crashes: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A chat stream's first byte comes with the first token (after the
+// prefill), not at once: time to first byte is time to first token.
+func TestChatStreamFirstByteIsFirstToken(t *testing.T) {
+	p := startPod(t, func(c *Config) { c.Speed = 1 })
+	long := strings.Repeat("a long prompt that takes a while to prefill ", 400) // ~4.4k tokens: ~165 ms TTFT
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}],"max_tokens":2,"stream":true}`, long)
+	start := time.Now()
+	resp, err := http.Post(p.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	if ttfb := time.Since(start); ttfb < 100*time.Millisecond {
+		t.Errorf("first byte after %s, before the prefill of ~165 ms could finish", ttfb)
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	data := readSSE(t, io.MultiReader(bytes.NewReader(first), bytes.NewReader(rest)))
+	if !strings.Contains(data[0], `"role":"assistant"`) || !strings.Contains(data[1], `"content":`) {
+		t.Errorf("chunks %q", data[:2])
+	}
+}
+
+// Stopping a pod with requests in flight returns promptly; the requests end.
+func TestStopWithRequestsInFlight(t *testing.T) {
+	zmqPort := freePort(t)
+	ec := engine.DefaultConfig("")
+	cfg := Config{Name: "p", Host: "127.0.0.1", ModelPath: "m", Engine: ec, Speed: 1,
+		KVEvents: KVEventsConfig{Enabled: true, Endpoint: fmt.Sprintf("tcp://*:%d", zmqPort)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	p, err := New(cfg, engine.NewWallClock(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-p.Ready()
+	url := "http://" + p.Addr() + "/v1/completions"
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"prompt":"x","max_tokens":5000,"stream":true}`))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pod did not stop")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("stopping took %s", d)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the in-flight request never ended")
+	}
+}
