@@ -35,6 +35,7 @@ type options struct {
 	metrics  *SchedulerMetrics
 	now      func() time.Time
 	seed     *[2]uint64
+	previous *Scheduler
 }
 
 // WithRegistry builds from reg instead of DefaultRegistry.
@@ -53,6 +54,12 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 func WithRandSeed(seed uint64) Option {
 	return func(o *options) { o.seed = &[2]uint64{seed, seed ^ 0x9e3779b97f4a7c15} }
 }
+
+// WithPrevious makes the new scheduler's stateful plugins take over the
+// state of their namesakes in prev (StateInheritor): a configuration reload
+// keeps in-flight counts, LRUs and prefix indexes. prev keeps working and
+// shares that state until it is dropped.
+func WithPrevious(prev *Scheduler) Option { return func(o *options) { o.previous = prev } }
 
 // New builds a Scheduler from cfg: it checks feature gates, instantiates the
 // plugins in declaration order, applies the defaults of spec §1 (profile
@@ -109,6 +116,7 @@ func (b *builder) build() (*Scheduler, error) {
 	s := &Scheduler{
 		logger:  b.o.logger,
 		metrics: b.o.metrics,
+		now:     b.o.now,
 	}
 	if b.o.seed != nil {
 		s.rng = rand.New(rand.NewPCG(b.o.seed[0], b.o.seed[1]))
@@ -125,7 +133,35 @@ func (b *builder) build() (*Scheduler, error) {
 	}
 	s.desc = b.describe(s)
 	s.pool.New = func() any { return &cycle{s: s} }
+	b.inherit(s)
 	return s, nil
+}
+
+// inherit hands each StateInheritor of s the plugin of the same name and
+// type in the previous scheduler.
+func (b *builder) inherit(s *Scheduler) {
+	prev := b.o.previous
+	if prev == nil {
+		return
+	}
+	old := make(map[TypedName]Plugin, len(prev.plugins))
+	for _, p := range prev.plugins {
+		old[p.TypedName()] = p
+	}
+	for _, p := range s.plugins {
+		h, ok := p.(StateInheritor)
+		if !ok {
+			continue
+		}
+		tn := p.TypedName()
+		if q, ok := old[tn]; ok {
+			if h.InheritState(q) {
+				s.logger.Info("plugin state carried over to the new configuration", "plugin", tn.Name, "type", tn.Type)
+			} else {
+				s.logger.Warn("plugin state not carried over: its parameters changed how it is kept; starting empty", "plugin", tn.Name, "type", tn.Type)
+			}
+		}
+	}
 }
 
 // abandon closes the plugins built so far that hold resources (a rejected
@@ -382,6 +418,12 @@ func (b *builder) hooks(s *Scheduler) {
 		}
 		if h, ok := p.(ResponseComplete); ok {
 			s.responseComplete = append(s.responseComplete, timed[ResponseComplete]{h, m.timer(PointResponseComplete, p)})
+		}
+		if h, ok := p.(Projection); ok {
+			if s.projections == nil {
+				s.projections = make(map[string]Projection)
+			}
+			s.projections[h.TypedName().Name] = h
 		}
 		s.plugins = append(s.plugins, p)
 	}

@@ -148,6 +148,19 @@ type Response struct {
 	StatusCode int
 	// Headers collects response headers hooks add for the client.
 	Headers map[string]string
+	// Usage is what the finished request reported (ResponseComplete only;
+	// zero fields are unknown).
+	Usage Usage
+}
+
+// Usage is the token counts and latencies of a finished request.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int
+	CompletionTokens int
+	// TTFT is the time to the first token, TPOT the mean time per output
+	// token after it, Duration the time from the decision to the end.
+	TTFT, TPOT, Duration time.Duration
 }
 
 // NewResponse returns a Response for a request scheduled with res.
@@ -179,7 +192,9 @@ type ResponseStreaming interface {
 	ResponseStreaming(ctx context.Context, req *Request, resp *Response, chunk []byte)
 }
 
-// ResponseComplete runs once when the request ends, however it ends.
+// ResponseComplete runs once when the request ends, however it ends. A
+// completion reported by another process (a gateway, or another picker
+// replica) arrives with a nil req: hooks must rely on resp alone.
 type ResponseComplete interface {
 	Plugin
 	ResponseComplete(ctx context.Context, req *Request, resp *Response)
@@ -204,4 +219,50 @@ type DataSource interface {
 type DataExtractor interface {
 	Plugin
 	Extract(ctx context.Context, data any, ep *Endpoint) error
+}
+
+// Effect is the change one decision made to a stateful plugin's state: the
+// endpoints whose in-flight count went up, that moved to the front of an
+// LRU, or that now hold prefix blocks. Decisions carry their effects (the
+// RoutingDecision event), so that every scheduler replica, and a replica
+// rebuilding its state after a restart, can apply them to its own plugins.
+type Effect struct {
+	// Plugin is the plugin that recorded the effect; it applies only to a
+	// plugin of the same name and type.
+	Plugin TypedName
+	// Endpoints are the names of the endpoints the effect concerns.
+	Endpoints []string
+	// Blocks are prefix block hashes the endpoints now hold.
+	Blocks []uint64
+	// Capacity is the size the plugin gives the state of an endpoint it
+	// has not seen before (prefix index: blocks per endpoint); 0 if unused.
+	Capacity int64
+}
+
+// Projection is implemented by stateful plugins whose state is a projection
+// of the decisions of every scheduler replica. Such a plugin changes no
+// state in PreRequest: it records what the decision changes with
+// Result.RecordEffect, and the scheduler applies the recorded effects right
+// after the pre-request hooks, in the same critical section. Effects folded
+// from other replicas' decisions go through the same ApplyEffect, so a
+// replica's own decisions and everybody else's change state alike.
+type Projection interface {
+	Plugin
+	// ApplyEffect applies an effect this plugin (here or in another
+	// replica) recorded on a decision taken at the given time (zero: now).
+	// Applying the effects of one decision twice must not count it twice.
+	ApplyEffect(decisionID uint64, at time.Time, e *Effect)
+}
+
+// StateInheritor is implemented by stateful plugins that can take over the
+// state of their predecessor when a configuration is replaced (hot reload):
+// New with WithPrevious hands each one the plugin of the same name and type
+// in the previous configuration.
+type StateInheritor interface {
+	Plugin
+	// InheritState adopts prev's state (shared from then on: the previous
+	// configuration may still be finishing cycles). It returns false when
+	// the state cannot carry over, for example because parameters that
+	// shape it changed; the plugin then starts empty.
+	InheritState(prev Plugin) bool
 }

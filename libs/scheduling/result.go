@@ -1,6 +1,9 @@
 package scheduling
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // ProfileResult is the outcome of running one scheduling profile.
 type ProfileResult struct {
@@ -54,6 +57,8 @@ type Result struct {
 	// DecisionID identifies this decision uniquely (never 0). Completions
 	// name it: stateful plugins key per-request state by it.
 	DecisionID uint64
+	// Time is when the decision was taken (the scheduler's clock).
+	Time time.Time
 	// Profiles are the results of every profile that ran, in run order
 	// (including failed optional stages, with Err set).
 	Profiles []*ProfileResult
@@ -68,8 +73,31 @@ type Result struct {
 	// RemoveHeaders are removed from the forwarded request (client copies of
 	// headers only Hermod may set).
 	RemoveHeaders []string
+	// Effects are what the decision changed in stateful plugins (see
+	// Projection), in the order the plugins recorded them. They are valid
+	// until the result is released.
+	Effects []Effect
 
 	cycle atomic.Pointer[cycle]
+	arena *cycle // the deciding cycle, while the decision is taken
+}
+
+// RecordEffect records what the decision changes in plugin p's state (see
+// Projection). It is called from PreRequest hooks. The endpoint names are
+// copied; blocks is kept as it is and must stay unchanged until the result
+// is released (a plugin's per-cycle state qualifies).
+func (r *Result) RecordEffect(p Plugin, endpoints []string, blocks []uint64, capacity int64) {
+	e := Effect{Plugin: p.TypedName(), Blocks: blocks, Capacity: capacity}
+	if c := r.arena; c != nil {
+		start := len(c.effectNames)
+		c.effectNames = append(c.effectNames, endpoints...)
+		e.Endpoints = c.effectNames[start:len(c.effectNames):len(c.effectNames)]
+		c.effects = append(c.effects, e)
+		r.Effects = c.effects
+		return
+	}
+	e.Endpoints = append([]string(nil), endpoints...)
+	r.Effects = append(r.Effects, e)
 }
 
 // SetHeader sets a header on the forwarded request.

@@ -35,6 +35,9 @@ type Scheduler struct {
 	responseReceived  []timed[ResponseReceived]
 	responseStreaming []timed[ResponseStreaming]
 	responseComplete  []timed[ResponseComplete]
+	projections       map[string]Projection // by plugin name
+
+	now func() time.Time
 
 	logger  *slog.Logger
 	metrics *SchedulerMetrics
@@ -139,6 +142,7 @@ func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Res
 		c.state.rng = nil
 	}()
 	c.state.rng = s.rng
+	res.Time = s.now()
 	s.decisionSeq++
 	res.DecisionID = s.decisionBase + s.decisionSeq
 	if res.DecisionID == 0 {
@@ -159,7 +163,34 @@ func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Res
 		p.p.PreRequest(ctx, &c.state, req, res)
 		p.t.done(t)
 	}
+	// Only a decision whose hooks all ran changes state: its effects are
+	// applied together, here, as effects folded from other replicas are.
+	res.arena = nil
+	for i := range res.Effects {
+		if p, ok := s.projections[res.Effects[i].Plugin.Name]; ok {
+			p.ApplyEffect(res.DecisionID, res.Time, &res.Effects[i])
+		}
+	}
 	return nil
+}
+
+// ApplyEffects applies the effects of a decision taken elsewhere (another
+// replica, or this one before a restart) to the plugins they name. An
+// effect whose plugin is missing from this configuration, or has another
+// type, is skipped (replicas may run different config versions for a
+// moment); skipped counts them.
+func (s *Scheduler) ApplyEffects(decisionID uint64, at time.Time, effects []Effect) (applied, skipped int) {
+	for i := range effects {
+		e := &effects[i]
+		p, ok := s.projections[e.Plugin.Name]
+		if !ok || p.TypedName().Type != e.Plugin.Type {
+			skipped++
+			continue
+		}
+		p.ApplyEffect(decisionID, at, e)
+		applied++
+	}
+	return applied, skipped
 }
 
 // EndpointRemoved tells plugins holding per-endpoint state that an endpoint
@@ -222,6 +253,9 @@ type cycle struct {
 	result     *Result
 	verbose    bool
 
+	effects     []Effect // backs result.Effects
+	effectNames []string // backs the effects' endpoint names
+
 	prs       []*ProfileResult // reusable profile results; prs[:used] are live
 	used      int
 	profiles  []*ProfileResult // backs result.Profiles
@@ -234,6 +268,7 @@ func (c *cycle) begin(ctx context.Context, req *Request, candidates []*Endpoint,
 	c.req = req
 	c.candidates = candidates
 	c.result = res
+	res.arena = c
 	c.verbose = c.s.logger.Enabled(ctx, telemetry.LevelRequest)
 }
 
@@ -249,6 +284,10 @@ func (c *cycle) release() {
 	c.used = 0
 	clear(c.profiles)
 	c.profiles = c.profiles[:0]
+	clear(c.effects)
+	c.effects = c.effects[:0]
+	clear(c.effectNames)
+	c.effectNames = c.effectNames[:0]
 	clear(c.bufA[:cap(c.bufA)])
 	clear(c.bufB[:cap(c.bufB)])
 	c.req, c.candidates, c.result = nil, nil, nil

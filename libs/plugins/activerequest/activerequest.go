@@ -91,8 +91,9 @@ func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *schedulin
 	}
 }
 
-// PreRequest implements scheduling.PreRequest: +1 on the primary target of
-// every profile that picked one, under the result's decision id.
+// PreRequest implements scheduling.PreRequest: the decision puts one
+// request in flight on the primary target of every profile that picked one
+// (recorded as an effect, applied by ApplyEffect).
 func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, res *scheduling.Result) {
 	var buf [4]string
 	names := buf[:0]
@@ -101,11 +102,33 @@ func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, _ *sche
 			names = append(names, t.Endpoint.Name)
 		}
 	}
-	s.tracker.Start(res.DecisionID, names)
+	res.RecordEffect(s, names, nil, 0)
+}
+
+// ApplyEffect implements scheduling.Projection: +1 on each endpoint of the
+// effect under the decision's id, from the decision's time on.
+func (s *Scorer) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effect) {
+	if at.IsZero() {
+		s.tracker.Start(decisionID, e.Endpoints)
+		return
+	}
+	s.tracker.StartAt(decisionID, e.Endpoints, at)
 }
 
 // ResponseComplete implements scheduling.ResponseComplete: the decision the
 // response names is no longer in flight.
 func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
 	s.tracker.Done(resp.DecisionID)
+}
+
+// InheritState implements scheduling.StateInheritor: the in-flight requests
+// of the previous configuration stay counted, under this one's timeout.
+func (s *Scorer) InheritState(prev scheduling.Plugin) bool {
+	p, ok := prev.(*Scorer)
+	if !ok {
+		return false
+	}
+	p.tracker.SetTimeout(s.params.RequestTimeout.Std())
+	s.tracker = p.tracker
+	return true
 }

@@ -228,7 +228,7 @@ func TestPreRequestAndResponseComplete(t *testing.T) {
 	// A fallback target of the primary profile is not counted.
 	res.Primary.Targets = append(res.Primary.Targets, scheduling.Target{Endpoint: eps[3], Port: 8000})
 	res.Prefill = res.Profiles[1]
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("req-1", "m", "p"), res)
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("req-1", "m", "p"), res)
 	for i, want := range []int{0, 1, 1, 0} {
 		if got := tr.InFlight(eps[i].Name); got != want {
 			t.Errorf("after PreRequest: InFlight(%s) = %d, want %d", eps[i].Name, got, want)
@@ -241,7 +241,7 @@ func TestPreRequestAndResponseComplete(t *testing.T) {
 	// A profile that has targets but an error is not counted.
 	res2 := result(2, eps[0], eps[3])
 	res2.Profiles[1].Err = errors.New("failed")
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("req-2", "m", "p"), res2)
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("req-2", "m", "p"), res2)
 	if tr.InFlight("pod-0") != 1 || tr.InFlight("pod-3") != 0 {
 		t.Errorf("req-2: pod-0 %d pod-3 %d, want 1 and 0", tr.InFlight("pod-0"), tr.InFlight("pod-3"))
 	}
@@ -270,9 +270,9 @@ func TestRequestTimeout(t *testing.T) {
 	s := newScorer(t, clock, `{"requestTimeout": "1m"}`)
 	eps := schedulingtest.Endpoints(2)
 	ctx := context.Background()
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("old", "m", "p"), result(3, eps[0]))
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("old", "m", "p"), result(3, eps[0]))
 	clock.Advance(30 * time.Second)
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("new", "m", "p"), result(4, eps[1]))
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("new", "m", "p"), result(4, eps[1]))
 	clock.Advance(29 * time.Second)
 	if got := score(s, eps); !approxEqual(got, []float64{0, 0}) {
 		t.Errorf("at 59s: scores %v, want [0 0]", got)
@@ -289,7 +289,7 @@ func TestRequestTimeout(t *testing.T) {
 		t.Errorf("Len = %d after every request timed out", s.Tracker().Len())
 	}
 	// A late completion of an expired request is ignored.
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("x", "m", "p"), result(5, eps[0]))
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("x", "m", "p"), result(5, eps[0]))
 	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 3})
 	if got := s.Tracker().InFlight("pod-0"); got != 1 {
 		t.Errorf("late completion of an expired request changed pod-0 to %d", got)

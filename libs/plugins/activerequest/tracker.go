@@ -10,10 +10,12 @@ import (
 // Tracker counts in-flight requests per endpoint, keyed by a request key K
 // that must be unique per request (the scorer uses the scheduler's decision
 // ids, not client-supplied request ids). A request is started with the
-// endpoints it occupies and done once. Events may be redelivered: a second
-// start or done of the same key changes nothing, and a finished key is
+// endpoints it occupies and done once. Events may be redelivered, and
+// arrive out of order (starts and completions travel on different streams):
+// a second start or done of the same key changes nothing, a finished key is
 // remembered until its timeout so a late redelivered start does not count it
-// again. A request not done within the timeout is dropped. Expiry is lazy, on
+// again, and a done that arrives before its start is remembered the same
+// way so the start is never counted. A request not done within the timeout is dropped. Expiry is lazy, on
 // the next call: every entry has the same lifetime, so a FIFO in start order
 // finds them in O(1). It is safe for concurrent use.
 type Tracker[K comparable] struct {
@@ -86,14 +88,29 @@ func (t *Tracker[K]) StartAt(id K, endpoints []string, started time.Time) {
 	t.queue = append(t.queue, queued[K]{id: id, seq: e.seq, started: started})
 }
 
-// Done records that request id ended. Unknown ids are ignored.
+// Done records that request id ended. For an id not started yet, it
+// remembers (for the timeout) that the id is done, so that its start, when
+// it arrives, counts nothing.
 func (t *Tracker[K]) Done(id K) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire()
-	if e, ok := t.requests[id]; ok && !e.done {
+	e, ok := t.requests[id]
+	switch {
+	case !ok:
+		t.seq++
+		t.requests[id] = entry{seq: t.seq, done: true}
+		t.queue = append(t.queue, queued[K]{id: id, seq: t.seq, started: t.now()})
+	case !e.done:
 		t.finish(id, e)
 	}
+}
+
+// SetTimeout changes the timeout for every request from now on.
+func (t *Tracker[K]) SetTimeout(timeout time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.timeout = timeout
 }
 
 // InFlight returns the in-flight count of an endpoint.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -48,8 +49,14 @@ type Scorer struct {
 	scheduling.Named
 	params Params
 	prefix scheduling.PrefixMatcher
+	state  *lruState
+}
 
+// lruState is the recency of cold requests per endpoint; a reloaded
+// configuration's scorer may share it with its predecessor.
+type lruState struct {
 	mu    sync.Mutex
+	size  int
 	lru   *list.List // of *tracked, most recent at the front
 	byKey map[string]*list.Element
 	seq   uint64
@@ -85,8 +92,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		Named:  scheduling.Named{Type: Type, Name: name},
 		params: p,
 		prefix: m,
-		lru:    list.New(),
-		byKey:  map[string]*list.Element{},
+		state:  &lruState{size: p.LRUSize, lru: list.New(), byKey: map[string]*list.Element{}},
 	}, nil
 }
 
@@ -111,15 +117,16 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 	// Untracked endpoints have sequence 0, so one stable sort by sequence
 	// orders both.
 	denom := float64(n - 1)
-	s.mu.Lock()
+	st := s.state
+	st.mu.Lock()
 	if n < 1<<idxBits {
 		// Pack (seq << idxBits | index): a plain integer sort is stable
 		// here because the index breaks ties.
 		keys := cs.ScratchUint64s(n)
 		for i, e := range eps {
-			keys[i] = s.seqOf(e.Name)<<idxBits | uint64(i)
+			keys[i] = st.seqOf(e.Name)<<idxBits | uint64(i)
 		}
-		s.mu.Unlock()
+		st.mu.Unlock()
 		slices.Sort(keys)
 		for rank, k := range keys {
 			scores[k&(1<<idxBits-1)] = 1 - float64(rank)/denom
@@ -128,9 +135,9 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 	}
 	seqs := cs.ScratchUint64s(n)
 	for i, e := range eps {
-		seqs[i] = s.seqOf(e.Name)
+		seqs[i] = st.seqOf(e.Name)
 	}
-	s.mu.Unlock()
+	st.mu.Unlock()
 	order := cs.ScratchInts(n)
 	for i := range order {
 		order[i] = i
@@ -142,9 +149,9 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 }
 
 // seqOf is an endpoint's last cold-request sequence, 0 if untracked. The
-// caller holds s.mu.
-func (s *Scorer) seqOf(name string) uint64 {
-	if el, ok := s.byKey[name]; ok {
+// caller holds st.mu.
+func (st *lruState) seqOf(name string) uint64 {
+	if el, ok := st.byKey[name]; ok {
 		return el.Value.(*tracked).seq
 	}
 	return 0
@@ -164,41 +171,77 @@ func warm(m *scheduling.PrefixMatch, eps []*scheduling.Endpoint) bool {
 }
 
 // PreRequest implements scheduling.PreRequest: a cold request's targets
-// become the most recently used.
+// become the most recently used (recorded as an effect, applied by
+// ApplyEffect).
 func (s *Scorer) PreRequest(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
 	if warm(s.prefix.MatchPrefix(ctx, cs, req, res.Primary.Endpoints), res.Primary.Endpoints) {
 		return
 	}
+	var buf [2]string
+	names := buf[:0]
 	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
 		if t, ok := pr.Target(); ok {
-			s.Touch(t.Endpoint.Name)
+			names = append(names, t.Endpoint.Name)
 		}
 	}
+	res.RecordEffect(s, names, nil, 0)
+}
+
+// ApplyEffect implements scheduling.Projection: the effect's endpoints were
+// just sent a cold request.
+func (s *Scorer) ApplyEffect(_ uint64, _ time.Time, e *scheduling.Effect) {
+	for _, name := range e.Endpoints {
+		s.Touch(name)
+	}
+}
+
+// InheritState implements scheduling.StateInheritor: the recency carries
+// over, trimmed to this scorer's lruSize.
+func (s *Scorer) InheritState(prev scheduling.Plugin) bool {
+	p, ok := prev.(*Scorer)
+	if !ok {
+		return false
+	}
+	st := p.state
+	st.mu.Lock()
+	st.size = s.params.LRUSize
+	st.trim()
+	st.mu.Unlock()
+	s.state = st
+	return true
 }
 
 // EndpointRemoved implements scheduling.EndpointRemover.
 func (s *Scorer) EndpointRemoved(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if el, ok := s.byKey[name]; ok {
-		s.lru.Remove(el)
-		delete(s.byKey, name)
+	st := s.state
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if el, ok := st.byKey[name]; ok {
+		st.lru.Remove(el)
+		delete(st.byKey, name)
 	}
 }
 
 // Touch records that endpoint was just sent a cold request.
 func (s *Scorer) Touch(endpoint string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
-	if el, ok := s.byKey[endpoint]; ok {
-		el.Value.(*tracked).seq = s.seq
-		s.lru.MoveToFront(el)
+	st := s.state
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.seq++
+	if el, ok := st.byKey[endpoint]; ok {
+		el.Value.(*tracked).seq = st.seq
+		st.lru.MoveToFront(el)
 		return
 	}
-	s.byKey[endpoint] = s.lru.PushFront(&tracked{name: endpoint, seq: s.seq})
-	for s.lru.Len() > s.params.LRUSize {
-		old := s.lru.Remove(s.lru.Back()).(*tracked)
-		delete(s.byKey, old.name)
+	st.byKey[endpoint] = st.lru.PushFront(&tracked{name: endpoint, seq: st.seq})
+	st.trim()
+}
+
+// trim forgets the least recent endpoints beyond the size. The caller holds
+// st.mu.
+func (st *lruState) trim() {
+	for st.lru.Len() > st.size {
+		old := st.lru.Remove(st.lru.Back()).(*tracked)
+		delete(st.byKey, old.name)
 	}
 }

@@ -306,7 +306,7 @@ func TestPreRequestTouchesColdTargets(t *testing.T) {
 	// Cold request: primary pod-2, prefill pod-0 (touched in that order).
 	req := schedulingtest.Completion("a", "m", prompt("a", 3))
 	cs := schedulingtest.CycleState(1)
-	s.PreRequest(ctx, cs, req, result(eps, eps[2], eps[0]))
+	schedulingtest.PreRequest(ctx, s, cs, req, result(eps, eps[2], eps[0]))
 	// order: pod-1, pod-3, pod-2, pod-0
 	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 1.0 / 3, 2.0 / 3}) {
 		t.Errorf("after cold request: scores = %v, want [0 1 1/3 2/3]", got)
@@ -315,7 +315,7 @@ func TestPreRequestTouchesColdTargets(t *testing.T) {
 	// Warm request: nothing is touched.
 	warm := prompt("warm", 3)
 	pp.Index().Add("pod-2", 100, prefix.Hashes("m", []byte(warm), 64, 256, nil))
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("b", "m", warm), result(eps, eps[1], eps[3]))
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("b", "m", warm), result(eps, eps[1], eps[3]))
 	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 1.0 / 3, 2.0 / 3}) {
 		t.Errorf("after warm request: scores = %v, want unchanged [0 1 1/3 2/3]", got)
 	}
@@ -323,7 +323,7 @@ func TestPreRequestTouchesColdTargets(t *testing.T) {
 	// Cold request without prefill; fallback targets are not touched.
 	res := result(eps, eps[1], nil)
 	res.Primary.Targets = append(res.Primary.Targets, scheduling.Target{Endpoint: eps[3]})
-	s.PreRequest(ctx, schedulingtest.CycleState(1), schedulingtest.Completion("c", "m", prompt("c", 3)), res)
+	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("c", "m", prompt("c", 3)), res)
 	// order: pod-3, pod-2, pod-0, pod-1
 	if got := cold(s, eps); !approxEqual(got, []float64{1.0 / 3, 0, 2.0 / 3, 1}) {
 		t.Errorf("after cold request on pod-1: scores = %v, want [1/3 0 2/3 1]", got)
@@ -343,8 +343,8 @@ func TestPreRequestUsesCycleMatch(t *testing.T) {
 		t.Fatalf("scores = %v", scores)
 	}
 	res := result(eps, eps[0], nil)
-	pp.PreRequest(ctx, cs, req, res) // declared earlier: runs first
-	s.PreRequest(ctx, cs, req, res)
+	schedulingtest.PreRequest(ctx, pp, cs, req, res) // declared earlier: runs first
+	schedulingtest.PreRequest(ctx, s, cs, req, res)
 	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 0.5}) {
 		t.Errorf("scores = %v, want [0 1 0.5] (pod-0 touched)", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -171,7 +172,8 @@ func (p *Plugin) Score(_ context.Context, cs *scheduling.CycleState, req *schedu
 }
 
 // PreRequest implements scheduling.PreRequest: the request's blocks are
-// now (about to be) cached on the primary target and the prefill target.
+// now (about to be) cached on the primary target and the prefill target
+// (recorded as effects, applied by ApplyEffect).
 func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
 	m := p.match(cs, req, res.Primary.Endpoints)
 	if len(m.hashes) == 0 {
@@ -179,9 +181,34 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, req *s
 	}
 	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
 		if t, ok := pr.Target(); ok {
-			p.index.Add(t.Endpoint.Name, p.capacity(t.Endpoint), m.hashes)
+			name := [1]string{t.Endpoint.Name}
+			res.RecordEffect(p, name[:], m.hashes, int64(p.capacity(t.Endpoint)))
 		}
 	}
+}
+
+// ApplyEffect implements scheduling.Projection: the effect's endpoints hold
+// its blocks.
+func (p *Plugin) ApplyEffect(_ uint64, _ time.Time, e *scheduling.Effect) {
+	capacity := int(e.Capacity)
+	if capacity <= 0 {
+		capacity = p.params.LRUCapacityPerServer
+	}
+	for _, name := range e.Endpoints {
+		p.index.Add(name, capacity, e.Blocks)
+	}
+}
+
+// InheritState implements scheduling.StateInheritor: the index carries over
+// when the blocks are cut and hashed the same way.
+func (p *Plugin) InheritState(prev scheduling.Plugin) bool {
+	q, ok := prev.(*Plugin)
+	if !ok || q.params.AutoTune != p.params.AutoTune || q.params.BlockSizeTokens != p.params.BlockSizeTokens ||
+		q.params.MaxPrefixBlocksToMatch != p.params.MaxPrefixBlocksToMatch {
+		return false
+	}
+	p.index = q.index
+	return true
 }
 
 // EndpointRemoved implements scheduling.EndpointRemover: the endpoint's

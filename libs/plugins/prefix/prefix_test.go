@@ -34,7 +34,7 @@ func route(t *testing.T, p *prefix.Plugin, req *scheduling.Request, eps []*sched
 	t.Helper()
 	cs := schedulingtest.CycleState(1)
 	schedulingtest.Score(p, cs, req, eps)
-	p.PreRequest(context.Background(), cs, req, result(eps, primary, prefill))
+	schedulingtest.PreRequest(context.Background(), p, cs, req, result(eps, primary, prefill))
 	cs.Reset()
 }
 
@@ -345,7 +345,7 @@ func TestPreRequestRecordsPrimaryAndPrefill(t *testing.T) {
 	cs := schedulingtest.CycleState(1)
 	res := result(eps, eps[1], eps[2])
 	res.Primary.Targets = append(res.Primary.Targets, scheduling.Target{Endpoint: eps[3]}) // fallback
-	p.PreRequest(context.Background(), cs, req, res)
+	schedulingtest.PreRequest(context.Background(), p, cs, req, res)
 	for i, want := range []int{0, 6, 2, 0} {
 		if got := p.Index().Blocks(eps[i].Name); got != want {
 			t.Errorf("Blocks(%s) = %d, want %d", eps[i].Name, got, want)
@@ -357,7 +357,7 @@ func TestPreRequestRecordsPrimaryAndPrefill(t *testing.T) {
 	// A result whose primary picked nothing records nothing.
 	none := result(eps, eps[0], nil)
 	none.Primary.Targets = nil
-	p.PreRequest(context.Background(), schedulingtest.CycleState(1), schedulingtest.Completion("2", "m", prompt("b", 3)), none)
+	schedulingtest.PreRequest(context.Background(), p, schedulingtest.CycleState(1), schedulingtest.Completion("2", "m", prompt("b", 3)), none)
 	if got := p.Index().Blocks("pod-0"); got != 0 {
 		t.Errorf("Blocks(pod-0) = %d, want 0", got)
 	}

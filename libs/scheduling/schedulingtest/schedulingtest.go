@@ -211,3 +211,17 @@ func Scheduler(t testing.TB, yaml string, opts ...scheduling.Option) *scheduling
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// PreRequest runs p's pre-request hook the way the scheduler does: when p is
+// a Projection, the effects it records are applied to it right after.
+func PreRequest(ctx context.Context, p scheduling.PreRequest, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
+	n := len(res.Effects)
+	p.PreRequest(ctx, cs, req, res)
+	proj, ok := p.(scheduling.Projection)
+	if !ok {
+		return
+	}
+	for i := n; i < len(res.Effects); i++ {
+		proj.ApplyEffect(res.DecisionID, res.Time, &res.Effects[i])
+	}
+}

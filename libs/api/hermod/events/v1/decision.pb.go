@@ -107,8 +107,20 @@ type RoutingDecision struct {
 	// Headers added to (and removed from) the forwarded request.
 	Headers        map[string]string `protobuf:"bytes,12,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	RemovedHeaders []string          `protobuf:"bytes,13,rep,name=removed_headers,json=removedHeaders,proto3" json:"removed_headers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The picker replica that took the decision (random per process). A
+	// replica skips its own decisions when it folds the stream, having
+	// applied them when it took them.
+	Replica string `protobuf:"bytes,14,opt,name=replica,proto3" json:"replica,omitempty"`
+	// What the decision changed in the state of stateful plugins (in-flight
+	// counts, LRUs, prefix index), in the order the plugins ran. Every picker
+	// replica applies them to its own projection.
+	Effects []*PluginEffect `protobuf:"bytes,15,rep,name=effects,proto3" json:"effects,omitempty"`
+	// Endpoints (host:port) to try, in order, when the primary target fails
+	// before answering: the primary profile's further targets, then the other
+	// endpoints it scored, best first.
+	FallbackEndpoints []string `protobuf:"bytes,16,rep,name=fallback_endpoints,json=fallbackEndpoints,proto3" json:"fallback_endpoints,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RoutingDecision) Reset() {
@@ -232,6 +244,111 @@ func (x *RoutingDecision) GetRemovedHeaders() []string {
 	return nil
 }
 
+func (x *RoutingDecision) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *RoutingDecision) GetEffects() []*PluginEffect {
+	if x != nil {
+		return x.Effects
+	}
+	return nil
+}
+
+func (x *RoutingDecision) GetFallbackEndpoints() []string {
+	if x != nil {
+		return x.FallbackEndpoints
+	}
+	return nil
+}
+
+// PluginEffect is one stateful plugin's change of state by a decision.
+type PluginEffect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's configured name and type; a replica applies an effect only
+	// to a plugin of the same name and type.
+	Plugin string `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	Type   string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The endpoint names the effect concerns (for example the targets whose
+	// in-flight count went up).
+	Endpoints []string `protobuf:"bytes,3,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// Prefix block hashes the endpoints now hold (prefix index effects).
+	Blocks []uint64 `protobuf:"fixed64,4,rep,packed,name=blocks,proto3" json:"blocks,omitempty"`
+	// The capacity a plugin gives an endpoint it has not seen before (prefix
+	// index: blocks per endpoint); 0 if it does not apply.
+	Capacity      int64 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PluginEffect) Reset() {
+	*x = PluginEffect{}
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PluginEffect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PluginEffect) ProtoMessage() {}
+
+func (x *PluginEffect) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PluginEffect.ProtoReflect.Descriptor instead.
+func (*PluginEffect) Descriptor() ([]byte, []int) {
+	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PluginEffect) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
+func (x *PluginEffect) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PluginEffect) GetEndpoints() []string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *PluginEffect) GetBlocks() []uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+func (x *PluginEffect) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
 // ProfileDecision is what one scheduling profile did.
 type ProfileDecision struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -252,7 +369,7 @@ type ProfileDecision struct {
 
 func (x *ProfileDecision) Reset() {
 	*x = ProfileDecision{}
-	mi := &file_hermod_events_v1_decision_proto_msgTypes[1]
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +381,7 @@ func (x *ProfileDecision) String() string {
 func (*ProfileDecision) ProtoMessage() {}
 
 func (x *ProfileDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_events_v1_decision_proto_msgTypes[1]
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +394,7 @@ func (x *ProfileDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileDecision.ProtoReflect.Descriptor instead.
 func (*ProfileDecision) Descriptor() ([]byte, []int) {
-	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{1}
+	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProfileDecision) GetProfile() string {
@@ -334,7 +451,7 @@ type Scorer struct {
 
 func (x *Scorer) Reset() {
 	*x = Scorer{}
-	mi := &file_hermod_events_v1_decision_proto_msgTypes[2]
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +463,7 @@ func (x *Scorer) String() string {
 func (*Scorer) ProtoMessage() {}
 
 func (x *Scorer) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_events_v1_decision_proto_msgTypes[2]
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +476,7 @@ func (x *Scorer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scorer.ProtoReflect.Descriptor instead.
 func (*Scorer) Descriptor() ([]byte, []int) {
-	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{2}
+	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Scorer) GetName() string {
@@ -398,7 +515,7 @@ type EndpointScores struct {
 
 func (x *EndpointScores) Reset() {
 	*x = EndpointScores{}
-	mi := &file_hermod_events_v1_decision_proto_msgTypes[3]
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +527,7 @@ func (x *EndpointScores) String() string {
 func (*EndpointScores) ProtoMessage() {}
 
 func (x *EndpointScores) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_events_v1_decision_proto_msgTypes[3]
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +540,7 @@ func (x *EndpointScores) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointScores.ProtoReflect.Descriptor instead.
 func (*EndpointScores) Descriptor() ([]byte, []int) {
-	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{3}
+	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EndpointScores) GetName() string {
@@ -458,7 +575,7 @@ var File_hermod_events_v1_decision_proto protoreflect.FileDescriptor
 
 const file_hermod_events_v1_decision_proto_rawDesc = "" +
 	"\n" +
-	"\x1fhermod/events/v1/decision.proto\x12\x10hermod.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x04\n" +
+	"\x1fhermod/events/v1/decision.proto\x12\x10hermod.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xda\x05\n" +
 	"\x0fRoutingDecision\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1d\n" +
@@ -475,10 +592,19 @@ const file_hermod_events_v1_decision_proto_rawDesc = "" +
 	" \x03(\tR\x0fencodeEndpoints\x12=\n" +
 	"\bprofiles\x18\v \x03(\v2!.hermod.events.v1.ProfileDecisionR\bprofiles\x12H\n" +
 	"\aheaders\x18\f \x03(\v2..hermod.events.v1.RoutingDecision.HeadersEntryR\aheaders\x12'\n" +
-	"\x0fremoved_headers\x18\r \x03(\tR\x0eremovedHeaders\x1a:\n" +
+	"\x0fremoved_headers\x18\r \x03(\tR\x0eremovedHeaders\x12\x18\n" +
+	"\areplica\x18\x0e \x01(\tR\areplica\x128\n" +
+	"\aeffects\x18\x0f \x03(\v2\x1e.hermod.events.v1.PluginEffectR\aeffects\x12-\n" +
+	"\x12fallback_endpoints\x18\x10 \x03(\tR\x11fallbackEndpoints\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
+	"\fPluginEffect\x12\x16\n" +
+	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1c\n" +
+	"\tendpoints\x18\x03 \x03(\tR\tendpoints\x12\x16\n" +
+	"\x06blocks\x18\x04 \x03(\x06R\x06blocks\x12\x1a\n" +
+	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\"\x82\x02\n" +
 	"\x0fProfileDecision\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x121\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x1d.hermod.events.v1.ProfileRoleR\x04role\x122\n" +
@@ -515,28 +641,30 @@ func file_hermod_events_v1_decision_proto_rawDescGZIP() []byte {
 }
 
 var file_hermod_events_v1_decision_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hermod_events_v1_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_hermod_events_v1_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_hermod_events_v1_decision_proto_goTypes = []any{
 	(ProfileRole)(0),              // 0: hermod.events.v1.ProfileRole
 	(*RoutingDecision)(nil),       // 1: hermod.events.v1.RoutingDecision
-	(*ProfileDecision)(nil),       // 2: hermod.events.v1.ProfileDecision
-	(*Scorer)(nil),                // 3: hermod.events.v1.Scorer
-	(*EndpointScores)(nil),        // 4: hermod.events.v1.EndpointScores
-	nil,                           // 5: hermod.events.v1.RoutingDecision.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*PluginEffect)(nil),          // 2: hermod.events.v1.PluginEffect
+	(*ProfileDecision)(nil),       // 3: hermod.events.v1.ProfileDecision
+	(*Scorer)(nil),                // 4: hermod.events.v1.Scorer
+	(*EndpointScores)(nil),        // 5: hermod.events.v1.EndpointScores
+	nil,                           // 6: hermod.events.v1.RoutingDecision.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_hermod_events_v1_decision_proto_depIdxs = []int32{
-	6, // 0: hermod.events.v1.RoutingDecision.time:type_name -> google.protobuf.Timestamp
-	2, // 1: hermod.events.v1.RoutingDecision.profiles:type_name -> hermod.events.v1.ProfileDecision
-	5, // 2: hermod.events.v1.RoutingDecision.headers:type_name -> hermod.events.v1.RoutingDecision.HeadersEntry
-	0, // 3: hermod.events.v1.ProfileDecision.role:type_name -> hermod.events.v1.ProfileRole
-	3, // 4: hermod.events.v1.ProfileDecision.scorers:type_name -> hermod.events.v1.Scorer
-	4, // 5: hermod.events.v1.ProfileDecision.endpoints:type_name -> hermod.events.v1.EndpointScores
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7, // 0: hermod.events.v1.RoutingDecision.time:type_name -> google.protobuf.Timestamp
+	3, // 1: hermod.events.v1.RoutingDecision.profiles:type_name -> hermod.events.v1.ProfileDecision
+	6, // 2: hermod.events.v1.RoutingDecision.headers:type_name -> hermod.events.v1.RoutingDecision.HeadersEntry
+	2, // 3: hermod.events.v1.RoutingDecision.effects:type_name -> hermod.events.v1.PluginEffect
+	0, // 4: hermod.events.v1.ProfileDecision.role:type_name -> hermod.events.v1.ProfileRole
+	4, // 5: hermod.events.v1.ProfileDecision.scorers:type_name -> hermod.events.v1.Scorer
+	5, // 6: hermod.events.v1.ProfileDecision.endpoints:type_name -> hermod.events.v1.EndpointScores
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_hermod_events_v1_decision_proto_init() }
@@ -550,7 +678,7 @@ func file_hermod_events_v1_decision_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_events_v1_decision_proto_rawDesc), len(file_hermod_events_v1_decision_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

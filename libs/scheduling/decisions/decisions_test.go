@@ -1,4 +1,4 @@
-package audit_test
+package decisions_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	_ "github.com/hermod/hermod/libs/plugins/standard"
-	"github.com/hermod/hermod/libs/scheduling/audit"
+	"github.com/hermod/hermod/libs/scheduling/decisions"
 	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
 )
 
@@ -37,9 +37,10 @@ schedulingProfiles:
 	}
 	defer res.Release()
 	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	d := audit.Decision("pool-a", at, req, res)
+	res.Time = at
+	d := decisions.Event("pool-a", req, res)
 
-	if d.GetDecisionId() != audit.DecisionID(res.DecisionID) || len(d.GetDecisionId()) != 16 || d.GetRequestId() != "req-1" || d.GetPool() != "pool-a" || d.GetModel() != "llama" ||
+	if d.GetDecisionId() != decisions.ID(res.DecisionID) || len(d.GetDecisionId()) != 16 || d.GetRequestId() != "req-1" || d.GetPool() != "pool-a" || d.GetModel() != "llama" ||
 		d.GetAdapter() != "sql-lora" || !d.GetTime().AsTime().Equal(at) {
 		t.Errorf("header fields: %v", d)
 	}
@@ -101,7 +102,7 @@ schedulingProfiles:
 		t.Fatal(err)
 	}
 	defer res.Release()
-	d := audit.Decision("p", time.Now(), req, res)
+	d := decisions.Event("p", req, res)
 	if d.GetPrimaryName() != "pod-1" || d.GetPrefillEndpoint() != "10.0.0.1:8000" {
 		t.Errorf("primary %s prefill %s", d.GetPrimaryName(), d.GetPrefillEndpoint())
 	}
@@ -138,7 +139,7 @@ schedulingProfiles:
 		t.Fatal(err)
 	}
 	defer res.Release()
-	d := audit.Decision("p", time.Now(), schedulingtest.Completion("r", "m", "x"), res)
+	d := decisions.Event("p", schedulingtest.Completion("r", "m", "x"), res)
 	if n := len(d.GetProfiles()); n != 2 {
 		t.Fatalf("profiles = %d", n)
 	}

@@ -1,11 +1,14 @@
-// Package audit turns scheduling results into RoutingDecision events: what
-// was decided, by which profile, with every scorer's score per endpoint.
-package audit
+// Package decisions converts between scheduling results and the
+// RoutingDecision events published on hermod.decisions.<pool>: what was
+// decided, by which profile, with every scorer's score per endpoint (for
+// audit), and what the decision changed in stateful plugins (for the
+// projections of every picker replica).
+package decisions
 
 import (
 	"fmt"
 	"sort"
-	"time"
+	"strconv"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -13,16 +16,16 @@ import (
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
-// Decision builds the RoutingDecision event of one scheduling result. Call
-// it before res is released.
-func Decision(pool string, at time.Time, req *scheduling.Request, res *scheduling.Result) *eventsv1.RoutingDecision {
+// Event builds the RoutingDecision event of one scheduling result. Call it
+// before res is released; the event shares nothing with res.
+func Event(pool string, req *scheduling.Request, res *scheduling.Result) *eventsv1.RoutingDecision {
 	d := &eventsv1.RoutingDecision{
-		DecisionId: DecisionID(res.DecisionID),
+		DecisionId: ID(res.DecisionID),
 		RequestId:  req.ID,
 		Pool:       pool,
 		Model:      req.Model,
 		Adapter:    req.Adapter,
-		Time:       timestamppb.New(at),
+		Time:       timestamppb.New(res.Time),
 	}
 	if t, ok := res.Primary.Target(); ok {
 		d.PrimaryEndpoint = t.HostPort()
@@ -49,12 +52,54 @@ func Decision(pool string, at time.Time, req *scheduling.Request, res *schedulin
 		d.RemovedHeaders = append([]string(nil), res.RemoveHeaders...)
 		sort.Strings(d.RemovedHeaders)
 	}
+	if len(res.Effects) > 0 {
+		d.Effects = make([]*eventsv1.PluginEffect, len(res.Effects))
+		for i, e := range res.Effects {
+			d.Effects[i] = &eventsv1.PluginEffect{
+				Plugin:    e.Plugin.Name,
+				Type:      e.Plugin.Type,
+				Endpoints: append([]string(nil), e.Endpoints...),
+				Blocks:    append([]uint64(nil), e.Blocks...),
+				Capacity:  e.Capacity,
+			}
+		}
+	}
 	return d
 }
 
-// DecisionID formats a decision id as events carry it: 16 hex digits.
-func DecisionID(id uint64) string {
+// Effects returns the plugin effects a decision event carries, for
+// Scheduler.ApplyEffects. They share the event's slices.
+func Effects(d *eventsv1.RoutingDecision) []scheduling.Effect {
+	if len(d.GetEffects()) == 0 {
+		return nil
+	}
+	out := make([]scheduling.Effect, len(d.GetEffects()))
+	for i, e := range d.GetEffects() {
+		out[i] = scheduling.Effect{
+			Plugin:    scheduling.TypedName{Name: e.GetPlugin(), Type: e.GetType()},
+			Endpoints: e.GetEndpoints(),
+			Blocks:    e.GetBlocks(),
+			Capacity:  e.GetCapacity(),
+		}
+	}
+	return out
+}
+
+// ID formats a decision id as events carry it: 16 hex digits.
+func ID(id uint64) string {
 	return fmt.Sprintf("%016x", id)
+}
+
+// ParseID parses a decision id formatted by ID. The zero id is invalid.
+func ParseID(s string) (uint64, error) {
+	if len(s) != 16 {
+		return 0, fmt.Errorf("decision id %q: want 16 hex digits", s)
+	}
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("decision id %q: want 16 hex digits, not zero", s)
+	}
+	return id, nil
 }
 
 func profile(res *scheduling.Result, pr *scheduling.ProfileResult) *eventsv1.ProfileDecision {
