@@ -10,11 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -39,6 +39,7 @@ type Options struct {
 	Speed          float64
 	Pods           int
 	PodName        string
+	FirstPodIndex  int
 	PodSpeeds      []float64
 	EventEncoding  events.Encoding
 	ReplayFraming  kvzmq.ReplayFraming
@@ -92,10 +93,11 @@ func Parse(args []string, stderr io.Writer) (*Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := applyEnv(fs, simOnly); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if err := fs.Parse(args); err != nil {
+	// Simulator-only flags may come from HERMOD_<FLAG>; the command line wins.
+	if err := cmdline.ApplyEnv(fs, func(name string) bool { return simOnly[name] }); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -153,6 +155,7 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 	fs.Float64Var(&o.Speed, sim("speed"), 1, "simulated time runs this many times faster than real time")
 	fs.IntVar(&o.Pods, sim("pods"), 1, "pods to run in this process, on consecutive HTTP and ZMQ ports")
 	fs.StringVar(&o.PodName, sim("pod-name"), "vllm-sim", "pod names are <pod-name>-<index>")
+	fs.IntVar(&o.FirstPodIndex, sim("first-pod-index"), 0, "index of this process's first pod in its name (several processes serving one pool)")
 	fs.Func(sim("pod-speed"), "speed factor per pod, one value for all or a comma list (0.5 = half speed)", func(v string) error {
 		o.PodSpeeds = nil
 		for _, f := range strings.Split(v, ",") {
@@ -258,6 +261,9 @@ func (o *Options) finish() error {
 	if o.Speed <= 0 {
 		errs = append(errs, fmt.Errorf("--speed: must be positive (got %v)", o.Speed))
 	}
+	if o.FirstPodIndex < 0 {
+		errs = append(errs, fmt.Errorf("--first-pod-index: must not be negative (got %d)", o.FirstPodIndex))
+	}
 	if o.Pods < 1 {
 		errs = append(errs, fmt.Errorf("--pods: must be at least 1 (got %d)", o.Pods))
 	}
@@ -311,24 +317,6 @@ func expandMultiValue(args []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// applyEnv sets simulator-only flags from HERMOD_<FLAG> (dashes become
-// underscores), before the command line, which wins.
-func applyEnv(fs *flag.FlagSet, simOnly map[string]bool) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if !simOnly[f.Name] || err != nil {
-			return
-		}
-		env := "HERMOD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", env, e)
-			}
-		}
-	})
-	return err
 }
 
 type stringList struct{ dst *[]string }

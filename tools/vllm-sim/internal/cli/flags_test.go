@@ -81,6 +81,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--kv-events-encoding", "xml"}, "must be array or map"},
 		{[]string{"--pod-labels", "5:a=b"}, "pod 5 does not exist"},
+		{[]string{"--first-pod-index", "-1"}, "--first-pod-index: must not be negative"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.args, io.Discard)

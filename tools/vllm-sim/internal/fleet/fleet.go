@@ -77,7 +77,7 @@ func (f *Fleet) Pods() []*server.Pod { return f.pods }
 
 func (f *Fleet) podConfig(i int) (server.Config, error) {
 	o := f.opts
-	name := fmt.Sprintf("%s-%d", o.PodName, i)
+	name := fmt.Sprintf("%s-%d", o.PodName, o.FirstPodIndex+i)
 	ec := o.Engine
 	ec.PodSpeed = 1
 	switch len(o.PodSpeeds) {

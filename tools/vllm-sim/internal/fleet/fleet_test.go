@@ -127,3 +127,19 @@ func TestPortCollisions(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// Several processes serve one pool with distinct pod names.
+func TestFirstPodIndexNamesPods(t *testing.T) {
+	opts, err := cli.Parse([]string{"serve", "m", "--host", "127.0.0.1", "--port", "0", "--pods", "2", "--first-pod-index", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.closePods()
+	if a, b := f.Pods()[0].Config().Name, f.Pods()[1].Config().Name; a != "vllm-sim-5" || b != "vllm-sim-6" {
+		t.Errorf("pod names %s %s", a, b)
+	}
+}

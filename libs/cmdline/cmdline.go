@@ -1,0 +1,120 @@
+// Package cmdline holds the command-line conventions every Hermod binary
+// shares: each flag may also be set by the environment variable
+// HERMOD_<FLAG> (upper case, dashes as underscores; the command line wins),
+// the common flags (-v, --log-format, --otlp-endpoint), list-valued flags,
+// and a context that ends on SIGINT or SIGTERM.
+package cmdline
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hermod/hermod/libs/telemetry"
+)
+
+// EnvPrefix prefixes the environment variable of every flag.
+const EnvPrefix = "HERMOD_"
+
+// EnvName returns the environment variable that sets a flag.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// ApplyEnv sets every flag of fs for which include returns true (every flag
+// when include is nil) from its environment variable, if set, unless the
+// flag was already set (by the command line, which wins). Call it after
+// fs.Parse.
+func ApplyEnv(fs *flag.FlagSet, include func(name string) bool) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] || (include != nil && !include(f.Name)) {
+			return
+		}
+		env := EnvName(f.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// Parse parses args, then sets the flags the command line left alone from
+// the environment.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return ApplyEnv(fs, nil)
+}
+
+// Common are the flags of every service.
+type Common struct {
+	// Verbosity is -v: klog-style 0..5 (4 = per-request plugin logs).
+	Verbosity int
+	// LogFormat is --log-format: json (services' default) or text.
+	LogFormat string
+	// OTLPEndpoint is --otlp-endpoint: where traces go (host:port of an
+	// OTLP gRPC collector); empty = traces are propagated but not exported.
+	OTLPEndpoint string
+}
+
+// Register adds the common flags to fs.
+func (c *Common) Register(fs *flag.FlagSet) {
+	fs.IntVar(&c.Verbosity, "v", 0, "log verbosity 0..5 (4: per-request plugin logs)")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC endpoint (host:port) to export traces to; empty: no export")
+}
+
+// Logger returns the logger the common flags ask for, writing to w.
+func (c *Common) Logger(w io.Writer) (*slog.Logger, error) {
+	return telemetry.NewLogger(w, telemetry.LogFormat(c.LogFormat), c.Verbosity)
+}
+
+// List is a flag holding a list of strings, given comma-separated or by
+// repeating the flag.
+type List []string
+
+// String implements flag.Value.
+func (l *List) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value: it appends the comma-separated values.
+func (l *List) Set(v string) error {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	*l = append(*l, out...)
+	return nil
+}
+
+// SignalContext returns a context canceled on SIGINT or SIGTERM; stop
+// releases the signal handlers.
+func SignalContext(parent context.Context) (ctx context.Context, stop context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+// Main runs a binary's run function and exits: 0 when it returns nil or
+// flag.ErrHelp (-h printed the usage), 1 with "name: error" on stderr
+// otherwise.
+func Main(name string, run func() error) {
+	err := run()
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	os.Exit(1)
+}
