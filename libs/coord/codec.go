@@ -10,10 +10,11 @@ import (
 )
 
 // ErrMalformed is the condition of a registry value that does not decode into
-// an Endpoint, or whose name and pool differ from its key's.
+// an Endpoint, or whose name and pool differ from its key's; and of a
+// membership value that does not decode into a Member of its key's id.
 var ErrMalformed = errors.New("malformed endpoint value")
 
-// KeyError reports one registry key whose entry was skipped. errors.Is(err,
+// KeyError reports one registry or membership key whose entry was skipped. errors.Is(err,
 // ErrMalformed) holds for every KeyError.
 type KeyError struct {
 	// Key is the etcd key of the skipped entry.

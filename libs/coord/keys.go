@@ -12,6 +12,15 @@ const PoolsPrefix = "/hermod/pools/"
 // endpointsDir is the key element between a pool and its endpoints' names.
 const endpointsDir = "/endpoints/"
 
+// configSuffix is the key element after a pool's name in its config key.
+const configSuffix = "/config"
+
+// ElectionRootPrefix is the key prefix of every service's leader election.
+const ElectionRootPrefix = "/hermod/election/"
+
+// MembersRootPrefix is the key prefix of every service's members.
+const MembersRootPrefix = "/hermod/members/"
+
 // ErrInvalidName is returned for a pool or endpoint name that cannot be a key
 // element: empty, or containing '/'.
 var ErrInvalidName = errors.New("invalid name")
@@ -27,6 +36,31 @@ func EndpointsPrefix(pool string) string {
 // It does not validate the names; see ValidatePoolName and ValidateEndpointName.
 func EndpointKey(pool, name string) string {
 	return EndpointsPrefix(pool) + name
+}
+
+// ConfigKey returns the key of a pool's EndpointPickerConfig,
+// /hermod/pools/<pool>/config. It does not validate the name.
+func ConfigKey(pool string) string {
+	return PoolsPrefix + pool + configSuffix
+}
+
+// ElectionPrefix returns the key prefix of a service's leader election,
+// /hermod/election/<service>/; each candidate holds one key under it. It
+// does not validate the name.
+func ElectionPrefix(service string) string {
+	return ElectionRootPrefix + service + "/"
+}
+
+// MembersPrefix returns the key prefix of a service's members,
+// /hermod/members/<service>/. It does not validate the name.
+func MembersPrefix(service string) string {
+	return MembersRootPrefix + service + "/"
+}
+
+// MemberKey returns the key of a service's member,
+// /hermod/members/<service>/<id>. It does not validate the names.
+func MemberKey(service, id string) string {
+	return MembersPrefix(service) + id
 }
 
 // ParseEndpointKey returns the pool and endpoint names of an endpoint key. It
@@ -57,6 +91,17 @@ func ValidatePoolName(pool string) error {
 // ValidateEndpointName checks that an endpoint name can be a key element.
 func ValidateEndpointName(name string) error {
 	return validateName("endpoint", name)
+}
+
+// ValidateServiceName checks that a service name (of an election or a
+// membership) can be a key element.
+func ValidateServiceName(service string) error {
+	return validateName("service", service)
+}
+
+// ValidateMemberID checks that a member id can be a key element.
+func ValidateMemberID(id string) error {
+	return validateName("member", id)
 }
 
 func validateName(kind, s string) error {

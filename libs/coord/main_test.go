@@ -22,6 +22,16 @@ var (
 	srvOnce sync.Once
 )
 
+// srv2 is the server shared by the tests of the config store, election and
+// membership. It keeps their writes off srv, whose tests compare snapshot
+// revisions with the store's revision and so expect writes from the
+// endpoint registry tests only.
+var (
+	srv2     *coordtest.Server
+	srv2Err  error
+	srv2Once sync.Once
+)
+
 // suite runs the tests inside goleak's check and stops the shared server
 // before it, so that the check also proves that the server and every client
 // stopped.
@@ -31,6 +41,9 @@ func (s suite) Run() int {
 	code := s.m.Run()
 	if srv != nil {
 		srv.Close()
+	}
+	if srv2 != nil {
+		srv2.Close()
 	}
 	return code
 }
@@ -51,6 +64,19 @@ func integration(t *testing.T) *clientv3.Client {
 		t.Fatal(srvErr)
 	}
 	return srv.Client(t)
+}
+
+// integration2 is integration on srv2; it returns the server too.
+func integration2(t *testing.T) (*coordtest.Server, *clientv3.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs an embedded etcd server (skipped with -short)")
+	}
+	srv2Once.Do(func() { srv2, srv2Err = coordtest.NewServer() })
+	if srv2Err != nil {
+		t.Fatal(srv2Err)
+	}
+	return srv2, srv2.Client(t)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -131,4 +157,9 @@ func (r *recorder) waitSnapshot(t *testing.T, what string, cond func(Snapshot) b
 		return false
 	})
 	return got
+}
+
+// newTextLogger returns a logger that writes text records into w.
+func newTextLogger(w *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, nil))
 }

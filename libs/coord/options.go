@@ -13,7 +13,10 @@ const (
 	DefaultMaxBackoff     = 5 * time.Second
 )
 
-// Option configures Register, WatchEndpoints, LoadSnapshot and ListEndpoints.
+// Option configures the calls of this package that talk to etcd: Register,
+// WatchEndpoints, LoadSnapshot, ListEndpoints, WatchConfig, Campaign, Join,
+// WatchMembers and ListMembers. An option that does not apply to a call is
+// ignored by it.
 type Option func(*options)
 
 type options struct {
@@ -21,6 +24,7 @@ type options struct {
 	requestTimeout time.Duration
 	minBackoff     time.Duration
 	maxBackoff     time.Duration
+	address        string
 
 	// afterList runs in a Watcher after every list, before the watch starts
 	// (tests use it to force a compaction in between).
@@ -50,7 +54,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithRequestTimeout bounds each etcd request that a background goroutine
-// makes on its own (re-registrations, re-lists); calls that take a context
+// makes on its own (re-registrations, re-lists, leader keepalives), the
+// revokes of Close and each step of a Campaign; calls that take a context
 // from the caller use its deadline. Default DefaultRequestTimeout.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) {
@@ -60,8 +65,14 @@ func WithRequestTimeout(d time.Duration) Option {
 	}
 }
 
+// WithAddress sets the address a member advertises in its membership value
+// (Join); default none.
+func WithAddress(addr string) Option {
+	return func(o *options) { o.address = addr }
+}
+
 // WithRetryBackoff sets the delays between retries of a failed
-// re-registration or re-list: from minDelay, doubling up to maxDelay, with
+// re-registration, re-list or campaign: from minDelay, doubling up to maxDelay, with
 // jitter. Defaults DefaultMinBackoff and DefaultMaxBackoff; invalid values
 // (minDelay <= 0 or maxDelay < minDelay) are ignored.
 func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {

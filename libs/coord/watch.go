@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -72,14 +71,7 @@ func ListEndpoints(ctx context.Context, cli *clientv3.Client, pool string, opts 
 // Watcher delivers snapshots of a pool's endpoints on every change. See
 // WatchEndpoints.
 type Watcher struct {
-	cli    *clientv3.Client
-	pool   string
-	prefix string
-	fn     func(Snapshot)
-	opts   options
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop *watchLoop
 }
 
 // WatchEndpoints watches a pool's endpoints and calls fn with a full
@@ -103,142 +95,35 @@ func WatchEndpoints(ctx context.Context, cli *clientv3.Client, pool string, fn f
 		return nil, fmt.Errorf("watch endpoints: %w", err)
 	}
 	o := newOptions(opts)
-	ctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{
-		cli:    cli,
-		pool:   pool,
-		prefix: EndpointsPrefix(pool),
-		fn:     fn,
-		opts:   o,
-		log:    o.logger.With("pool", pool),
-		cancel: cancel,
-		done:   make(chan struct{}),
-	}
-	go w.run(ctx)
-	return w, nil
+	log := o.logger.With("pool", pool)
+	target := &endpointsTarget{st: newPoolState(pool, log), fn: fn}
+	return &Watcher{loop: startWatchLoop(ctx, cli, EndpointsPrefix(pool), true, target, o, log)}, nil
 }
 
 // Close stops the Watcher and waits for its goroutine (and so for a running
 // fn) to return.
-func (w *Watcher) Close() {
-	w.cancel()
-	<-w.done
-}
+func (w *Watcher) Close() { w.loop.close() }
 
 // Done is closed when the Watcher has stopped.
-func (w *Watcher) Done() <-chan struct{} { return w.done }
+func (w *Watcher) Done() <-chan struct{} { return w.loop.done }
 
-func (w *Watcher) run(ctx context.Context) {
-	defer close(w.done)
-	defer w.cancel()
-	bo := w.opts.backoff()
-	for {
-		st, ok := w.list(ctx)
-		if !ok {
-			return
-		}
-		w.fn(st.snapshot())
-		if w.opts.afterList != nil {
-			w.opts.afterList()
-		}
-		delivered, ok := w.watch(ctx, st)
-		if !ok {
-			return
-		}
-		// A watch that failed before it delivered anything may fail again
-		// at once: relist with backoff then.
-		if delivered {
-			bo.reset()
-			continue
-		}
-		if !sleep(ctx, bo.delay()) {
-			return
-		}
-	}
+// endpointsTarget is the Watcher's watchTarget: every list and every change
+// is delivered as a snapshot.
+type endpointsTarget struct {
+	st *poolState
+	fn func(Snapshot)
 }
 
-// list loads the pool's endpoints, retrying with backoff. It returns false
-// when the Watcher must stop.
-func (w *Watcher) list(ctx context.Context) (*poolState, bool) {
-	bo := w.opts.backoff()
-	for {
-		lctx, cancel := context.WithTimeout(ctx, w.opts.requestTimeout)
-		st, err := load(lctx, w.cli, w.pool, w.log)
-		cancel()
-		if err == nil {
-			return st, true
-		}
-		if w.stopped(ctx) {
-			return nil, false
-		}
-		delay := bo.delay()
-		w.log.Warn("list endpoints failed; retrying", "error", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
-			return nil, false
-		}
-	}
+func (t *endpointsTarget) reset(resp *clientv3.GetResponse) bool {
+	t.st.reset(resp)
+	return true
 }
 
-// watch applies the watch responses after st's revision to st and delivers
-// snapshots, until the watch must be relisted (ok true) or the Watcher must
-// stop (ok false). delivered says whether any response was applied.
-func (w *Watcher) watch(ctx context.Context, st *poolState) (delivered, ok bool) {
-	// WithRequireLeader cancels the watch when the member loses its leader,
-	// instead of leaving it silently stale.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := w.cli.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithRev(st.rev+1))
-	for {
-		var resp clientv3.WatchResponse
-		select {
-		case <-ctx.Done():
-			return delivered, false
-		case resp, ok = <-wch:
-		}
-		changed := false
-		for more := true; more; {
-			if !ok || resp.Canceled || resp.Err() != nil {
-				if w.stopped(ctx) {
-					return delivered, false
-				}
-				if !ok {
-					w.log.Warn("endpoint watch closed; listing again")
-				} else {
-					w.log.Warn("endpoint watch ended; listing again", "error", resp.Err(), "compact_revision", resp.CompactRevision)
-				}
-				return delivered, true
-			}
-			delivered = true
-			if st.apply(resp) {
-				changed = true
-			}
-			// Coalesce what is already waiting.
-			select {
-			case resp, ok = <-wch:
-			default:
-				more = false
-			}
-		}
-		if changed {
-			w.fn(st.snapshot())
-		}
-	}
-}
+func (t *endpointsTarget) apply(resp clientv3.WatchResponse) bool { return t.st.apply(resp) }
 
-// stopped says whether the Watcher must stop: its context ended or the
-// client was closed.
-func (w *Watcher) stopped(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	if w.cli.Ctx().Err() != nil {
-		w.log.Warn("etcd client closed; endpoint watch stops")
-		return true
-	}
-	return false
-}
+func (t *endpointsTarget) deliver() { t.fn(t.st.snapshot()) }
 
-// poolState is the Watcher's view of a pool; only its goroutine uses it.
+// poolState is a view of a pool's endpoints; only one goroutine uses it.
 type poolState struct {
 	pool      string
 	rev       int64
@@ -247,23 +132,29 @@ type poolState struct {
 	log       *slog.Logger
 }
 
+func newPoolState(pool string, log *slog.Logger) *poolState {
+	return &poolState{pool: pool, log: log}
+}
+
 // load reads a pool's endpoints with one Get.
 func load(ctx context.Context, cli *clientv3.Client, pool string, log *slog.Logger) (*poolState, error) {
 	resp, err := cli.Get(ctx, EndpointsPrefix(pool), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints of pool %s: %w", pool, err)
 	}
-	st := &poolState{
-		pool:      pool,
-		rev:       resp.Header.GetRevision(),
-		endpoints: make(map[string]*registryv1.Endpoint, len(resp.Kvs)),
-		malformed: make(map[string]KeyError),
-		log:       log,
-	}
+	st := newPoolState(pool, log)
+	st.reset(resp)
+	return st, nil
+}
+
+// reset replaces the state with the result of a Get of the pool's prefix.
+func (st *poolState) reset(resp *clientv3.GetResponse) {
+	st.rev = resp.Header.GetRevision()
+	st.endpoints = make(map[string]*registryv1.Endpoint, len(resp.Kvs))
+	st.malformed = make(map[string]KeyError)
 	for _, kv := range resp.Kvs {
 		st.put(string(kv.Key), kv.Value)
 	}
-	return st, nil
 }
 
 // apply applies a watch response and says whether the endpoints changed.
@@ -318,16 +209,4 @@ func (st *poolState) snapshot() Snapshot {
 		s.Malformed = slices.SortedFunc(maps.Values(st.malformed), func(a, b KeyError) int { return cmp.Compare(a.Key, b.Key) })
 	}
 	return s
-}
-
-// sleep waits for d or ctx; it returns false if ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
