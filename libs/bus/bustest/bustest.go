@@ -1,0 +1,81 @@
+// Package bustest starts embedded NATS servers with JetStream for tests and
+// connects clients to them:
+//
+//	srv := bustest.Start(t)          // stopped and removed when the test ends
+//	nc, js := bustest.Connect(t, srv) // closed when the test ends
+//	bustest.Stop(t, srv)              // the server goes away...
+//	bustest.Restart(t, srv)           // ...and comes back on the same port and store
+//
+// Servers are cheap (tens of milliseconds), so every test can have its own
+// and use the real stream names. Only tests import this package.
+package bustest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hermod/hermod/libs/bus/natsembed"
+)
+
+// ReconnectWait is the delay between the reconnect attempts of the
+// connections Connect makes: short, so that tests of restarts are fast.
+const ReconnectWait = 20 * time.Millisecond
+
+// Start starts a NATS server with JetStream (file storage in a temporary
+// directory) on a free loopback port, and shuts it down and removes its
+// store when the test ends.
+func Start(tb testing.TB) *natsembed.Server {
+	tb.Helper()
+	srv, err := natsembed.Start(natsembed.Options{JetStream: true})
+	if err != nil {
+		tb.Fatalf("bustest: %v", err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// Connect connects to srv, reconnecting forever every ReconnectWait and
+// without a reconnect buffer (as bus.Connect does), and closes the connection
+// when the test ends (before the server stops when srv came from Start in
+// the same test).
+func Connect(tb testing.TB, srv *natsembed.Server) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(srv.ClientURL(),
+		nats.Name(tb.Name()),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(ReconnectWait),
+		nats.ReconnectJitter(0, 0),
+		nats.ReconnectBufSize(-1),
+		nats.Timeout(5*time.Second),
+		// The default handler prints asynchronous errors (a write to a
+		// stopped server) to stderr; the tests check behaviour instead.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+	)
+	if err != nil {
+		tb.Fatalf("bustest: connect to %s: %v", srv.ClientURL(), err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("bustest: jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// Stop stops srv, keeping its port and store for Restart.
+func Stop(tb testing.TB, srv *natsembed.Server) {
+	tb.Helper()
+	srv.Stop()
+}
+
+// Restart starts srv again (stopping it first if it runs) on the same port
+// with the same store.
+func Restart(tb testing.TB, srv *natsembed.Server) {
+	tb.Helper()
+	if err := srv.Restart(); err != nil {
+		tb.Fatalf("bustest: %v", err)
+	}
+}

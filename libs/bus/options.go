@@ -1,0 +1,196 @@
+package bus
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of the options.
+const (
+	DefaultQueueSize   = 8192
+	DefaultMaxPending  = 1024
+	DefaultAckTimeout  = 5 * time.Second
+	DefaultMaxAttempts = 10
+	DefaultMinBackoff  = 50 * time.Millisecond
+	DefaultMaxBackoff  = 5 * time.Second
+)
+
+// Option configures Connect, NewPublisher and Subscribe; each takes the
+// options that concern it and ignores the others.
+type Option func(*options)
+
+type options struct {
+	logger      *slog.Logger
+	registerer  prometheus.Registerer
+	queueSize   int
+	maxPending  int
+	ackTimeout  time.Duration
+	maxAttempts int
+	minBackoff  time.Duration
+	maxBackoff  time.Duration
+	natsOpts    []nats.Option
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		logger:      slog.Default(),
+		queueSize:   DefaultQueueSize,
+		maxPending:  DefaultMaxPending,
+		ackTimeout:  DefaultAckTimeout,
+		maxAttempts: DefaultMaxAttempts,
+		minBackoff:  DefaultMinBackoff,
+		maxBackoff:  DefaultMaxBackoff,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithLogger sets the logger (default slog.Default()). All options.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithRegisterer registers the Prometheus metrics on r (default nil: not
+// registered). Metrics of several publishers or subscriptions on one
+// registerer are shared, so they add up. NewPublisher and Subscribe.
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = r }
+}
+
+// WithQueueSize bounds the Publisher's queue of events waiting to be
+// published (default DefaultQueueSize). NewPublisher.
+func WithQueueSize(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.queueSize = n
+		}
+	}
+}
+
+// WithMaxPending bounds the events a Publisher has sent and not yet seen
+// acknowledged (default DefaultMaxPending). NewPublisher.
+func WithMaxPending(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxPending = n
+		}
+	}
+}
+
+// WithAckTimeout sets how long a Publisher waits for a stream's ack before
+// it counts the attempt as failed and retries (default DefaultAckTimeout).
+// NewPublisher.
+func WithAckTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.ackTimeout = d
+		}
+	}
+}
+
+// WithMaxAttempts sets how often a Publisher tries an event the server
+// rejects or does not acknowledge before it drops it (default
+// DefaultMaxAttempts). Attempts that fail because the connection is down do
+// not count: those events wait for the connection. NewPublisher.
+func WithMaxAttempts(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxAttempts = n
+		}
+	}
+}
+
+// WithBackoff sets the delays between reconnects (Connect) and between
+// retries of failed publishes (NewPublisher): from minDelay, doubling up to
+// maxDelay, with +-20% jitter. Defaults DefaultMinBackoff and
+// DefaultMaxBackoff; invalid values (minDelay <= 0 or maxDelay < minDelay)
+// are ignored.
+func WithBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) {
+		if minDelay > 0 && maxDelay >= minDelay {
+			o.minBackoff, o.maxBackoff = minDelay, maxDelay
+		}
+	}
+}
+
+// WithNATSOptions adds options to the nats.Connect call of Connect
+// (credentials, TLS, ...); they apply after Connect's own. Connect.
+func WithNATSOptions(opts ...nats.Option) Option {
+	return func(o *options) { o.natsOpts = append(o.natsOpts, opts...) }
+}
+
+// backoff yields growing, jittered delays between retries.
+type backoff struct {
+	next, minDelay, maxDelay time.Duration
+}
+
+func (o options) backoff() backoff {
+	return backoff{next: o.minBackoff, minDelay: o.minBackoff, maxDelay: o.maxBackoff}
+}
+
+// delay returns the current step with +-20% jitter and doubles the step.
+func (b *backoff) delay() time.Duration {
+	d := b.next
+	b.next = min(2*b.next, b.maxDelay)
+	return jitter(d)
+}
+
+func (b *backoff) reset() { b.next = b.minDelay }
+
+// nthBackoff returns the delay before the n-th retry (n >= 1) without state, for
+// callbacks that get an attempt count.
+func (o options) nthBackoff(n int) time.Duration {
+	d := o.minBackoff
+	for i := 1; i < n && d < o.maxBackoff; i++ {
+		d *= 2
+	}
+	return jitter(min(d, o.maxBackoff))
+}
+
+func jitter(d time.Duration) time.Duration {
+	j := time.Duration(rand.Int64N(int64(d)/5 + 1))
+	if rand.IntN(2) == 0 {
+		return d - j
+	}
+	return d + j
+}
+
+// logLimiter lets through one log line per interval and counts the ones it
+// held back.
+type logLimiter struct {
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow says whether to log now and how many lines were held back since the
+// last one that was let through.
+func (l *logLimiter) allow() (ok bool, suppressed int) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	l.last = now
+	suppressed, l.suppressed = l.suppressed, 0
+	return true, suppressed
+}
+
+// logInterval is the least time between two rate-limited log lines of one
+// kind.
+const logInterval = 10 * time.Second
