@@ -148,6 +148,34 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 	}
 }
 
+// ColdRanks returns the score each of the named endpoints would get for a
+// cold request if they were the candidates, in that order.
+func (s *Scorer) ColdRanks(names []string) map[string]float64 {
+	out := make(map[string]float64, len(names))
+	if len(names) == 1 {
+		out[names[0]] = 1
+	}
+	if len(names) < 2 {
+		return out
+	}
+	st := s.state
+	st.mu.Lock()
+	seqs := make([]uint64, len(names))
+	for i, n := range names {
+		seqs[i] = st.seqOf(n)
+	}
+	st.mu.Unlock()
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+	for rank, i := range order {
+		out[names[i]] = 1 - float64(rank)/float64(len(names)-1)
+	}
+	return out
+}
+
 // seqOf is an endpoint's last cold-request sequence, 0 if untracked. The
 // caller holds st.mu.
 func (st *lruState) seqOf(name string) uint64 {

@@ -1,0 +1,52 @@
+// Command hermod-picker is Hermod's stateless endpoint picker: a gRPC
+// PickerService that routes each inference request of a pool with the
+// pool's EndpointPickerConfig.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/services/picker/internal/app"
+	"github.com/hermod/hermod/services/picker/internal/endpoints"
+	"github.com/hermod/hermod/services/picker/internal/service"
+)
+
+func main() { cmdline.Main("hermod-picker", run) }
+
+func run() error {
+	fs := flag.NewFlagSet("hermod-picker", flag.ContinueOnError)
+	var (
+		cfg    app.Config
+		common cmdline.Common
+		etcd   = cmdline.List{}
+	)
+	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool this picker routes")
+	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "gRPC address of the PickerService")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
+	fs.StringVar(&cfg.ConfigFile, "config", "", "EndpointPickerConfig file (polled for changes); empty: the pool's config in etcd")
+	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
+	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
+	fs.DurationVar(&cfg.ReplayWindow, "replay-window", app.DefaultReplayWindow, "how much of the decision and completion streams to replay at start")
+	fs.IntVar(&cfg.Fallbacks, "fallbacks", service.DefaultFallbacks, "fallback endpoints returned beyond the primary target (0: none)")
+	fs.IntVar(&cfg.MaxFailures, "max-scrape-failures", endpoints.DefaultMaxFailures, "failed scrapes in a row that take an endpoint out of routing (-1: never)")
+	common.Register(fs)
+	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
+		return err
+	}
+	cfg.EtcdEndpoints = etcd
+	if len(cfg.EtcdEndpoints) == 0 {
+		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
+	}
+	cfg.OTLPEndpoint = common.OTLPEndpoint
+	log, err := common.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := cmdline.SignalContext(context.Background())
+	defer stop()
+	return app.Run(ctx, cfg, log)
+}

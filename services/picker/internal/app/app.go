@@ -1,0 +1,413 @@
+// Package app runs the picker service: it wires the endpoint registry
+// (etcd), the metrics and event streams (NATS), the scheduling
+// configuration and the gRPC PickerService together, reports readiness, and
+// shuts everything down in order.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/coord"
+	_ "github.com/hermod/hermod/libs/plugins/standard" // every plugin type
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/picker/internal/endpoints"
+	"github.com/hermod/hermod/services/picker/internal/projection"
+	"github.com/hermod/hermod/services/picker/internal/schedconfig"
+	"github.com/hermod/hermod/services/picker/internal/service"
+)
+
+// Config is the picker's configuration (its flags).
+type Config struct {
+	Pool          string
+	Listen        string // gRPC
+	MetricsListen string // HTTP: /metrics, /health, /ready
+	ConfigFile    string // EndpointPickerConfig file; empty = etcd
+	EtcdEndpoints []string
+	NATSURL       string
+	Replica       string
+	ReplayWindow  time.Duration
+	Fallbacks     int
+	MaxFailures   int
+	OTLPEndpoint  string
+	// FilePollInterval is how often the config file is checked for
+	// changes.
+	FilePollInterval time.Duration
+	// Ready, when set, is called once the picker is ready (tests).
+	Ready func(grpcAddr, metricsAddr string)
+}
+
+// Defaults.
+const (
+	DefaultListen        = ":9002"
+	DefaultMetricsListen = ":9090"
+	DefaultReplayWindow  = 10 * time.Minute
+)
+
+// Run runs the picker until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := coord.ValidatePoolName(cfg.Pool); err != nil {
+		return fmt.Errorf("--pool: %w", err)
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = replicaID()
+	}
+	if cfg.ReplayWindow <= 0 {
+		cfg.ReplayWindow = DefaultReplayWindow
+	}
+	if cfg.FilePollInterval <= 0 {
+		cfg.FilePollInterval = time.Second
+	}
+	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
+	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-picker", cfg.OTLPEndpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+
+	reg := telemetry.NewRegistry()
+	a := &app{cfg: cfg, log: log, reg: reg}
+	defer a.close()
+	if err := a.connect(ctx); err != nil {
+		return err
+	}
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	return a.serve(ctx)
+}
+
+type app struct {
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	etcd      *clientv3.Client
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	publisher *bus.Publisher
+	loader    *schedconfig.Loader
+	set       *endpoints.Set
+	folder    *projection.Folder
+	svc       *service.Server
+
+	stops []func() // in reverse start order
+
+	configLoaded, endpointsListed atomic.Bool
+	decisionsCaughtUp             atomic.Bool
+	completionsCaughtUp           atomic.Bool
+}
+
+func (a *app) connect(ctx context.Context) error {
+	var err error
+	if a.etcd, err = coord.NewClient(ctx, a.cfg.EtcdEndpoints); err != nil {
+		return err
+	}
+	if a.nc, err = bus.Connect(ctx, a.cfg.NATSURL, "hermod-picker "+a.cfg.Replica, bus.WithLogger(a.log)); err != nil {
+		return err
+	}
+	if a.js, err = jetstream.New(a.nc); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := bus.EnsureStreams(sctx, a.js, bus.DefaultLimits()); err != nil {
+		return err
+	}
+	a.publisher, err = bus.NewPublisher(a.nc, bus.WithLogger(a.log), bus.WithRegisterer(a.reg))
+	return err
+}
+
+func (a *app) start(ctx context.Context) error {
+	pool := a.cfg.Pool
+	schedMetrics := scheduling.NewSchedulerMetrics(a.reg)
+	configSubject, err := bus.ConfigSubject(pool)
+	if err != nil {
+		return err
+	}
+	a.loader, err = schedconfig.New(schedconfig.Version{Source: schedconfig.SourceDefault}, schedconfig.Options{
+		Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
+		SchedulerOptions: []scheduling.Option{scheduling.WithLogger(a.log), scheduling.WithMetrics(schedMetrics)},
+		OnStatus: func(st *eventsv1.ConfigStatus) {
+			if err := bus.PublishCore(a.nc, configSubject, st); err != nil {
+				a.log.Warn("publishing the config status failed", "error", err)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	a.set = endpoints.New(endpoints.Options{MaxFailures: a.cfg.MaxFailures, OnRemove: func(name string) {
+		lease := a.loader.Acquire()
+		lease.Scheduler().EndpointRemoved(name)
+		lease.Release()
+		a.log.Info("endpoint left the pool", "endpoint", name)
+	}})
+	a.stops = append(a.stops, a.set.Close)
+	a.folder = projection.New(a.loader, projection.Options{Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
+		Lookup: func(name string) (*scheduling.Endpoint, bool) { return a.set.View().Lookup(name) }})
+	decisionsSubject, err := bus.DecisionsSubject(pool)
+	if err != nil {
+		return err
+	}
+	a.svc = service.New(service.Options{Pool: pool, Replica: a.cfg.Replica, Endpoints: a.set, Loader: a.loader, Folder: a.folder,
+		Decisions: a.publisher, Subject: decisionsSubject, Fallbacks: a.cfg.Fallbacks, Logger: a.log,
+		Metrics: service.NewMetrics(a.reg, pool, a.set), Ready: a.ready})
+
+	if err := a.watchConfig(ctx); err != nil {
+		return err
+	}
+	if err := a.watchEndpoints(ctx); err != nil {
+		return err
+	}
+	if err := a.followMetrics(ctx); err != nil {
+		return err
+	}
+	return a.foldStreams(ctx, decisionsSubject)
+}
+
+// watchConfig loads the config from the file or etcd, and follows it.
+func (a *app) watchConfig(ctx context.Context) error {
+	if a.cfg.ConfigFile != "" {
+		w, err := watchFile(ctx, a.cfg.ConfigFile, a.cfg.FilePollInterval, func(data []byte) {
+			a.apply(schedconfig.Version{Source: schedconfig.SourceFile, Data: data})
+		}, a.log)
+		if err != nil {
+			return err
+		}
+		a.stops = append(a.stops, w.Close)
+		return nil
+	}
+	w, err := coord.WatchConfig(ctx, a.etcd, a.cfg.Pool, func(v coord.ConfigVersion) {
+		if v.Deleted {
+			a.log.Info("the pool has no config in etcd; using the default", "key", coord.ConfigKey(a.cfg.Pool))
+			a.apply(schedconfig.Version{Source: schedconfig.SourceDefault})
+			return
+		}
+		a.apply(schedconfig.Version{Source: schedconfig.SourceEtcd, Revision: v.Revision, Data: v.Data})
+	}, coord.WithLogger(a.log))
+	if err != nil {
+		return err
+	}
+	a.stops = append(a.stops, w.Close)
+	return nil
+}
+
+func (a *app) apply(v schedconfig.Version) {
+	err := a.loader.Apply(v)
+	if err != nil && !errors.Is(err, schedconfig.ErrUnchanged) && !a.configLoaded.Load() {
+		a.log.Error("the first config is invalid: serving with the default config until a valid one arrives")
+	}
+	a.configLoaded.Store(true)
+}
+
+func (a *app) watchEndpoints(ctx context.Context) error {
+	w, err := coord.WatchEndpoints(ctx, a.etcd, a.cfg.Pool, func(s coord.Snapshot) {
+		a.set.SetRegistry(s.Revision, s.Endpoints)
+		if !a.endpointsListed.Swap(true) {
+			a.log.Info("endpoints listed", "endpoints", len(s.Endpoints), "revision", s.Revision)
+		}
+	}, coord.WithLogger(a.log))
+	if err != nil {
+		return err
+	}
+	a.stops = append(a.stops, w.Close)
+	return nil
+}
+
+// followMetrics subscribes to the pool's metrics, then seeds the view with
+// the latest values of the metrics bucket (older ones lose to newer ones).
+func (a *app) followMetrics(ctx context.Context) error {
+	filter, err := bus.MetricsFilter(a.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	sub, err := bus.Subscribe(a.nc, filter, func(m *eventsv1.PodMetrics, _ string) { a.set.UpdateMetrics(m) },
+		bus.WithLogger(a.log), bus.WithRegisterer(a.reg))
+	if err != nil {
+		return err
+	}
+	a.stops = append(a.stops, func() { _ = sub.Close() })
+	n, err := seedMetrics(ctx, a.js, a.cfg.Pool, a.set)
+	if err != nil {
+		a.log.Warn("reading the latest metrics from the bucket failed; waiting for the next scrapes", "error", err)
+	} else {
+		a.log.Info("metrics seeded from the bucket", "endpoints", n)
+	}
+	return nil
+}
+
+// foldStreams replays the last ReplayWindow of completions and decisions
+// into the projections, then follows both streams.
+func (a *app) foldStreams(ctx context.Context, decisionsSubject string) error {
+	completionsSubject, err := bus.CompletionsSubject(a.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	since := time.Now().Add(-a.cfg.ReplayWindow)
+	cc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: completionsSubject, Start: since, Logger: a.log, Registerer: a.reg},
+		func(c *eventsv1.RequestCompleted, _ bus.Meta) { a.folder.Completion(ctx, c, projection.SourceStream) })
+	if err != nil {
+		return fmt.Errorf("follow completions: %w", err)
+	}
+	a.stops = append(a.stops, cc.Close)
+	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisionsSubject, Start: since, Logger: a.log},
+		func(d *eventsv1.RoutingDecision, _ bus.Meta) { a.folder.Decision(d) })
+	if err != nil {
+		return fmt.Errorf("follow decisions: %w", err)
+	}
+	a.stops = append(a.stops, dc.Close)
+	go func() {
+		start := time.Now()
+		select {
+		case <-cc.CaughtUp():
+		case <-ctx.Done():
+			return
+		}
+		a.completionsCaughtUp.Store(true)
+		select {
+		case <-dc.CaughtUp():
+		case <-ctx.Done():
+			return
+		}
+		a.decisionsCaughtUp.Store(true)
+		a.log.Info("projections rebuilt from the streams", "window", a.cfg.ReplayWindow, "took", time.Since(start).Round(time.Millisecond))
+	}()
+	return nil
+}
+
+// ready says whether the picker can serve: config loaded, endpoints listed,
+// projections caught up with the streams.
+func (a *app) ready() error {
+	switch {
+	case !a.configLoaded.Load():
+		return errors.New("no config loaded yet")
+	case !a.endpointsListed.Load():
+		return errors.New("endpoints not listed yet")
+	case !a.completionsCaughtUp.Load() || !a.decisionsCaughtUp.Load():
+		return errors.New("projections not rebuilt from the streams yet")
+	}
+	return nil
+}
+
+func (a *app) serve(ctx context.Context) error {
+	lis, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
+	}
+	opsLis, err := net.Listen("tcp", a.cfg.MetricsListen)
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("listen %s: %w", a.cfg.MetricsListen, err)
+	}
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if telemetry.Tracing() {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	}
+	gs := grpc.NewServer(opts...)
+	pickerv1.RegisterPickerServiceServer(gs, a.svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(pickerv1.PickerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	ops := &http.Server{Handler: a.debugHandler(telemetry.OpsHandler(a.reg, a.ready)), ReadHeaderTimeout: 5 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(lis) }()
+	go func() { errc <- ops.Serve(opsLis) }()
+	a.log.Info("picker serving", "grpc", lis.Addr().String(), "ops", opsLis.Addr().String())
+
+	// Health follows readiness.
+	readyTick := time.NewTicker(100 * time.Millisecond)
+	defer readyTick.Stop()
+	announced := false
+	for {
+		select {
+		case <-ctx.Done():
+			hs.Shutdown()
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				gs.Stop()
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = ops.Shutdown(sctx)
+			return nil
+		case err := <-errc:
+			gs.Stop()
+			_ = ops.Close()
+			return fmt.Errorf("serve: %w", err)
+		case <-readyTick.C:
+			if !announced && a.ready() == nil {
+				announced = true
+				hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+				hs.SetServingStatus(pickerv1.PickerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+				a.log.Info("picker ready", "endpoints", a.set.View().Registered, "candidates", len(a.set.View().Candidates))
+				if a.cfg.Ready != nil {
+					a.cfg.Ready(lis.Addr().String(), opsLis.Addr().String())
+				}
+			}
+		}
+	}
+}
+
+// close stops everything in reverse start order.
+func (a *app) close() {
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		a.stops[i]()
+	}
+	if a.publisher != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.publisher.Close(ctx); err != nil {
+			a.log.Warn("decision events left unpublished at shutdown", "error", err)
+		}
+		cancel()
+	}
+	if a.loader != nil {
+		_ = a.loader.Close()
+	}
+	if a.nc != nil {
+		a.nc.Close()
+	}
+	if a.etcd != nil {
+		_ = a.etcd.Close()
+	}
+}
+
+// replicaID names this process: host name and a random suffix (a restarted
+// replica is a new one: it replays its old decisions like anybody's).
+func replicaID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "picker"
+	}
+	return fmt.Sprintf("%s-%08x", host, rand.Uint32())
+}

@@ -1,0 +1,290 @@
+// Package service implements the picker's gRPC PickerService: Pick runs a
+// scheduling cycle over the pool's ready endpoints and publishes the
+// decision; Complete folds a finished request into the projections.
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/decisions"
+	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/picker/internal/endpoints"
+	"github.com/hermod/hermod/services/picker/internal/projection"
+	"github.com/hermod/hermod/services/picker/internal/schedconfig"
+)
+
+// DefaultFallbacks is how many fallback endpoints a Pick returns beyond the
+// primary target, when the pool has them.
+const DefaultFallbacks = 2
+
+// DecisionSink takes decision events for publishing. Publish must not
+// block; it returns false when the event had to be dropped.
+type DecisionSink interface {
+	Publish(subject, msgID string, msg proto.Message) bool
+}
+
+// Options configure a Server.
+type Options struct {
+	Pool, Replica string
+	Endpoints     *endpoints.Set
+	Loader        *schedconfig.Loader
+	Folder        *projection.Folder
+	// Decisions receives every decision event; Subject is where they go.
+	Decisions DecisionSink
+	Subject   string
+	// Fallbacks is the number of fallback endpoints beyond the primary
+	// target (DefaultFallbacks is the service's default; 0 = none).
+	Fallbacks int
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Ready, when set, gates Pick: while it returns an error (config not
+	// loaded, projections not rebuilt from the streams yet) Pick answers
+	// UNAVAILABLE, so that a gateway asks another replica.
+	Ready func() error
+}
+
+// Server implements pickerv1.PickerServiceServer.
+type Server struct {
+	pickerv1.UnimplementedPickerServiceServer
+	o       Options
+	log     *slog.Logger
+	verbose bool
+}
+
+// New returns a Server.
+func New(o Options) *Server {
+	o.Fallbacks = max(o.Fallbacks, 0)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil, o.Pool, nil)
+	}
+	return &Server{o: o, log: o.Logger, verbose: o.Logger.Enabled(context.Background(), telemetry.LevelRequest)}
+}
+
+// Pick implements pickerv1.PickerServiceServer.
+func (s *Server) Pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.PickResponse, error) {
+	start := time.Now()
+	out, err := s.pick(ctx, in)
+	s.o.Metrics.observePick(start, err)
+	return out, err
+}
+
+func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.PickResponse, error) {
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "picker not ready: %v", err)
+		}
+	}
+	if in.GetPool() != "" && in.GetPool() != s.o.Pool {
+		return nil, status.Errorf(codes.FailedPrecondition, "this picker serves pool %q, not %q", s.o.Pool, in.GetPool())
+	}
+	var api scheduling.API
+	switch in.GetApi() {
+	case pickerv1.Api_API_COMPLETIONS:
+		api = scheduling.APICompletions
+	case pickerv1.Api_API_CHAT_COMPLETIONS:
+		api = scheduling.APIChatCompletions
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "api: unsupported %s", in.GetApi())
+	}
+	if len(in.GetBody()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "body: empty request body")
+	}
+	req, err := scheduling.ParseRequest(api, in.GetBody())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	req.ID = in.GetRequestId()
+	req.Headers = lowerKeys(in.GetHeaders())
+
+	view := s.o.Endpoints.View()
+	if req.Model != "" && view.Registered > 0 && !view.Serves(req.Model) {
+		return nil, status.Errorf(codes.NotFound, "the model `%s` does not exist", req.Model)
+	}
+	if req.Model != "" && !view.IsBaseModel(req.Model) && view.Serves(req.Model) {
+		req.Adapter = req.Model
+	}
+	candidates := filter(view.Candidates, req.Model, in.GetSubset())
+
+	lease := s.o.Loader.Acquire()
+	defer lease.Release()
+	sched := lease.Scheduler()
+	res, err := sched.Schedule(ctx, req, candidates)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	defer res.Release()
+
+	out := &pickerv1.PickResponse{
+		DecisionId: decisions.ID(res.DecisionID),
+		Headers:    res.Headers,
+		Replica:    s.o.Replica,
+	}
+	if len(res.RemoveHeaders) > 0 {
+		out.RemoveHeaders = append([]string(nil), res.RemoveHeaders...)
+	}
+	var prefill scheduling.Target
+	if t, ok := res.Prefill.Target(); ok {
+		prefill = t
+		out.Prefill = &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort()}
+	}
+	if res.Encode != nil {
+		for _, t := range res.Encode.Targets {
+			out.Encode = append(out.Encode, &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort()})
+		}
+	}
+	targets := withFallbacks(res.Primary, s.o.Fallbacks)
+	out.Targets = make([]*pickerv1.Target, len(targets))
+	for i, t := range targets {
+		resp := &scheduling.Response{RequestID: req.ID, DecisionID: res.DecisionID, Target: t, Prefill: prefill, StatusCode: 200}
+		sched.ResponseReceived(ctx, req, resp)
+		out.Targets[i] = &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort(), ResponseHeaders: resp.Headers}
+	}
+
+	ev := decisions.Event(s.o.Pool, req, res)
+	ev.Replica = s.o.Replica
+	for _, t := range out.Targets[1:] {
+		ev.FallbackEndpoints = append(ev.FallbackEndpoints, t.GetAddress())
+	}
+	if s.o.Decisions != nil && !s.o.Decisions.Publish(s.o.Subject, ev.GetDecisionId(), ev) {
+		s.o.Metrics.decisionsDropped.Inc()
+	}
+	if s.verbose {
+		s.log.LogAttrs(ctx, telemetry.LevelRequest, "request scheduled", slog.String("request_id", req.ID),
+			slog.String("decision_id", out.GetDecisionId()), slog.String("model", req.Model),
+			slog.String("target", out.Targets[0].GetAddress()), slog.Int("fallbacks", len(out.Targets)-1))
+	}
+	return out, nil
+}
+
+// Complete implements pickerv1.PickerServiceServer.
+func (s *Server) Complete(ctx context.Context, in *pickerv1.CompleteRequest) (*pickerv1.CompleteResponse, error) {
+	c := in.GetCompletion()
+	if c == nil {
+		return nil, status.Error(codes.InvalidArgument, "completion: required")
+	}
+	if _, err := decisions.ParseID(c.GetDecisionId()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "completion.decision_id: %v", err)
+	}
+	s.o.Folder.Completion(ctx, c, projection.SourceRPC)
+	return &pickerv1.CompleteResponse{}, nil
+}
+
+// FoldCompletion folds a completion from the stream.
+func (s *Server) FoldCompletion(ctx context.Context, c *eventsv1.RequestCompleted) {
+	s.o.Folder.Completion(ctx, c, projection.SourceStream)
+}
+
+// withFallbacks returns the primary profile's targets (the picker's choices)
+// followed by its other endpoints by descending total score, up to
+// 1+fallbacks in all.
+func withFallbacks(pr *scheduling.ProfileResult, fallbacks int) []scheduling.Target {
+	want := 1 + fallbacks
+	out := make([]scheduling.Target, 0, want)
+	out = append(out, pr.Targets[:min(len(pr.Targets), want)]...)
+	for len(out) < want {
+		best := -1
+		for i, e := range pr.Endpoints {
+			if chosen(out, e) {
+				continue
+			}
+			if best < 0 || pr.Totals[i] > pr.Totals[best] {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		e := pr.Endpoints[best]
+		out = append(out, scheduling.Target{Endpoint: e, Port: e.Port})
+	}
+	return out
+}
+
+func chosen(ts []scheduling.Target, e *scheduling.Endpoint) bool {
+	for _, t := range ts {
+		if t.Endpoint == e {
+			return true
+		}
+	}
+	return false
+}
+
+// filter returns the candidates that serve model (all when model is empty)
+// and are in the subset hint (all when it is empty). It returns cands
+// itself when nothing is filtered out.
+func filter(cands []*scheduling.Endpoint, model string, subset []string) []*scheduling.Endpoint {
+	keep := func(e *scheduling.Endpoint) bool {
+		if model != "" && !e.Serves(model) {
+			return false
+		}
+		if len(subset) == 0 {
+			return true
+		}
+		hp := e.HostPort()
+		for _, s := range subset {
+			if s == hp {
+				return true
+			}
+		}
+		return false
+	}
+	for i, e := range cands {
+		if keep(e) {
+			continue
+		}
+		out := append(make([]*scheduling.Endpoint, 0, len(cands)), cands[:i]...)
+		for _, e := range cands[i+1:] {
+			if keep(e) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	return cands
+}
+
+// lowerKeys returns headers with lower-case names (h itself when they are).
+func lowerKeys(h map[string]string) map[string]string {
+	for k := range h {
+		if strings.ToLower(k) != k {
+			out := make(map[string]string, len(h))
+			for k, v := range h {
+				out[strings.ToLower(k)] = v
+			}
+			return out
+		}
+	}
+	return h
+}
+
+// toStatus maps scheduling errors onto gRPC codes (and so onto the HTTP
+// statuses the gateway answers).
+func toStatus(err error) error {
+	var se *scheduling.Error
+	if !errors.As(err, &se) {
+		return status.Error(codes.Internal, err.Error())
+	}
+	switch se.Kind {
+	case scheduling.KindNoCandidates:
+		return status.Error(codes.Unavailable, err.Error())
+	case scheduling.KindShed:
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case scheduling.KindBadRequest:
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
