@@ -1,0 +1,51 @@
+// Command hermod-collector scrapes every registered endpoint's /metrics and
+// /v1/models and publishes them on NATS (hermod.metrics.<pool>.<endpoint>
+// and the HERMOD_METRICS bucket). Replicas split the endpoints.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/services/collector/internal/app"
+	"github.com/hermod/hermod/services/collector/internal/scrape"
+)
+
+func main() { cmdline.Main("hermod-collector", run) }
+
+func run() error {
+	fs := flag.NewFlagSet("hermod-collector", flag.ContinueOnError)
+	var (
+		cfg    app.Config
+		common cmdline.Common
+		etcd   cmdline.List
+	)
+	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool whose endpoints are scraped")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
+	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
+	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
+	fs.DurationVar(&cfg.Interval, "interval", scrape.DefaultInterval, "time between two scrapes of an endpoint's /metrics")
+	fs.DurationVar(&cfg.Timeout, "timeout", scrape.DefaultTimeout, "deadline of one scrape")
+	fs.DurationVar(&cfg.ModelsInterval, "models-interval", scrape.DefaultModelsInterval, "time between two polls of an endpoint's /v1/models")
+	fs.DurationVar(&cfg.KVInterval, "bucket-interval", app.DefaultKVInterval, "at most one write per endpoint per this interval to the latest-metrics bucket")
+	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its endpoints move to the others this long after it dies)")
+	common.Register(fs)
+	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
+		return err
+	}
+	cfg.EtcdEndpoints = etcd
+	if len(cfg.EtcdEndpoints) == 0 {
+		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
+	}
+	cfg.OTLPEndpoint = common.OTLPEndpoint
+	log, err := common.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := cmdline.SignalContext(context.Background())
+	defer stop()
+	return app.Run(ctx, cfg, log)
+}

@@ -1,0 +1,66 @@
+package enginemetrics
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseModels(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want []Model
+	}{
+		{"vllm-sim", string(readTestdata(t, "models-vllm-sim.json")), []Model{
+			{ID: "mymodel", Root: "mymodel"},
+			{ID: "sql-lora", Root: "/x", Parent: "mymodel"},
+			{ID: "chat-lora", Root: "/y", Parent: "mymodel"},
+		}},
+		{"openai with permissions", string(readTestdata(t, "models-openai.json")), []Model{
+			{ID: "meta-llama/Llama-3.1-8B-Instruct", Root: "meta-llama/Llama-3.1-8B-Instruct"},
+			{ID: "sql-lora", Root: "/adapters/sql", Parent: "meta-llama/Llama-3.1-8B-Instruct"},
+		}},
+		{"empty list", `{"object":"list","data":[]}`, []Model{}},
+		{"no object field", `{"data":[{"id":"a"}]}`, []Model{{ID: "a"}}},
+		{"duplicate ids keep the first", `{"data":[{"id":"a","root":"1"},{"id":"b"},{"id":"a","root":"2"}]}`, []Model{{ID: "a", Root: "1"}, {ID: "b"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseModels([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseModelsErrors(t *testing.T) {
+	tests := []struct{ name, body, msg string }{
+		{"not json", `<html>502</html>`, "invalid character"},
+		{"truncated", `{"object":"list","data":[{"id":"a"`, "unexpected end"},
+		{"no data", `{"object":"list"}`, `no "data" array`},
+		{"null data", `{"object":"list","data":null}`, `no "data" array`},
+		{"not a list", `{"object":"model","id":"a","data":[]}`, `"object" is not "list"`},
+		{"entry without id", `{"data":[{"id":"a"},{"object":"model"}]}`, "entry 1: model without id"},
+		{"wrong type", `{"data":{"id":"a"}}`, "cannot unmarshal"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseModels([]byte(tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "parse model list: ") {
+				t.Errorf("error %v, want one containing %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestModelIDs(t *testing.T) {
+	got := ModelIDs([]Model{{ID: "a"}, {ID: "b", Parent: "a"}})
+	if !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("ModelIDs = %v", got)
+	}
+}
