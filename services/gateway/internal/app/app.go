@@ -1,0 +1,187 @@
+// Package app runs the gateway: the OpenAI-compatible front door of a pool.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/gateway/internal/auth"
+	"github.com/hermod/hermod/services/gateway/internal/models"
+	"github.com/hermod/hermod/services/gateway/internal/openai"
+	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
+	"github.com/hermod/hermod/services/gateway/internal/proxy"
+	"github.com/hermod/hermod/services/gateway/internal/report"
+)
+
+// Config is the gateway's configuration (its flags).
+type Config struct {
+	Pool          string
+	Listen        string
+	PickerAddrs   []string
+	EtcdEndpoints []string
+	NATSURL       string
+	APIKeysFile   string
+	MaxBodyBytes  int64
+	MaxAttempts   int
+	PickTimeout   time.Duration
+	Replica       string
+	OTLPEndpoint  string
+	// Ready, when set, is called with the listen address once the gateway
+	// serves (tests).
+	Ready func(addr string)
+}
+
+// DefaultListen is the default address of the OpenAI API.
+const DefaultListen = ":8080"
+
+// Run runs the gateway until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := coord.ValidatePoolName(cfg.Pool); err != nil {
+		return fmt.Errorf("--pool: %w", err)
+	}
+	if cfg.Replica == "" {
+		host, _ := os.Hostname()
+		cfg.Replica = fmt.Sprintf("%s-%08x", host, rand.Uint32())
+	}
+	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
+	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-gateway", cfg.OTLPEndpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+
+	var guard *auth.Guard
+	reg := telemetry.NewRegistry()
+	if cfg.APIKeysFile != "" {
+		keys, err := auth.LoadKeys(cfg.APIKeysFile)
+		if err != nil {
+			return err
+		}
+		guard = auth.NewGuard(keys, reg)
+		log.Info("API keys required", "keys", len(keys))
+	}
+
+	etcd, err := coord.NewClient(ctx, cfg.EtcdEndpoints)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = etcd.Close() }()
+	nc, err := bus.Connect(ctx, cfg.NATSURL, "hermod-gateway "+cfg.Replica, bus.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	publisher, err := bus.NewPublisher(nc, bus.WithLogger(log), bus.WithRegisterer(reg))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := publisher.Close(sctx); err != nil {
+			log.Warn("completion events left unpublished at shutdown", "error", err)
+		}
+	}()
+	picker, err := pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, Tracing: telemetry.Tracing()})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = picker.Close() }()
+	completions, err := bus.CompletionsSubject(cfg.Pool)
+	if err != nil {
+		return err
+	}
+	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, Completer: picker, Logger: log, Metrics: reg})
+	defer reporter.Close()
+
+	list := models.New()
+	var modelsListed atomic.Bool
+	w, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
+		list.Update(s)
+		modelsListed.Store(true)
+	}, coord.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+
+	h := proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Logger: log, Metrics: proxy.NewMetrics(reg)})
+	ready := func() error {
+		if !modelsListed.Load() {
+			return errors.New("endpoints not listed yet")
+		}
+		return picker.Ready()
+	}
+	return serve(ctx, cfg, log, routes(h, list, guard, telemetry.OpsHandler(reg, ready)))
+}
+
+// routes is the gateway's HTTP surface.
+func routes(h *proxy.Handler, list *models.List, guard *auth.Guard, ops http.Handler) http.Handler {
+	api := http.NewServeMux()
+	api.Handle("POST /v1/completions", h.Completions(pickerv1.Api_API_COMPLETIONS))
+	api.Handle("POST /v1/chat/completions", h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS))
+	api.Handle("GET /v1/models", list)
+	api.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/completions", "/v1/chat/completions", "/v1/models":
+			openai.WriteError(w, http.StatusMethodNotAllowed, openai.TypeInvalidRequest, "method_not_allowed", "", r.Method+" is not allowed on "+r.URL.Path, 0)
+		default:
+			openai.WriteError(w, http.StatusNotFound, openai.TypeNotFound, "unknown_url", "", "Unknown request URL: "+r.Method+" "+r.URL.Path, 0)
+		}
+	})
+	var v1 http.Handler = api
+	if guard != nil {
+		v1 = guard.Wrap(api)
+	}
+	if telemetry.Tracing() {
+		v1 = otelhttp.NewHandler(v1, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			return r.Method + " " + r.URL.Path
+		}))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", v1)
+	mux.Handle("/", ops)
+	return mux
+}
+
+func serve(ctx context.Context, cfg Config, log *slog.Logger, handler http.Handler) error {
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	log.Info("gateway serving the OpenAI API", "addr", lis.Addr().String(), "pickers", cfg.PickerAddrs)
+	if cfg.Ready != nil {
+		cfg.Ready(lis.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Let requests in flight finish (streams included) for a while.
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("requests still in flight at shutdown were cut", "error", err)
+		_ = srv.Close()
+	}
+	return nil
+}

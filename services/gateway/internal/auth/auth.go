@@ -1,0 +1,175 @@
+// Package auth checks the gateway's optional API keys (Authorization:
+// Bearer <key>) and applies per-key rate limits.
+package auth
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/hermod/hermod/services/gateway/internal/openai"
+)
+
+// Key is one API key and its rate limit.
+type Key struct {
+	// Name identifies the key in logs and metrics (never the key itself).
+	Name string
+	// Secret is the bearer token.
+	Secret string
+	// RPS and Burst limit the key's request rate; RPS 0 = unlimited.
+	RPS   float64
+	Burst int
+}
+
+// ParseKeys reads a keys file: one key per line as
+//
+//	<name> <secret> [<requests-per-second> [<burst>]]
+//
+// with blank lines and '#' comments ignored. The burst defaults to the
+// rate rounded up (at least 1).
+func ParseKeys(data []byte) ([]Key, error) {
+	var keys []Key
+	names := map[string]bool{}
+	secrets := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		if line == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || len(f) > 4 {
+			return nil, fmt.Errorf("line %d: want <name> <secret> [<requests-per-second> [<burst>]]", n)
+		}
+		k := Key{Name: f[0], Secret: f[1]}
+		if names[k.Name] {
+			return nil, fmt.Errorf("line %d: key name %q used twice", n, k.Name)
+		}
+		if secrets[k.Secret] {
+			return nil, fmt.Errorf("line %d: key %q has the secret of another key", n, k.Name)
+		}
+		names[k.Name], secrets[k.Secret] = true, true
+		if len(f) >= 3 {
+			rps, err := strconv.ParseFloat(f[2], 64)
+			if err != nil || rps < 0 || math.IsInf(rps, 0) || math.IsNaN(rps) {
+				return nil, fmt.Errorf("line %d: requests-per-second %q: must be a number >= 0", n, f[2])
+			}
+			k.RPS = rps
+			k.Burst = max(1, int(math.Ceil(rps)))
+		}
+		if len(f) == 4 {
+			b, err := strconv.Atoi(f[3])
+			if err != nil || b < 1 {
+				return nil, fmt.Errorf("line %d: burst %q: must be an integer >= 1", n, f[3])
+			}
+			k.Burst = b
+		}
+		keys = append(keys, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("no keys")
+	}
+	return keys, nil
+}
+
+// LoadKeys reads a keys file (see ParseKeys).
+func LoadKeys(path string) ([]Key, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read api keys: %w", err)
+	}
+	keys, err := ParseKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("api keys %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+type entry struct {
+	name    string
+	limiter *rate.Limiter
+}
+
+// Guard admits requests that carry a known key and are within its limit.
+type Guard struct {
+	keys    map[[32]byte]entry
+	limited *prometheus.CounterVec
+	refused prometheus.Counter
+}
+
+// NewGuard returns a Guard for keys; reg registers its metrics (nil: not).
+func NewGuard(keys []Key, reg prometheus.Registerer) *Guard {
+	g := &Guard{
+		keys: make(map[[32]byte]entry, len(keys)),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_rate_limited_total", Help: "Requests refused by their API key's rate limit, by key name.",
+		}, []string{"key"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermod_gateway_unauthorized_total", Help: "Requests refused for a missing or unknown API key.",
+		}),
+	}
+	for _, k := range keys {
+		e := entry{name: k.Name}
+		if k.RPS > 0 {
+			e.limiter = rate.NewLimiter(rate.Limit(k.RPS), k.Burst)
+		}
+		g.keys[sha256.Sum256([]byte(k.Secret))] = e
+	}
+	if reg != nil {
+		reg.MustRegister(g.limited, g.refused)
+	}
+	return g
+}
+
+// Wrap checks every request before next serves it. The key is removed from
+// the request, so it never reaches a model server.
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		e, known := g.lookup(strings.TrimSpace(token))
+		if !ok || !known {
+			g.refused.Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hermod"`)
+			openai.WriteError(w, http.StatusUnauthorized, openai.TypeAuthentication, "invalid_api_key", "", "Incorrect or missing API key.", 0)
+			return
+		}
+		if e.limiter != nil {
+			res := e.limiter.Reserve()
+			if d := res.Delay(); d > 0 {
+				res.Cancel()
+				g.limited.WithLabelValues(e.name).Inc()
+				openai.WriteError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "rate_limit_exceeded", "",
+					fmt.Sprintf("Rate limit of API key %q exceeded; retry in %s.", e.name, d.Round(time.Millisecond)), int(math.Ceil(d.Seconds())))
+				return
+			}
+		}
+		r.Header.Del("Authorization")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// lookup finds a key by its secret. The map is keyed by the secret's
+// SHA-256, so a lookup's timing says nothing about the secrets.
+func (g *Guard) lookup(secret string) (entry, bool) {
+	if secret == "" {
+		return entry{}, false
+	}
+	e, ok := g.keys[sha256.Sum256([]byte(secret))]
+	return e, ok
+}

@@ -1,0 +1,65 @@
+package auth
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestParseKeys(t *testing.T) {
+	keys, err := ParseKeys([]byte("# team keys\nalpha sk-alpha\nbeta sk-beta 2.5  # slow\n\ngamma sk-gamma 10 40\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 3 || keys[0] != (Key{Name: "alpha", Secret: "sk-alpha"}) || keys[1] != (Key{Name: "beta", Secret: "sk-beta", RPS: 2.5, Burst: 3}) ||
+		keys[2] != (Key{Name: "gamma", Secret: "sk-gamma", RPS: 10, Burst: 40}) {
+		t.Errorf("keys %+v", keys)
+	}
+	for _, bad := range []string{"", "# nothing\n", "alpha", "a s 1 2 3", "a s x", "a s -1", "a s 1 0", "a s\na t", "a s\nb s"} {
+		if _, err := ParseKeys([]byte(bad)); err == nil {
+			t.Errorf("ParseKeys(%q) accepted", bad)
+		}
+	}
+	if _, err := ParseKeys([]byte("a s 1 x")); err == nil || !strings.Contains(err.Error(), "line 1: burst") {
+		t.Errorf("error does not name the line and field: %v", err)
+	}
+}
+
+func TestGuard(t *testing.T) {
+	var seenAuth []string
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seenAuth = append(seenAuth, r.Header.Get("Authorization"))
+	})
+	g := NewGuard([]Key{{Name: "a", Secret: "sk-a"}, {Name: "slow", Secret: "sk-slow", RPS: 0.001, Burst: 2}}, nil)
+	h := g.Wrap(next)
+	do := func(auth string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, c := range []struct {
+		auth string
+		code int
+	}{{"", 401}, {"Bearer", 401}, {"Bearer sk-b", 401}, {"Basic sk-a", 401}, {"Bearer sk-a", 200}, {"Bearer sk-slow", 200}, {"Bearer sk-slow", 200}, {"Bearer sk-slow", 429}, {"Bearer sk-a", 200}} {
+		w := do(c.auth)
+		if w.Code != c.code {
+			t.Errorf("%q: %d, want %d (%s)", c.auth, w.Code, c.code, w.Body.String())
+		}
+		if c.code == 429 && w.Header().Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+		if c.code == 401 && !strings.Contains(w.Body.String(), "invalid_api_key") {
+			t.Errorf("401 body %s", w.Body.String())
+		}
+	}
+	for _, a := range seenAuth {
+		if a != "" {
+			t.Errorf("the key reached the upstream handler: %q", a)
+		}
+	}
+}

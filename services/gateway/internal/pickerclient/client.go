@@ -1,0 +1,164 @@
+// Package pickerclient is the gateway's client of the picker replicas: it
+// spreads Pick calls over them round-robin, moves on to the next replica
+// when one cannot be reached, and sends each Complete to the replica that
+// took the decision (whose in-flight count then drops at once; the others
+// learn it from the completion stream).
+package pickerclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+)
+
+// Defaults.
+const (
+	DefaultPickTimeout     = 2 * time.Second
+	DefaultCompleteTimeout = 2 * time.Second
+)
+
+// Client talks to one or more picker replicas. It is safe for concurrent
+// use.
+type Client struct {
+	conns           []*grpc.ClientConn
+	clients         []pickerv1.PickerServiceClient
+	addrs           []string
+	next            atomic.Uint64
+	pickTimeout     time.Duration
+	completeTimeout time.Duration
+}
+
+// Options configure a Client.
+type Options struct {
+	// PickTimeout bounds one Pick call (all replicas tried); default
+	// DefaultPickTimeout.
+	PickTimeout time.Duration
+	// CompleteTimeout bounds one Complete call; default
+	// DefaultCompleteTimeout.
+	CompleteTimeout time.Duration
+	// Tracing instruments the calls with OpenTelemetry (spans and trace
+	// context to the picker).
+	Tracing bool
+}
+
+// New connects (lazily, as gRPC does) to the picker replicas at addrs
+// (host:port).
+func New(addrs []string, o Options) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("picker client: no picker address")
+	}
+	if o.PickTimeout <= 0 {
+		o.PickTimeout = DefaultPickTimeout
+	}
+	if o.CompleteTimeout <= 0 {
+		o.CompleteTimeout = DefaultCompleteTimeout
+	}
+	c := &Client{addrs: addrs, pickTimeout: o.PickTimeout, completeTimeout: o.CompleteTimeout}
+	for _, a := range addrs {
+		opts := []grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		}
+		if o.Tracing {
+			opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+		}
+		conn, err := grpc.NewClient(a, opts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("picker client for %s: %w", a, err)
+		}
+		conn.Connect()
+		c.conns = append(c.conns, conn)
+		c.clients = append(c.clients, pickerv1.NewPickerServiceClient(conn))
+	}
+	return c, nil
+}
+
+// Decision is a Pick's answer and the replica that gave it.
+type Decision struct {
+	*pickerv1.PickResponse
+	replica int
+}
+
+// Pick asks a replica for a decision. When a replica cannot be reached
+// (the call failed before reaching it), the next one is tried; any other
+// error (including the picker's own 503/429/400) is returned as it is.
+func (c *Client) Pick(ctx context.Context, req *pickerv1.PickRequest) (Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.pickTimeout)
+	defer cancel()
+	first := int(c.next.Add(1) % uint64(len(c.clients)))
+	var err error
+	for i := range c.clients {
+		r := (first + i) % len(c.clients)
+		if i > 0 && c.conns[r].GetState() == connectivity.TransientFailure {
+			continue
+		}
+		var resp *pickerv1.PickResponse
+		resp, err = c.clients[r].Pick(ctx, req)
+		if err == nil {
+			return Decision{PickResponse: resp, replica: r}, nil
+		}
+		if !unreachable(err) || ctx.Err() != nil {
+			return Decision{}, err
+		}
+	}
+	return Decision{}, err
+}
+
+// unreachable says whether a call failed without reaching a picker: only
+// then is another replica asked (a decision that was taken but whose answer
+// was lost would otherwise count twice).
+func unreachable(err error) bool {
+	return status.Code(err) == codes.Unavailable
+}
+
+// Complete reports a finished request to the replica that decided it
+// (another one if it is gone: every replica folds completions).
+func (c *Client) Complete(ctx context.Context, d Decision, ev *eventsv1.RequestCompleted) error {
+	ctx, cancel := context.WithTimeout(ctx, c.completeTimeout)
+	defer cancel()
+	var err error
+	for i := range c.clients {
+		r := (d.replica + i) % len(c.clients)
+		if _, err = c.clients[r].Complete(ctx, &pickerv1.CompleteRequest{Completion: ev}); err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// Ready reports whether some replica's connection is ready (or idle and
+// usable); it nudges idle connections to connect.
+func (c *Client) Ready() error {
+	for _, conn := range c.conns {
+		switch conn.GetState() {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			conn.Connect()
+		}
+	}
+	return fmt.Errorf("no picker replica connected (%v)", c.addrs)
+}
+
+// Close closes the connections.
+func (c *Client) Close() error {
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
+}

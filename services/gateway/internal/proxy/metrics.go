@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+)
+
+// Metrics are the request path's Prometheus metrics.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	ttft         *prometheus.HistogramVec
+	pickDuration prometheus.Histogram
+	attempts     *prometheus.CounterVec
+	fallbacks    prometheus.Counter
+	outcomes     *prometheus.CounterVec
+	inflight     prometheus.Gauge
+}
+
+// NewMetrics registers the metrics on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	latency := prometheus.ExponentialBuckets(0.001, 2, 18)
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_requests_total", Help: "Inference requests by API and HTTP status sent to the client.",
+		}, []string{"api", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hermod_gateway_request_duration_seconds", Help: "Time from the request's arrival to the end of its response.", Buckets: latency,
+		}, []string{"api"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hermod_gateway_time_to_first_token_seconds", Help: "Time from the pick to the first event of a stream (first byte of other responses).", Buckets: latency,
+		}, []string{"api"}),
+		pickDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hermod_gateway_pick_duration_seconds", Help: "Time of the Pick call to the picker.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_upstream_attempts_total", Help: "Requests sent to endpoints, by result: answered, error (no answer), status_5xx (retried), canceled.",
+		}, []string{"result"}),
+		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermod_gateway_fallbacks_total", Help: "Requests sent to a fallback endpoint after the previous one failed before answering.",
+		}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_completions_total", Help: "Routed requests by how they ended.",
+		}, []string{"outcome"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hermod_gateway_inflight_requests", Help: "Inference requests being served.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration, m.ttft, m.pickDuration, m.attempts, m.fallbacks, m.outcomes, m.inflight)
+	}
+	return m
+}
+
+func (m *Metrics) observe(req *request, end time.Time, ev *eventsv1.RequestCompleted) {
+	code := strconv.Itoa(req.status)
+	if req.clientGone {
+		code = "499"
+	}
+	m.requests.WithLabelValues(req.api, code).Inc()
+	m.duration.WithLabelValues(req.api).Observe(end.Sub(req.start).Seconds())
+	if ev.GetTtft() != nil {
+		m.ttft.WithLabelValues(req.api).Observe(ev.GetTtft().AsDuration().Seconds())
+	}
+	m.outcomes.WithLabelValues(outcomeLabel(ev.GetOutcome())).Inc()
+}
+
+func outcomeLabel(o eventsv1.CompletionOutcome) string {
+	switch o {
+	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS:
+		return "success"
+	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR:
+		return "upstream_error"
+	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED:
+		return "canceled"
+	}
+	return "failed"
+}

@@ -1,0 +1,483 @@
+// Package proxy is the gateway's request path: it reads and checks an
+// OpenAI request, asks the picker where it goes, forwards it (streaming
+// responses pass through event by event), falls back to the next endpoint
+// when one fails before answering, and reports the request's completion
+// exactly once, however it ends.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/gateway/internal/openai"
+	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes = 16 << 20
+	DefaultMaxAttempts  = 3
+	// usageTeeLimit bounds how much of a non-streamed response is kept to
+	// read its usage.
+	usageTeeLimit = 4 << 20
+)
+
+// RequestIDHeader is the request id header, kept when the client sends one.
+const RequestIDHeader = "X-Request-Id"
+
+// Picker decides where requests go (pickerclient.Client).
+type Picker interface {
+	Pick(ctx context.Context, req *pickerv1.PickRequest) (pickerclient.Decision, error)
+}
+
+// Reporter takes completion events; Report must not block.
+type Reporter interface {
+	Report(d pickerclient.Decision, ev *eventsv1.RequestCompleted)
+}
+
+// Options configure a Handler.
+type Options struct {
+	Pool     string
+	Replica  string
+	Picker   Picker
+	Reporter Reporter
+	// Transport sends requests to endpoints (default: a tuned
+	// http.Transport).
+	Transport http.RoundTripper
+	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// MaxAttempts bounds the endpoints tried per request (default
+	// DefaultMaxAttempts).
+	MaxAttempts int
+	Logger      *slog.Logger
+	Metrics     *Metrics
+}
+
+// Handler serves /v1/completions and /v1/chat/completions.
+type Handler struct {
+	o       Options
+	log     *slog.Logger
+	m       *Metrics
+	verbose bool
+	bufs    sync.Pool
+}
+
+// New returns a Handler.
+func New(o Options) *Handler {
+	if o.Transport == nil {
+		o.Transport = NewTransport(false)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	h := &Handler{o: o, log: o.Logger, m: o.Metrics, verbose: o.Logger.Enabled(context.Background(), telemetry.LevelRequest)}
+	h.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	return h
+}
+
+// Completions returns the handler of one OpenAI API.
+func (h *Handler) Completions(api pickerv1.Api) http.Handler {
+	name := "completions"
+	if api == pickerv1.Api_API_CHAT_COMPLETIONS {
+		name = "chat_completions"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, api, name) })
+}
+
+// request is the state of one request on its way through.
+type request struct {
+	id       string
+	api      string
+	start    time.Time
+	info     openai.Request
+	decision pickerclient.Decision
+	// outcome, filled as the request goes
+	status     int
+	outcome    eventsv1.CompletionOutcome
+	err        string
+	endpoint   *pickerv1.Target
+	attempts   int
+	firstByte  time.Time
+	usage      openai.Usage
+	haveUsage  bool
+	events     int
+	pickedAt   time.Time
+	clientGone bool
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, apiName string) {
+	req := &request{id: r.Header.Get(RequestIDHeader), api: apiName, start: time.Now()}
+	if req.id == "" {
+		req.id = newRequestID()
+	}
+	w.Header().Set(RequestIDHeader, req.id)
+	h.m.inflight.Inc()
+	defer h.m.inflight.Dec()
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.fail(w, req, http.StatusRequestEntityTooLarge, "", "", fmt.Sprintf("request body is larger than %d bytes", h.o.MaxBodyBytes))
+			return
+		}
+		h.fail(w, req, http.StatusBadRequest, "", "", "reading the request body: "+err.Error())
+		return
+	}
+	info, err := openai.Inspect(body)
+	if err != nil {
+		var be *openai.BodyError
+		errors.As(err, &be)
+		h.fail(w, req, http.StatusBadRequest, "", be.Param, be.Error())
+		return
+	}
+	req.info = info
+
+	pickStart := time.Now()
+	d, err := h.o.Picker.Pick(r.Context(), &pickerv1.PickRequest{
+		Pool: h.o.Pool, RequestId: req.id, Api: api, Body: body, Headers: pickHeaders(r.Header),
+	})
+	req.pickedAt = time.Now()
+	h.m.pickDuration.Observe(req.pickedAt.Sub(pickStart).Seconds())
+	if err != nil {
+		h.pickFailed(w, req, err)
+		return
+	}
+	req.decision = d
+	defer h.complete(req)
+
+	upstreamBody := body
+	stripUsage := false
+	if info.Stream && !info.IncludeUsage {
+		if b, err := openai.WithIncludeUsage(body, info); err == nil {
+			upstreamBody, stripUsage = b, true
+		}
+	}
+	h.forward(w, r, req, upstreamBody, stripUsage)
+}
+
+// forward tries the decision's targets in order until one answers.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, req *request, body []byte, stripUsage bool) {
+	targets := req.decision.GetTargets()
+	if len(targets) > h.o.MaxAttempts {
+		targets = targets[:h.o.MaxAttempts]
+	}
+	var lastErr string
+	for i, t := range targets {
+		req.endpoint = t
+		req.attempts = i + 1
+		if i > 0 {
+			h.m.fallbacks.Inc()
+		}
+		out, err := h.upstreamRequest(r, req, t, body)
+		if err != nil {
+			h.fail(w, req, http.StatusInternalServerError, "", "", err.Error())
+			return
+		}
+		resp, err := h.o.Transport.RoundTrip(out)
+		if err != nil {
+			if r.Context().Err() != nil {
+				req.clientGone = true
+				req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, "client went away before the endpoint answered"
+				h.m.attempts.WithLabelValues("canceled").Inc()
+				return
+			}
+			lastErr = fmt.Sprintf("endpoint %s: %v", t.GetAddress(), err)
+			h.m.attempts.WithLabelValues("error").Inc()
+			h.log.LogAttrs(r.Context(), slog.LevelWarn, "endpoint failed before answering; trying the next one",
+				slog.String("request_id", req.id), slog.String("endpoint", t.GetAddress()), slog.Int("attempt", i+1), slog.String("error", err.Error()))
+			continue
+		}
+		if resp.StatusCode >= 500 && i+1 < len(targets) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+			lastErr = fmt.Sprintf("endpoint %s answered %d", t.GetAddress(), resp.StatusCode)
+			h.m.attempts.WithLabelValues("status_5xx").Inc()
+			h.log.LogAttrs(r.Context(), slog.LevelWarn, "endpoint answered a server error; trying the next one",
+				slog.String("request_id", req.id), slog.String("endpoint", t.GetAddress()), slog.Int("status", resp.StatusCode), slog.Int("attempt", i+1))
+			continue
+		}
+		h.m.attempts.WithLabelValues("answered").Inc()
+		h.relay(w, r, req, t, resp, stripUsage)
+		return
+	}
+	req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
+	h.fail(w, req, http.StatusBadGateway, "", "", "no endpoint could serve the request: "+lastErr)
+}
+
+// upstreamRequest builds the request for one target.
+func (h *Handler) upstreamRequest(r *http.Request, req *request, t *pickerv1.Target, body []byte) (*http.Request, error) {
+	url := "http://" + t.GetAddress() + r.URL.Path
+	if r.URL.RawQuery != "" {
+		url += "?" + r.URL.RawQuery
+	}
+	out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build the request to %s: %w", t.GetAddress(), err)
+	}
+	copyHeaders(out.Header, r.Header)
+	for _, name := range req.decision.GetRemoveHeaders() {
+		out.Header.Del(name)
+	}
+	for k, v := range req.decision.GetHeaders() {
+		out.Header.Set(k, v)
+	}
+	out.Header.Set(RequestIDHeader, req.id)
+	out.ContentLength = int64(len(body))
+	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return out, nil
+}
+
+// relay sends the endpoint's answer to the client.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t *pickerv1.Target, resp *http.Response, stripUsage bool) {
+	defer resp.Body.Close()
+	req.firstByte = time.Now()
+	dst := w.Header()
+	copyHeaders(dst, resp.Header)
+	for k, v := range t.GetResponseHeaders() {
+		dst.Set(k, v)
+	}
+	dst.Set(RequestIDHeader, req.id)
+	streamed := req.info.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if streamed {
+		dst.Del("Content-Length")
+	}
+	req.status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+
+	bufp := h.bufs.Get().(*[]byte)
+	defer h.bufs.Put(bufp)
+	buf := *bufp
+	var err error
+	if streamed {
+		err = h.relayStream(w, resp.Body, buf, req, stripUsage)
+	} else {
+		err = h.relayBody(w, resp.Body, buf, req)
+	}
+	switch {
+	case err == nil && resp.StatusCode < 400:
+		req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS
+	case err == nil:
+		req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR
+		req.err = fmt.Sprintf("endpoint answered %d", resp.StatusCode)
+	case r.Context().Err() != nil:
+		req.clientGone = true
+		req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, "client went away during the response"
+	default:
+		req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, "response broke off: "+err.Error()
+		h.log.LogAttrs(r.Context(), slog.LevelWarn, "response broke off", slog.String("request_id", req.id),
+			slog.String("endpoint", t.GetAddress()), slog.String("error", err.Error()))
+	}
+}
+
+func (h *Handler) relayStream(w http.ResponseWriter, body io.Reader, buf []byte, req *request, stripUsage bool) error {
+	sse := newSSERelay(w, stripUsage)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if werr := sse.feed(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			if ferr := sse.finish(); ferr != nil {
+				return ferr
+			}
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !sse.firstEvent.IsZero() {
+		req.firstByte = sse.firstEvent
+	}
+	req.usage, req.haveUsage, req.events = sse.usage, sse.haveUsage, sse.events
+	return nil
+}
+
+func (h *Handler) relayBody(w http.ResponseWriter, body io.Reader, buf []byte, req *request) error {
+	var tee bytes.Buffer
+	first := true
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if first {
+				req.firstByte, first = time.Now(), false
+			}
+			if tee.Len()+n <= usageTeeLimit {
+				tee.Write(buf[:n])
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	req.usage, req.haveUsage = openai.ResponseUsage(tee.Bytes())
+	return nil
+}
+
+// complete reports the request's end, once.
+func (h *Handler) complete(req *request) {
+	end := time.Now()
+	ev := &eventsv1.RequestCompleted{
+		DecisionId: req.decision.GetDecisionId(),
+		RequestId:  req.id,
+		Pool:       h.o.Pool,
+		Model:      req.info.Model,
+		Outcome:    req.outcome,
+		StatusCode: int32(req.status),
+		Error:      req.err,
+		Streamed:   req.info.Stream,
+		Attempts:   int32(req.attempts),
+		Reporter:   h.o.Replica,
+	}
+	if req.clientGone {
+		ev.StatusCode = 0
+	}
+	if t := req.endpoint; t != nil {
+		ev.Endpoint, ev.EndpointName = t.GetAddress(), t.GetName()
+	}
+	ev.Time = timestamppb.New(end)
+	ev.Duration = durationpb.New(end.Sub(req.pickedAt))
+	if !req.firstByte.IsZero() {
+		ev.Ttft = durationpb.New(req.firstByte.Sub(req.pickedAt))
+	}
+	completion := int64(req.events)
+	if req.haveUsage {
+		ev.PromptTokens, ev.CachedTokens, completion = req.usage.PromptTokens, req.usage.CachedTokens(), req.usage.CompletionTokens
+	}
+	if req.info.Stream || req.haveUsage {
+		ev.CompletionTokens = completion
+	}
+	if completion > 1 && !req.firstByte.IsZero() {
+		ev.Tpot = durationpb.New(end.Sub(req.firstByte) / time.Duration(completion-1))
+	}
+	h.m.observe(req, end, ev)
+	h.o.Reporter.Report(req.decision, ev)
+	if h.verbose {
+		h.log.LogAttrs(context.Background(), telemetry.LevelRequest, "request completed", slog.String("request_id", req.id),
+			slog.String("decision_id", ev.GetDecisionId()), slog.String("endpoint", ev.GetEndpoint()), slog.Int("status", req.status),
+			slog.String("outcome", ev.GetOutcome().String()), slog.Duration("duration", end.Sub(req.start)))
+	}
+}
+
+// pickFailed answers a request the picker could not place.
+func (h *Handler) pickFailed(w http.ResponseWriter, req *request, err error) {
+	st := status.Convert(err)
+	msg := st.Message()
+	switch st.Code() {
+	case codes.InvalidArgument:
+		h.fail(w, req, http.StatusBadRequest, "", "", msg)
+	case codes.NotFound:
+		h.fail(w, req, http.StatusNotFound, "model_not_found", "model", msg)
+	case codes.ResourceExhausted:
+		h.failRetry(w, req, http.StatusTooManyRequests, msg)
+	case codes.Unavailable:
+		h.failRetry(w, req, http.StatusServiceUnavailable, "no endpoint available: "+msg)
+	case codes.DeadlineExceeded:
+		h.fail(w, req, http.StatusGatewayTimeout, "", "", "the picker did not answer in time")
+	case codes.Canceled:
+		h.m.requests.WithLabelValues(req.api, "499").Inc()
+	default:
+		h.fail(w, req, http.StatusInternalServerError, "", "", "picking an endpoint failed: "+msg)
+	}
+}
+
+func (h *Handler) failRetry(w http.ResponseWriter, req *request, code int, msg string) {
+	h.m.requests.WithLabelValues(req.api, strconv.Itoa(code)).Inc()
+	openai.WriteError(w, code, openai.TypeForStatus(code), "", "", msg, 1)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, req *request, code int, errCode, param, msg string) {
+	req.status = code
+	if req.err == "" {
+		req.err = msg
+	}
+	if req.outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UNSPECIFIED {
+		req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
+	}
+	if req.decision.PickResponse == nil {
+		h.m.requests.WithLabelValues(req.api, strconv.Itoa(code)).Inc()
+	}
+	openai.WriteError(w, code, openai.TypeForStatus(code), errCode, param, msg, 0)
+}
+
+// pickHeaders are the request headers the picker sees (lower-case names,
+// first values); credentials stay out.
+func pickHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		switch k {
+		case "Authorization", "Cookie", "Proxy-Authorization", "Content-Length", "Content-Type", "Accept-Encoding", "User-Agent", "Accept":
+			continue
+		}
+		if len(v) > 0 {
+			out[strings.ToLower(k)] = v[0]
+		}
+	}
+	return out
+}
+
+// hopHeaders are meaningful for one connection only (RFC 9110 7.6.1).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// copyHeaders copies src into dst, without hop-by-hop headers.
+func copyHeaders(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = append(dst[k][:0:0], v...)
+	}
+	for _, f := range src.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			dst.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, k := range hopHeaders {
+		dst.Del(k)
+	}
+}
+
+// newRequestID returns a random 128-bit id in hex.
+func newRequestID() string {
+	var b [32]byte
+	const hex = "0123456789abcdef"
+	for i, x := range [2]uint64{rand.Uint64(), rand.Uint64()} {
+		for j := range 16 {
+			b[i*16+j] = hex[(x>>(60-4*j))&0xf]
+		}
+	}
+	return string(b[:])
+}

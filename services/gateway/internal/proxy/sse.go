@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hermod/hermod/services/gateway/internal/openai"
+)
+
+// sseRelay passes a server-sent-event stream through to the client event by
+// event: every complete event is written and flushed as soon as it has
+// arrived (a partial event waits for its end, which the client could not
+// use anyway). On the way it notes the time of the first event, counts
+// events, reads the usage chunk and, when the gateway asked for usage the
+// client did not, strips that chunk.
+type sseRelay struct {
+	w          io.Writer
+	flush      func()
+	stripUsage bool
+
+	pending    []byte
+	out        []byte
+	firstEvent time.Time
+	events     int
+	usage      openai.Usage
+	haveUsage  bool
+}
+
+func newSSERelay(w http.ResponseWriter, stripUsage bool) *sseRelay {
+	r := &sseRelay{w: w, stripUsage: stripUsage, flush: func() {}}
+	if f, ok := w.(http.Flusher); ok {
+		r.flush = f.Flush
+	}
+	return r
+}
+
+// feed takes the next bytes of the upstream stream.
+func (r *sseRelay) feed(p []byte) error {
+	r.pending = append(r.pending, p...)
+	end := lastEventEnd(r.pending)
+	if end < 0 {
+		return nil
+	}
+	if r.firstEvent.IsZero() {
+		r.firstEvent = time.Now()
+	}
+	complete := r.pending[:end]
+	out := r.scan(complete)
+	if len(out) > 0 {
+		if _, err := r.w.Write(out); err != nil {
+			return err
+		}
+		r.flush()
+	}
+	n := copy(r.pending, r.pending[end:])
+	r.pending = r.pending[:n]
+	return nil
+}
+
+// finish writes what is left (a stream that ended without a final blank
+// line).
+func (r *sseRelay) finish() error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	out := r.scan(r.pending)
+	r.pending = r.pending[:0]
+	if len(out) == 0 {
+		return nil
+	}
+	_, err := r.w.Write(out)
+	r.flush()
+	return err
+}
+
+var usageKey = []byte(`"usage"`)
+
+// scan accounts the events of b and returns what to forward: b itself, or
+// b without a stripped usage chunk.
+func (r *sseRelay) scan(b []byte) []byte {
+	if !bytes.Contains(b, usageKey) {
+		r.events += bytes.Count(b, []byte("data:")) - bytes.Count(b, []byte("data: [DONE]"))
+		return b
+	}
+	r.out = r.out[:0]
+	for len(b) > 0 {
+		n := eventLen(b)
+		ev := b[:n]
+		b = b[n:]
+		data := eventData(ev)
+		if data != nil {
+			r.events++
+			if u, usageOnly, ok := openai.ChunkUsage(data); ok {
+				r.usage, r.haveUsage = u, true
+				if usageOnly && r.stripUsage {
+					r.events--
+					continue
+				}
+			}
+		}
+		r.out = append(r.out, ev...)
+	}
+	return r.out
+}
+
+// lastEventEnd returns the index just after the last blank line of b
+// ("\n\n" or "\r\n\r\n"), or -1.
+func lastEventEnd(b []byte) int {
+	i := bytes.LastIndex(b, []byte("\n\n"))
+	j := bytes.LastIndex(b, []byte("\n\r\n"))
+	switch {
+	case i < 0 && j < 0:
+		return -1
+	case j > i:
+		return j + 3
+	}
+	return i + 2
+}
+
+// eventLen returns the length of the first event of b, its blank line
+// included (all of b when it has none).
+func eventLen(b []byte) int {
+	i := bytes.Index(b, []byte("\n\n"))
+	j := bytes.Index(b, []byte("\n\r\n"))
+	switch {
+	case i < 0 && j < 0:
+		return len(b)
+	case i < 0 || (j >= 0 && j < i):
+		return j + 3
+	}
+	return i + 2
+}
+
+// eventData returns the data of an event (its "data:" lines joined), nil
+// for none or for the "[DONE]" sentinel.
+func eventData(ev []byte) []byte {
+	var data []byte
+	for len(ev) > 0 {
+		line := ev
+		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+	}
+	if bytes.Equal(data, []byte("[DONE]")) {
+		return nil
+	}
+	return data
+}

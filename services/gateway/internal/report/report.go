@@ -1,0 +1,141 @@
+// Package report delivers the gateway's completion events: each one is
+// published on the completion stream (deduplicated there by decision id)
+// and sent to the picker replica that took the decision, which drops its
+// in-flight count at once. Neither waits on the request path.
+package report
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
+)
+
+// DefaultQueue is the default bound of completions waiting for their
+// Complete RPC.
+const DefaultQueue = 8192
+
+// Publisher publishes events without blocking (bus.Publisher).
+type Publisher interface {
+	Publish(subject, msgID string, msg proto.Message) bool
+}
+
+// Completer sends a completion to the picker (pickerclient.Client).
+type Completer interface {
+	Complete(ctx context.Context, d pickerclient.Decision, ev *eventsv1.RequestCompleted) error
+}
+
+// Options configure a Reporter.
+type Options struct {
+	// Publisher and Subject: where completion events go; a nil Publisher
+	// publishes nothing (the pickers then rely on Complete alone).
+	Publisher Publisher
+	Subject   string
+	Completer Completer
+	// Queue bounds the completions waiting for their Complete RPC
+	// (default DefaultQueue); Workers send them (default 4).
+	Queue, Workers int
+	Logger         *slog.Logger
+	Metrics        prometheus.Registerer
+}
+
+// Reporter delivers completions. Report is safe for concurrent use.
+type Reporter struct {
+	o       Options
+	queue   chan item
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	dropped *prometheus.CounterVec
+	failed  prometheus.Counter
+}
+
+type item struct {
+	d  pickerclient.Decision
+	ev *eventsv1.RequestCompleted
+}
+
+// New starts a Reporter's workers.
+func New(o Options) *Reporter {
+	if o.Queue <= 0 {
+		o.Queue = DefaultQueue
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &Reporter{
+		o:     o,
+		queue: make(chan item, o.Queue),
+		stop:  make(chan struct{}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_completion_reports_dropped_total",
+			Help: "Completion reports dropped because a queue was full, by path (stream: the completion stream; rpc: the Complete call).",
+		}, []string{"path"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermod_gateway_complete_rpc_errors_total",
+			Help: "Complete calls that failed on every picker replica (the completion stream still carries them).",
+		}),
+	}
+	if o.Metrics != nil {
+		o.Metrics.MustRegister(r.dropped, r.failed)
+	}
+	for range o.Workers {
+		r.wg.Add(1)
+		go r.work()
+	}
+	return r
+}
+
+// Report delivers one completion. It never blocks.
+func (r *Reporter) Report(d pickerclient.Decision, ev *eventsv1.RequestCompleted) {
+	if r.o.Publisher != nil && !r.o.Publisher.Publish(r.o.Subject, ev.GetDecisionId(), ev) {
+		r.dropped.WithLabelValues("stream").Inc()
+	}
+	select {
+	case r.queue <- item{d, ev}:
+	default:
+		r.dropped.WithLabelValues("rpc").Inc()
+	}
+}
+
+func (r *Reporter) work() {
+	defer r.wg.Done()
+	for {
+		select {
+		case it := <-r.queue:
+			r.send(it)
+		case <-r.stop:
+			// Deliver what is queued, then stop.
+			for {
+				select {
+				case it := <-r.queue:
+					r.send(it)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (r *Reporter) send(it item) {
+	if err := r.o.Completer.Complete(context.Background(), it.d, it.ev); err != nil {
+		r.failed.Inc()
+		r.o.Logger.Debug("complete call failed; the completion stream carries it", "decision_id", it.ev.GetDecisionId(), "error", err)
+	}
+}
+
+// Close delivers the queued completions and stops the workers. Reports made
+// after Close are published but not sent by RPC.
+func (r *Reporter) Close() {
+	r.once.Do(func() { close(r.stop) })
+	r.wg.Wait()
+}

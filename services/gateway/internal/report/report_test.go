@@ -1,0 +1,75 @@
+package report
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
+)
+
+type pub struct {
+	mu   sync.Mutex
+	ids  []string
+	full bool
+}
+
+func (p *pub) Publish(subject, msgID string, _ proto.Message) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.full || subject != "hermod.completions.p" {
+		return false
+	}
+	p.ids = append(p.ids, msgID)
+	return true
+}
+
+type completer struct {
+	mu    sync.Mutex
+	ids   []string
+	block chan struct{}
+}
+
+func (c *completer) Complete(_ context.Context, _ pickerclient.Decision, ev *eventsv1.RequestCompleted) error {
+	if c.block != nil {
+		<-c.block
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids = append(c.ids, ev.GetDecisionId())
+	return nil
+}
+
+func TestReportPublishesAndCompletes(t *testing.T) {
+	p, c := &pub{}, &completer{}
+	r := New(Options{Publisher: p, Subject: "hermod.completions.p", Completer: c})
+	for _, id := range []string{"a", "b", "c"} {
+		r.Report(pickerclient.Decision{}, &eventsv1.RequestCompleted{DecisionId: id})
+	}
+	r.Close()
+	if len(p.ids) != 3 || p.ids[0] != "a" || len(c.ids) != 3 {
+		t.Errorf("published %v completed %v", p.ids, c.ids)
+	}
+}
+
+func TestFullQueuesDropAndCount(t *testing.T) {
+	p := &pub{full: true}
+	c := &completer{block: make(chan struct{})}
+	r := New(Options{Publisher: p, Subject: "hermod.completions.p", Completer: c, Queue: 2, Workers: 1})
+	for range 10 {
+		r.Report(pickerclient.Decision{}, &eventsv1.RequestCompleted{DecisionId: "x"})
+	}
+	if got := testutil.ToFloat64(r.dropped.WithLabelValues("stream")); got != 10 {
+		t.Errorf("stream drops %v", got)
+	}
+	// One in the worker, two queued, the rest dropped.
+	if got := testutil.ToFloat64(r.dropped.WithLabelValues("rpc")); got < 7 {
+		t.Errorf("rpc drops %v", got)
+	}
+	close(c.block)
+	r.Close()
+}
