@@ -24,11 +24,13 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: all deps apt-deps tools proto proto-check build test unit vet lint fmt fuzz-smoke fuzz bench clean help
+.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench clean help
 
 all: build
 
 help:
+	@echo "make run          run Hermod on this machine: embedded NATS and etcd, every service, a vllm-sim fleet"
+	@echo "                  (RUN_ARGS='--pods 8 --pickers 2' passes flags to hermod-devstack)"
 	@echo "make deps         install Debian packages and the pinned Go tools (bin/)"
 	@echo "make test         vet, lint, proto check, unit + integration tests, fuzz smoke"
 	@echo "make build        build every module and the binaries into bin/"
@@ -71,13 +73,22 @@ proto-check: proto
 
 # Binaries: only vllm-sim talks ZeroMQ (cgo, libzmq); every other binary
 # must build with CGO_ENABLED=0.
-PURE_BINARIES := ./tools/hermodctl/cmd/hermodctl
+PURE_BINARIES := ./services/gateway/cmd/hermod-gateway ./services/picker/cmd/hermod-picker \
+                 ./services/collector/cmd/hermod-collector ./tools/devstack/cmd/hermod-devstack \
+                 ./tools/hermodctl/cmd/hermodctl
 CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim
 
-build:
+build: binaries
 	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && $(GO) build ./...); done
+
+binaries:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(PURE_BINARIES)
 	CGO_ENABLED=1 $(GO) build -o $(BIN)/ $(CGO_BINARIES)
+
+# The embedded default: everything on this machine until Ctrl-C.
+RUN_ARGS ?=
+run: apt-deps binaries
+	$(BIN)/hermod-devstack $(RUN_ARGS)
 
 vet:
 	@for m in $(MODULES); do echo "vet $$m"; (cd "$$m" && $(GO) vet ./...); done

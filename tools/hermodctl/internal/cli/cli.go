@@ -26,6 +26,15 @@ type command struct {
 var groups = map[string]map[string]command{
 	"config": {
 		"validate": {summary: "check EndpointPickerConfig files and print them resolved", run: configValidate},
+		"get":      {summary: "print the pool's EndpointPickerConfig stored in etcd", run: configGet},
+		"set":      {summary: "validate a config and store it for the pool (pickers reload it)", run: configSet},
+	},
+	"endpoints": {
+		"list": {summary: "list the pool's endpoints with their latest metrics", run: endpointsList},
+	},
+	"audit": {
+		"tail":   {summary: "follow the pool's routing decisions", run: auditTail},
+		"replay": {summary: "print the routing decisions stored since a time", run: auditReplay},
 	},
 }
 

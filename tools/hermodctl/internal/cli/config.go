@@ -72,6 +72,12 @@ func validateFile(path string) (*scheduling.Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
+	return validateConfig(data)
+}
+
+// validateConfig parses and builds a config; the result lists its
+// warnings.
+func validateConfig(data []byte) (*scheduling.Resolved, error) {
 	cfg, err := scheduling.ParseConfig(data)
 	if err != nil {
 		return nil, err

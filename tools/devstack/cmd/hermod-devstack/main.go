@@ -1,0 +1,67 @@
+// Command hermod-devstack runs Hermod on one machine (`make run`): embedded
+// NATS and etcd, a vllm-sim fleet, the collector, the picker(s) and the
+// gateway, until Ctrl-C.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/tools/devstack/internal/stack"
+)
+
+func main() { cmdline.Main("hermod-devstack", run) }
+
+func run() error {
+	fs := flag.NewFlagSet("hermod-devstack", flag.ContinueOnError)
+	var (
+		o       stack.Options
+		common  cmdline.Common
+		etcd    cmdline.List
+		simArgs cmdline.List
+	)
+	fs.StringVar(&o.Pool, "pool", "default", "the inference pool")
+	fs.StringVar(&o.Model, "model", "meta-llama/Llama-3.1-8B-Instruct", "the model the pods serve")
+	fs.IntVar(&o.Pods, "pods", 4, "vllm-sim pods (one process each)")
+	fs.IntVar(&o.SlowPods, "slow-pods", 1, "how many of the pods are slower")
+	fs.Float64Var(&o.SlowSpeed, "slow-speed", 0.5, "speed factor of the slower pods")
+	fs.Float64Var(&o.Speed, "speed", 1, "simulated time runs this many times faster than real time")
+	fs.IntVar(&o.Pickers, "pickers", 1, "picker replicas")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the gateway's OpenAI API")
+	fs.IntVar(&o.SimBasePort, "sim-base-port", 8000, "pod i serves HTTP on this port + i")
+	fs.IntVar(&o.KVBasePort, "kv-base-port", 5557, "pod i publishes KV events on this port + 2i (replay + 2i + 1)")
+	fs.StringVar(&o.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
+	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (0: a free one)")
+	fs.Var(&etcd, "etcd-endpoints", "use this etcd instead of an embedded one (comma-separated endpoints)")
+	fs.IntVar(&o.EtcdPort, "etcd-port", 2379, "client port of the embedded etcd (0: a free one)")
+	fs.StringVar(&o.ConfigFile, "config", "", "EndpointPickerConfig for the pool (default: reference/000's load-aware scorers)")
+	fs.StringVar(&o.BinDir, "bin-dir", "", "directory of the Hermod binaries (default: this binary's)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "keep NATS and etcd data here (default: a temporary directory, removed at exit)")
+	fs.StringVar(&o.StateFile, "state-file", "", "write the running stack's addresses and process ids here (JSON)")
+	fs.Var(&simArgs, "sim-args", "more vllm-sim arguments, comma-separated (e.g. --sim-args=--max-num-seqs,64)")
+	common.Register(fs)
+	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
+		return err
+	}
+	o.EtcdEndpoints, o.SimArgs, o.Verbosity = etcd, simArgs, common.Verbosity
+	if o.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--bin-dir: %w", err)
+		}
+		o.BinDir = filepath.Dir(exe)
+	}
+	common.LogFormat = "text"
+	log, err := common.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	o.Out, o.Logger = os.Stdout, log.With("component", "devstack")
+	ctx, stop := cmdline.SignalContext(context.Background())
+	defer stop()
+	return stack.Run(ctx, o)
+}

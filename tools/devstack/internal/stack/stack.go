@@ -1,0 +1,510 @@
+// Package stack runs Hermod's embedded default on one machine: an embedded
+// NATS server (JetStream) and etcd server, a fleet of vllm-sim pods, the
+// collector, the picker replicas and the gateway as child processes with
+// prefixed logs, and the pool's EndpointPickerConfig in etcd.
+package stack
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/bus/natsembed"
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/coord/etcdembed"
+	_ "github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// DefaultConfig is the pool's EndpointPickerConfig unless --config names
+// another: reference/000's load-aware scorer set.
+//
+//go:embed default.yaml
+var DefaultConfig []byte
+
+// Options configure the stack.
+type Options struct {
+	Pool      string
+	Model     string
+	Pods      int     // vllm-sim pods, one process each
+	SlowPods  int     // how many of them run at SlowSpeed
+	SlowSpeed float64 // pod speed factor of the slow pods
+	Speed     float64 // simulated time factor of every pod
+	Pickers   int     // picker replicas
+
+	Listen        string // the gateway's OpenAI API
+	SimBasePort   int    // pod i listens on SimBasePort+i
+	KVBasePort    int    // pod i publishes KV events on KVBasePort+2i (replay +1)
+	NATSURL       string // external NATS; empty embeds one on NATSPort
+	NATSPort      int
+	EtcdEndpoints []string // external etcd; empty embeds one on EtcdPort
+	EtcdPort      int
+	ConfigFile    string // EndpointPickerConfig; empty = DefaultConfig
+	BinDir        string // where the binaries are
+	DataDir       string // NATS and etcd data; empty = a temporary directory
+	StateFile     string // where to write the running stack's addresses (JSON); empty = none
+	Verbosity     int
+	SimArgs       []string // more vllm-sim arguments
+
+	// Out receives the children's prefixed logs and the banner.
+	Out    io.Writer
+	Logger *slog.Logger
+}
+
+// State is the running stack, as written to the state file.
+type State struct {
+	Pool          string         `json:"pool"`
+	Model         string         `json:"model"`
+	Gateway       string         `json:"gateway"` // host:port of the OpenAI API
+	NATSURL       string         `json:"nats_url"`
+	EtcdEndpoints []string       `json:"etcd_endpoints"`
+	Pickers       []Service      `json:"pickers"`
+	Collector     Service        `json:"collector"`
+	Pods          []PodState     `json:"pods"`
+	PIDs          map[string]int `json:"pids"`
+}
+
+// Service is a child service's addresses.
+type Service struct {
+	Name string `json:"name"`
+	GRPC string `json:"grpc,omitempty"`
+	Ops  string `json:"ops"` // /metrics, /health, /ready
+}
+
+// PodState is one simulated pod.
+type PodState struct {
+	Name    string  `json:"name"`
+	Address string  `json:"address"`
+	Speed   float64 `json:"speed"`
+	PID     int     `json:"pid"`
+}
+
+// Binaries the stack runs.
+var binaries = []string{"vllm-sim", "hermod-collector", "hermod-picker", "hermod-gateway"}
+
+// Run runs the stack until ctx ends or a service dies.
+func Run(ctx context.Context, o Options) (err error) {
+	if err := o.check(); err != nil {
+		return err
+	}
+	log := o.Logger
+	s := &stack{o: o, log: log, out: &lineWriter{out: o.Out}, state: State{Pool: o.Pool, Model: o.Model, PIDs: map[string]int{}}}
+	defer func() {
+		if cerr := s.shutdown(); err == nil {
+			err = cerr
+		}
+	}()
+	if err := s.servers(ctx); err != nil {
+		return err
+	}
+	if err := s.pushConfig(ctx); err != nil {
+		return err
+	}
+	if err := s.children(); err != nil {
+		return err
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return err
+	}
+	if err := s.writeState(); err != nil {
+		return err
+	}
+	s.banner()
+	return s.wait(ctx)
+}
+
+func (o *Options) check() error {
+	if err := coord.ValidatePoolName(o.Pool); err != nil {
+		return fmt.Errorf("--pool: %w", err)
+	}
+	switch {
+	case o.Pods < 1:
+		return fmt.Errorf("--pods: at least 1 (got %d)", o.Pods)
+	case o.SlowPods < 0 || o.SlowPods > o.Pods:
+		return fmt.Errorf("--slow-pods: between 0 and --pods (got %d)", o.SlowPods)
+	case o.SlowSpeed <= 0:
+		return fmt.Errorf("--slow-speed: must be positive (got %v)", o.SlowSpeed)
+	case o.Pickers < 1:
+		return fmt.Errorf("--pickers: at least 1 (got %d)", o.Pickers)
+	}
+	for i := range o.Pods {
+		if err := portFree(o.SimBasePort+i, "--sim-base-port"); err != nil {
+			return err
+		}
+	}
+	if err := addrFree(o.Listen); err != nil {
+		return err
+	}
+	for _, b := range binaries {
+		p := filepath.Join(o.BinDir, b)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s not found (%w): build the binaries first (`make build`; `make run` does it)", p, err)
+		}
+	}
+	return nil
+}
+
+type stack struct {
+	o     Options
+	log   *slog.Logger
+	out   *lineWriter
+	state State
+
+	tmpDir string
+	nats   *natsembed.Server
+	etcd   *etcdembed.Server
+	procs  []*proc // in start order
+}
+
+// servers starts (or reaches) NATS and etcd and creates the streams.
+func (s *stack) servers(ctx context.Context) error {
+	dir := s.o.DataDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "hermod-devstack-"); err != nil {
+			return err
+		}
+		s.tmpDir = dir
+	}
+	s.state.NATSURL = s.o.NATSURL
+	if s.state.NATSURL == "" {
+		if err := portFree(s.o.NATSPort, "--nats-port"); err != nil {
+			return err
+		}
+		srv, err := natsembed.Start(natsembed.Options{Name: "hermod-devstack", Port: s.o.NATSPort, JetStream: true, StoreDir: filepath.Join(dir, "nats")})
+		if err != nil {
+			return fmt.Errorf("embedded NATS: %w", err)
+		}
+		s.nats = srv
+		s.state.NATSURL = srv.ClientURL()
+	}
+	s.state.EtcdEndpoints = s.o.EtcdEndpoints
+	if len(s.state.EtcdEndpoints) == 0 {
+		if err := portFree(s.o.EtcdPort, "--etcd-port"); err != nil {
+			return err
+		}
+		srv, err := etcdembed.Start(ctx, etcdembed.Options{Name: "hermod-devstack", Dir: filepath.Join(dir, "etcd"), ClientPort: s.o.EtcdPort})
+		if err != nil {
+			return fmt.Errorf("embedded etcd: %w", err)
+		}
+		s.etcd = srv
+		s.state.EtcdEndpoints = srv.ClientURLs()
+	}
+	nc, err := bus.Connect(ctx, s.state.NATSURL, "hermod-devstack", bus.WithLogger(s.log))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return bus.EnsureStreams(sctx, js, bus.DefaultLimits())
+}
+
+// pushConfig validates the pool's config and writes it to etcd.
+func (s *stack) pushConfig(ctx context.Context) error {
+	data, source := DefaultConfig, "the default (reference/000's load-aware scorers)"
+	if s.o.ConfigFile != "" {
+		var err error
+		if data, err = os.ReadFile(s.o.ConfigFile); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		source = s.o.ConfigFile
+	}
+	cfg, err := scheduling.ParseConfig(data)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", source, err)
+	}
+	sched, err := scheduling.New(cfg, scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return fmt.Errorf("config %s: %w", source, err)
+	}
+	_ = sched.Close()
+	cli, err := coord.NewClient(ctx, s.state.EtcdEndpoints)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	v, err := coord.PutConfig(ctx, cli, s.o.Pool, data)
+	if err != nil {
+		return err
+	}
+	s.log.Info("pool config written to etcd", "pool", s.o.Pool, "source", source, "key", coord.ConfigKey(s.o.Pool), "revision", v.Revision)
+	return nil
+}
+
+// children starts the pods, the collector, the pickers and the gateway.
+func (s *stack) children() error {
+	etcd := strings.Join(s.state.EtcdEndpoints, ",")
+	v := strconv.Itoa(s.o.Verbosity)
+	bin := func(name string) string { return filepath.Join(s.o.BinDir, name) }
+	for i := range s.o.Pods {
+		speed := 1.0
+		if i >= s.o.Pods-s.o.SlowPods {
+			speed = s.o.SlowSpeed
+		}
+		port := s.o.SimBasePort + i
+		kv := s.o.KVBasePort + 2*i
+		args := []string{"serve", s.o.Model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--pods", "1",
+			"--first-pod-index", strconv.Itoa(i), "--pool", s.o.Pool, "--etcd-endpoints", etcd, "--registration-ttl", "5s",
+			"--pod-speed", strconv.FormatFloat(speed, 'g', -1, 64), "--speed", strconv.FormatFloat(s.o.Speed, 'g', -1, 64),
+			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://127.0.0.1:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
+			"-v", v}
+		args = append(args, s.o.SimArgs...)
+		name := fmt.Sprintf("vllm-sim-%d", i)
+		p, err := start(name, false, s.out, bin("vllm-sim"), args...)
+		if err != nil {
+			return err
+		}
+		s.procs = append(s.procs, p)
+		s.state.Pods = append(s.state.Pods, PodState{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: p.pid()})
+		s.state.PIDs[name] = p.pid()
+	}
+	common := []string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}
+	s.state.Collector = Service{Name: "collector", Ops: freeAddr()}
+	p, err := start("collector", true, s.out, bin("hermod-collector"), append(common, "--metrics-listen", s.state.Collector.Ops)...)
+	if err != nil {
+		return err
+	}
+	s.procs = append(s.procs, p)
+	s.state.PIDs["collector"] = p.pid()
+	var pickerAddrs []string
+	for i := range s.o.Pickers {
+		svc := Service{Name: fmt.Sprintf("picker-%d", i), GRPC: freeAddr(), Ops: freeAddr()}
+		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(common, "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name)...)
+		if err != nil {
+			return err
+		}
+		s.procs = append(s.procs, p)
+		s.state.PIDs[svc.Name] = p.pid()
+		s.state.Pickers = append(s.state.Pickers, svc)
+		pickerAddrs = append(pickerAddrs, svc.GRPC)
+	}
+	s.state.Gateway = s.o.Listen
+	p, err = start("gateway", true, s.out, bin("hermod-gateway"), append(common, "--listen", s.o.Listen, "--picker-addrs", strings.Join(pickerAddrs, ","), "--replica", "gateway")...)
+	if err != nil {
+		return err
+	}
+	s.procs = append(s.procs, p)
+	s.state.PIDs["gateway"] = p.pid()
+	return nil
+}
+
+// waitReady waits until every service answers ready.
+func (s *stack) waitReady(ctx context.Context) error {
+	urls := map[string]string{"gateway": "http://" + s.state.Gateway + "/ready", "collector": "http://" + s.state.Collector.Ops + "/ready"}
+	for _, p := range s.state.Pickers {
+		urls[p.Name] = "http://" + p.Ops + "/ready"
+	}
+	for _, p := range s.state.Pods {
+		urls[p.Name] = "http://" + p.Address + "/health"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for len(urls) > 0 {
+		for name, u := range urls {
+			if resp, err := client.Get(u); err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					delete(urls, name)
+				}
+			}
+		}
+		if p := s.deadCore(); p != nil {
+			return fmt.Errorf("%s exited while starting: %w", p.name, p.err)
+		}
+		select {
+		case <-ctx.Done():
+			var waiting []string
+			for name := range urls {
+				waiting = append(waiting, name)
+			}
+			return fmt.Errorf("not ready after 60s: %s", strings.Join(waiting, ", "))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *stack) deadCore() *proc {
+	for _, p := range s.procs {
+		select {
+		case <-p.done:
+			if p.core {
+				return p
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+func (s *stack) writeState() error {
+	if s.o.StateFile == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(s.state, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.o.StateFile + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--state-file: %w", err)
+	}
+	return os.Rename(tmp, s.o.StateFile)
+}
+
+func (s *stack) banner() {
+	slow := ""
+	if s.o.SlowPods > 0 {
+		slow = fmt.Sprintf(", %d of them at %gx speed", s.o.SlowPods, s.o.SlowSpeed)
+	}
+	ctl := filepath.Join(s.o.BinDir, "hermodctl")
+	if rel, err := filepath.Rel(mustGetwd(), ctl); err == nil && !strings.HasPrefix(rel, "..") {
+		ctl = rel
+	}
+	flags := ""
+	if s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0 {
+		flags = fmt.Sprintf(" --nats-url %s --etcd-endpoints %s", s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","))
+	}
+	if s.o.Pool != "default" {
+		flags += " --pool " + s.o.Pool
+	}
+	body := fmt.Sprintf(`{"model": %q, "messages": [{"role": "user", "content": "Hello! What is Hermod?"}]}`, s.o.Model)
+	s.out.mu.Lock()
+	defer s.out.mu.Unlock()
+	fmt.Fprintf(s.out.out, `
+Hermod is running: pool %q, %d vllm-sim pods serving %s%s, %d picker(s), a collector and a gateway.
+
+  OpenAI API   http://%s/v1   (models: http://%s/v1/models)
+  metrics      http://%s/metrics (gateway), http://%s/metrics (picker-0), http://%s/metrics (collector)
+  NATS         %s
+  etcd         %s
+
+Try it:
+
+  curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '%s'
+
+  %s audit tail%s      # every routing decision as it is taken
+  %s endpoints list%s  # the pods, their load and models
+  %s config get%s      # the pool's EndpointPickerConfig (config set FILE to change it live)
+
+Ctrl-C stops everything.
+
+`, s.o.Pool, s.o.Pods, s.o.Model, slow, s.o.Pickers,
+		s.state.Gateway, s.state.Gateway, s.state.Gateway, s.state.Pickers[0].Ops, s.state.Collector.Ops,
+		s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","),
+		s.state.Gateway, body, ctl, flags, ctl, flags, ctl, flags)
+}
+
+// wait runs until ctx ends or a core service dies.
+func (s *stack) wait(ctx context.Context) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	seen := map[*proc]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			s.log.Info("stopping")
+			return nil
+		case <-tick.C:
+		}
+		for _, p := range s.procs {
+			select {
+			case <-p.done:
+				if seen[p] {
+					continue
+				}
+				seen[p] = true
+				if p.core {
+					return fmt.Errorf("%s exited: %w", p.name, p.err)
+				}
+				s.log.Warn("a pod process exited; the others go on", "pod", p.name, "error", p.err)
+			default:
+			}
+		}
+	}
+}
+
+// shutdown stops the children (gateway first, pods last), then the
+// servers, and removes temporary data.
+func (s *stack) shutdown() error {
+	var errs []error
+	ctx := context.Background()
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		if err := s.procs[i].stop(ctx, 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.etcd != nil {
+		if err := s.etcd.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+	}
+	if s.tmpDir != "" {
+		_ = os.RemoveAll(s.tmpDir)
+	}
+	if s.o.StateFile != "" {
+		_ = os.Remove(s.o.StateFile)
+	}
+	return errors.Join(errs...)
+}
+
+// portFree fails with a hint when a fixed port is taken.
+func portFree(port int, flagName string) error {
+	if port == 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("port %d is in use (another devstack?): stop it, or pass %s with another port", port, flagName)
+	}
+	return l.Close()
+}
+
+// addrFree fails with a hint when the gateway's address is taken.
+func addrFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w (another devstack?)", addr, err)
+	}
+	return l.Close()
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func mustGetwd() string {
+	wd, _ := os.Getwd()
+	return wd
+}

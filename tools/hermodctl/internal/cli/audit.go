@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bus"
+)
+
+func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hermodctl audit tail", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var t target
+	t.registerPool(fs)
+	t.registerNATS(fs)
+	output := fs.String("o", "text", "output: text (one line per decision) or json (one event per line)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json]\n\n"+
+			"Follows the pool's routing decisions (hermod.decisions.<pool>) as they are taken:\n"+
+			"time, request id, chosen endpoint, and the scores that chose it. Ctrl-C stops.\n\n")
+		fs.PrintDefaults()
+	}
+	if ok, code := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || (*output != "text" && *output != "json") {
+		fs.Usage()
+		return ExitUsage
+	}
+	return follow(ctx, &t, bus.ConsumeOptions{DeliverNew: true}, false, *output, stdout, stderr)
+}
+
+func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hermodctl audit replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var t target
+	t.registerPool(fs)
+	t.registerNATS(fs)
+	since := fs.String("since", "1h", "replay decisions from this long ago (a duration such as 15m) or this time (RFC 3339)")
+	output := fs.String("o", "text", "output: text or json")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o text|json]\n\n"+
+			"Prints the pool's routing decisions stored since a time (the decision stream keeps\n"+
+			"them for its retention, 24h by default), then exits.\n\n")
+		fs.PrintDefaults()
+	}
+	if ok, code := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || (*output != "text" && *output != "json") {
+		fs.Usage()
+		return ExitUsage
+	}
+	start, err := parseSince(*since, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl audit replay: --since: %v\n", err)
+		return ExitUsage
+	}
+	return follow(ctx, &t, bus.ConsumeOptions{Start: start}, true, *output, stdout, stderr)
+}
+
+// parseSince reads a duration before now or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q: a duration must not be negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want a duration (15m) or an RFC 3339 time (2026-11-21T10:00:00Z)", s)
+	}
+	return t, nil
+}
+
+// follow prints the pool's decisions from where o says; with untilCaughtUp
+// it stops once it has printed what the stream held.
+func follow(ctx context.Context, t *target, o bus.ConsumeOptions, untilCaughtUp bool, output string, stdout, stderr io.Writer) int {
+	nc, js, err := t.natsConn(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl audit: %v\n", err)
+		return ExitFailure
+	}
+	defer nc.Close()
+	subject, err := bus.DecisionsSubject(t.pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl audit: %v\n", err)
+		return ExitUsage
+	}
+	o.Stream, o.FilterSubject = bus.DecisionsStream, subject
+	var mu sync.Mutex
+	n := 0
+	c, err := bus.Consume(ctx, js, o, func(d *eventsv1.RoutingDecision, _ bus.Meta) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if output == "json" {
+			b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(d)
+			fmt.Fprintf(stdout, "%s\n", b)
+			return
+		}
+		fmt.Fprintln(stdout, decisionLine(d))
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl audit: %v\n", err)
+		return ExitFailure
+	}
+	defer c.Close()
+	if untilCaughtUp {
+		select {
+		case <-c.CaughtUp():
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		if n == 0 {
+			fmt.Fprintf(stderr, "no decisions of pool %s in that time\n", t.pool)
+		}
+		mu.Unlock()
+		return ExitOK
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.Done():
+		fmt.Fprintln(stderr, "hermodctl audit: the stream subscription ended")
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// decisionLine formats a decision on one line: when, which request, where
+// it went, and the chosen endpoint's scores (then the runner-up's total).
+func decisionLine(d *eventsv1.RoutingDecision) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-20s -> %s (%s)", d.GetTime().AsTime().Local().Format("15:04:05.000"), shorten(d.GetRequestId(), 20), d.GetPrimaryName(), d.GetPrimaryEndpoint())
+	if d.GetPrefillEndpoint() != "" {
+		fmt.Fprintf(&b, " prefill %s", d.GetPrefillEndpoint())
+	}
+	for _, p := range d.GetProfiles() {
+		if p.GetRole() != eventsv1.ProfileRole_PROFILE_ROLE_PRIMARY {
+			continue
+		}
+		eps := append([]*eventsv1.EndpointScores(nil), p.GetEndpoints()...)
+		sort.SliceStable(eps, func(i, j int) bool { return eps[i].GetTotal() > eps[j].GetTotal() })
+		for _, e := range eps {
+			if e.GetName() != d.GetPrimaryName() {
+				continue
+			}
+			fmt.Fprintf(&b, "  total %.2f:", e.GetTotal())
+			for i, s := range p.GetScorers() {
+				fmt.Fprintf(&b, " %s=%.2f", s.GetName(), e.GetScores()[i])
+			}
+		}
+		for _, e := range eps {
+			if e.GetName() != d.GetPrimaryName() {
+				fmt.Fprintf(&b, "  | next %s %.2f", e.GetName(), e.GetTotal())
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/coord"
+)
+
+func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hermodctl config get", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var t target
+	t.registerPool(fs)
+	t.registerEtcd(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hermodctl config get [--pool P] [--etcd-endpoints E]\n\n"+
+			"Prints the pool's EndpointPickerConfig as stored in etcd, after a comment line\n"+
+			"with its revision (config set --if-revision takes it).\n\n")
+		fs.PrintDefaults()
+	}
+	if ok, code := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return ExitUsage
+	}
+	cli, err := t.etcdClient(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl config get: %v\n", err)
+		return ExitFailure
+	}
+	defer func() { _ = cli.Close() }()
+	v, err := coord.GetConfig(ctx, cli, t.pool)
+	if errors.Is(err, coord.ErrNoConfig) {
+		fmt.Fprintf(stderr, "pool %q has no config in etcd (%s): its pickers run the default config\n", t.pool, coord.ConfigKey(t.pool))
+		return ExitFailure
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl config get: %v\n", err)
+		return ExitFailure
+	}
+	fmt.Fprintf(stdout, "# pool %s, revision %d (%s)\n", t.pool, v.Revision, coord.ConfigKey(t.pool))
+	_, _ = stdout.Write(v.Data)
+	if len(v.Data) > 0 && v.Data[len(v.Data)-1] != '\n' {
+		fmt.Fprintln(stdout)
+	}
+	return ExitOK
+}
+
+func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hermodctl config set", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var t target
+	t.registerPool(fs)
+	t.registerEtcd(fs)
+	t.registerNATS(fs)
+	strict := fs.Bool("strict", false, "refuse a config with warnings too")
+	ifRev := fs.Int64("if-revision", -1, "write only if the stored config is still at this revision (0: only if there is none)")
+	wait := fs.Duration("wait", 5*time.Second, "wait this long for the pickers to report loading it (0: do not wait)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hermodctl config set [--pool P] [--etcd-endpoints E] [--nats-url U] [-strict] [--if-revision N] [--wait D] FILE\n\n"+
+			"Validates FILE as config validate does and, if it is valid, stores it as the pool's\n"+
+			"EndpointPickerConfig in etcd: every picker of the pool loads it without a restart.\n"+
+			"An invalid file is refused and nothing is written. Then waits for the pickers to say\n"+
+			"that they loaded it (or why they refused it).\n\n")
+		fs.PrintDefaults()
+	}
+	if ok, code := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	path := fs.Arg(0)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl config set: %v\n", err)
+		return ExitFailure
+	}
+	resolved, err := validateConfig(data)
+	if err == nil && *strict && len(resolved.Warnings) > 0 {
+		err = fmt.Errorf("warnings are errors with -strict:\n%s", strings.Join(resolved.Warnings, "\n"))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid; nothing was written\n%s\n", path, indent(err.Error()))
+		return ExitFailure
+	}
+	for _, w := range resolved.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	cli, err := t.etcdClient(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl config set: %v\n", err)
+		return ExitFailure
+	}
+	defer func() { _ = cli.Close() }()
+
+	// Listen for the pickers' reports before writing, so none is missed.
+	var statuses *statusCollector
+	if *wait > 0 {
+		if statuses, err = collectStatuses(ctx, &t); err != nil {
+			fmt.Fprintf(stderr, "note: not waiting for the pickers (%v)\n", err)
+		} else {
+			defer statuses.close()
+		}
+	}
+	var opts []coord.PutOption
+	if *ifRev >= 0 {
+		opts = append(opts, coord.IfRevision(*ifRev))
+	}
+	v, err := coord.PutConfig(ctx, cli, t.pool, data, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl config set: %v\n", err)
+		return ExitFailure
+	}
+	fmt.Fprintf(stdout, "pool %s: config written (revision %d)\n", t.pool, v.Revision)
+	if statuses == nil {
+		return ExitOK
+	}
+	got := statuses.wait(ctx, v.Revision, *wait)
+	if len(got) == 0 {
+		fmt.Fprintf(stdout, "no picker reported within %s (are any running for pool %s?)\n", *wait, t.pool)
+		return ExitOK
+	}
+	code := ExitOK
+	for _, s := range got {
+		if s.GetAccepted() {
+			fmt.Fprintf(stdout, "  %s: loaded\n", s.GetReplica())
+			continue
+		}
+		code = ExitFailure
+		fmt.Fprintf(stdout, "  %s: REFUSED, keeps its previous config:\n%s\n", s.GetReplica(), indent(indent(s.GetError())))
+	}
+	return code
+}
+
+// statusCollector gathers the ConfigStatus events of a pool.
+type statusCollector struct {
+	mu    sync.Mutex
+	got   []*eventsv1.ConfigStatus
+	more  chan struct{}
+	close func()
+}
+
+func collectStatuses(ctx context.Context, t *target) (*statusCollector, error) {
+	nc, _, err := t.natsConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	subject, err := bus.ConfigSubject(t.pool)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c := &statusCollector{more: make(chan struct{}, 1)}
+	sub, err := bus.Subscribe(nc, subject, func(s *eventsv1.ConfigStatus, _ string) {
+		c.mu.Lock()
+		c.got = append(c.got, s)
+		c.mu.Unlock()
+		select {
+		case c.more <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	// A round trip makes sure the server has the subscription.
+	if err := nc.FlushTimeout(dialTimeout); err != nil {
+		_ = sub.Close()
+		nc.Close()
+		return nil, err
+	}
+	c.close = func() { _ = sub.Close(); nc.Close() }
+	return c, nil
+}
+
+// wait returns the statuses of revision: it waits up to d for the first,
+// then a moment for the other replicas.
+func (c *statusCollector) wait(ctx context.Context, revision int64, d time.Duration) []*eventsv1.ConfigStatus {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return c.of(revision)
+		case <-deadline.C:
+			return c.of(revision)
+		case <-settle:
+			return c.of(revision)
+		case <-c.more:
+			if settle == nil && len(c.of(revision)) > 0 {
+				settle = time.After(500 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func (c *statusCollector) of(revision int64) []*eventsv1.ConfigStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*eventsv1.ConfigStatus
+	seen := map[string]bool{}
+	for _, s := range c.got {
+		if s.GetRevision() == revision && !seen[s.GetReplica()] {
+			seen[s.GetReplica()] = true
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetReplica() < out[j].GetReplica() })
+	return out
+}

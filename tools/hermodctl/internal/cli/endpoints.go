@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/coord"
+)
+
+func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hermodctl endpoints list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var t target
+	t.registerPool(fs)
+	t.registerEtcd(fs)
+	t.registerNATS(fs)
+	output := fs.String("o", "table", "output: table or json")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json]\n\n"+
+			"Lists the pool's registered endpoints with their latest metrics (from the\n"+
+			"collector's metrics bucket in NATS; shown as - when NATS cannot be reached).\n\n")
+		fs.PrintDefaults()
+	}
+	if ok, code := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || (*output != "table" && *output != "json") {
+		fs.Usage()
+		return ExitUsage
+	}
+	cli, err := t.etcdClient(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl endpoints list: %v\n", err)
+		return ExitFailure
+	}
+	defer func() { _ = cli.Close() }()
+	snap, err := coord.LoadSnapshot(ctx, cli, t.pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl endpoints list: %v\n", err)
+		return ExitFailure
+	}
+	metrics := map[string]*eventsv1.PodMetrics{}
+	if nc, js, err := t.natsConn(ctx); err != nil {
+		fmt.Fprintf(stderr, "note: no metrics (%v)\n", err)
+	} else {
+		mctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		ms, _, err := bus.LatestMetrics(mctx, js, t.pool)
+		cancel()
+		nc.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "note: no metrics (%v)\n", err)
+		}
+		for _, m := range ms {
+			metrics[m.GetEndpoint()] = m
+		}
+	}
+	eps := snap.Sorted()
+	if *output == "json" {
+		type row struct {
+			Endpoint json.RawMessage `json:"endpoint"`
+			Metrics  json.RawMessage `json:"metrics,omitempty"`
+		}
+		rows := make([]row, 0, len(eps))
+		for _, ep := range eps {
+			r := row{}
+			r.Endpoint, _ = protojson.MarshalOptions{UseProtoNames: true}.Marshal(ep)
+			if m, ok := metrics[ep.GetName()]; ok {
+				r.Metrics, _ = protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+			}
+			rows = append(rows, r)
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rows)
+		return ExitOK
+	}
+	if len(eps) == 0 {
+		fmt.Fprintf(stdout, "pool %s has no registered endpoints\n", t.pool)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tADDRESS\tRUNNING\tWAITING\tKV\tMETRICS AGE\tMODELS\tLABELS")
+	now := time.Now()
+	for _, ep := range eps {
+		running, waiting, kv, age := "-", "-", "-", "-"
+		models := ep.GetServedModels()
+		if m, ok := metrics[ep.GetName()]; ok {
+			running, waiting = fmt.Sprint(m.GetRunningRequests()), fmt.Sprint(m.GetWaitingRequests())
+			kv = fmt.Sprintf("%.1f%%", 100*m.GetKvCacheUsage())
+			age = now.Sub(m.GetTime().AsTime()).Round(time.Millisecond).String()
+			if m.GetConsecutiveFailures() > 0 {
+				age += fmt.Sprintf(" (%d failed: %s)", m.GetConsecutiveFailures(), m.GetError())
+			}
+			if len(m.GetServedModels()) > 0 {
+				models = m.GetServedModels()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.GetName(), ep.GetAddress(), ep.GetPort(), running, waiting, kv, age,
+			strings.Join(models, ","), labels(ep.GetLabels()))
+	}
+	_ = tw.Flush()
+	for _, ke := range snap.Malformed {
+		fmt.Fprintf(stderr, "warning: skipped %v\n", ke)
+	}
+	return ExitOK
+}
+
+func labels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
