@@ -28,6 +28,10 @@ func run(m *testing.M) int {
 		cgo bool // only the binaries that talk ZeroMQ use cgo
 	}{
 		{"../tools/hermodctl/cmd/hermodctl", false},
+		{"../tools/devstack/cmd/hermod-devstack", false},
+		{"../services/gateway/cmd/hermod-gateway", false},
+		{"../services/picker/cmd/hermod-picker", false},
+		{"../services/collector/cmd/hermod-collector", false},
 		{"../tools/vllm-sim/cmd/vllm-sim", true},
 	} {
 		cmd := exec.Command("go", "build", "-o", dir, b.pkg)

@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+)
+
+// stackState is what hermod-devstack writes to its --state-file.
+type stackState struct {
+	Pool          string   `json:"pool"`
+	Model         string   `json:"model"`
+	Gateway       string   `json:"gateway"`
+	NATSURL       string   `json:"nats_url"`
+	EtcdEndpoints []string `json:"etcd_endpoints"`
+	Pickers       []struct {
+		Name, GRPC, Ops string
+	} `json:"pickers"`
+	Collector struct{ Ops string } `json:"collector"`
+	Pods      []struct {
+		Name    string  `json:"name"`
+		Address string  `json:"address"`
+		Speed   float64 `json:"speed"`
+		PID     int     `json:"pid"`
+	} `json:"pods"`
+	PIDs map[string]int `json:"pids"`
+}
+
+// devstack is a running hermod-devstack process: the whole stack as
+// `make run` starts it, on free ports.
+type devstack struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	logs  *syncBuffer
+	state stackState
+	done  chan error
+}
+
+// startStack runs hermod-devstack with extra flags and waits until it is
+// ready (it writes its state file then). The stack stops (by SIGINT, as a
+// Ctrl-C would) when the test ends, and must stop cleanly.
+func startStack(t testing.TB, extra ...string) *devstack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the whole stack; skipped with -short")
+	}
+	dir := t.TempDir()
+	stateFile := filepath.Join(dir, "state.json")
+	simBase := freePorts(t, 8)
+	kvBase := freePorts(t, 16)
+	gw := freePorts(t, 1)
+	args := append([]string{"--bin-dir", binDir, "--state-file", stateFile, "--data-dir", filepath.Join(dir, "data"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--nats-port", "0", "--etcd-port", "0",
+		"--sim-base-port", fmt.Sprint(simBase), "--kv-base-port", fmt.Sprint(kvBase)}, extra...)
+	cmd := exec.Command(bin("hermod-devstack"), args...)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &devstack{t: t, cmd: cmd, logs: logs, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(s.stop)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if b, err := os.ReadFile(stateFile); err == nil {
+			if err := json.Unmarshal(b, &s.state); err != nil {
+				t.Fatalf("state file: %v", err)
+			}
+			return s
+		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("hermod-devstack exited while starting: %v\n%s", err, logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hermod-devstack not ready after 90s:\n%s", logs.String())
+		}
+	}
+}
+
+// stop sends SIGINT and waits for a clean exit.
+func (s *devstack) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Errorf("hermod-devstack did not stop cleanly: %v\n%s", err, tail(s.logs.String(), 60))
+		}
+	case <-time.After(45 * time.Second):
+		_ = s.cmd.Process.Kill()
+		s.t.Errorf("hermod-devstack did not stop within 45s after SIGINT\n%s", tail(s.logs.String(), 60))
+	}
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(s, "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// hermodctl flags reaching this stack.
+func (s *devstack) ctlFlags() []string {
+	return []string{"--pool", s.state.Pool, "--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL}
+}
+
+func (s *devstack) url(path string) string { return "http://" + s.state.Gateway + path }
+
+// result is one request's outcome as the client saw it.
+type result struct {
+	requestID string
+	status    int
+	streamed  bool
+	body      string
+	err       error
+	servedBy  string
+}
+
+// send sends one OpenAI request through the gateway and reads it to the end.
+func (s *devstack) send(ctx context.Context, path, body string, stream bool) result {
+	r := result{streamed: stream}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url(path), strings.NewReader(body))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	defer resp.Body.Close()
+	r.status, r.requestID, r.servedBy = resp.StatusCode, resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Decoder-Host-Port")
+	b, err := io.ReadAll(resp.Body)
+	r.body, r.err = string(b), err
+	if err == nil && stream && !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+		r.err = fmt.Errorf("stream did not end with [DONE]: %q", tail(r.body, 3))
+	}
+	if err == nil && !stream && !json.Valid(b) {
+		r.err = fmt.Errorf("body is not JSON: %q", r.body)
+	}
+	return r
+}
+
+func (r result) ok() bool { return r.err == nil && r.status == http.StatusOK }
+
+// mixedRequest returns the i-th request of a mixed workload: completions
+// and chat, streamed and not, with shared prefixes.
+func mixedRequest(model string, i int) (path, body string, stream bool) {
+	stream = i%2 == 1
+	user := fmt.Sprintf("conversation %d: tell me about routing, part %d", i%7, i)
+	if i%3 == 0 {
+		return "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":8,"stream":%t}`, model, user, stream), stream
+	}
+	return "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":%q}],"max_tokens":8,"stream":%t}`, model, user, stream), stream
+}
+
+// readSSE reads a stream's first event, for tests that hold streams open.
+func readFirstEvent(body io.Reader) (*bufio.Reader, error) {
+	br := bufio.NewReader(body)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return br, err
+		}
+		if bytes.HasPrefix(line, []byte("data:")) {
+			return br, nil
+		}
+	}
+}
+
+func completionOf(pool, decisionID string) *eventsv1.RequestCompleted {
+	return &eventsv1.RequestCompleted{DecisionId: decisionID, Pool: pool}
+}
