@@ -51,7 +51,7 @@ func TestVLLMSim(t *testing.T) {
 	bin := vllmSimBinary(t)
 	port := freePort(t)
 	cmd := exec.Command(bin, "serve", "simmodel", "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"--enable-lora", "--lora-modules", "sql-lora=/adapters/sql", "--num-gpu-blocks-override", "1024", "--speed", "10")
+		"--enable-lora", "--lora-modules", "sql-lora=/adapters/sql", "--num-gpu-blocks-override", "1024", "--max-model-len", "4096", "--speed", "10")
 	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/hermod/hermod/libs/bus/bustest"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 var etcdSrv *coordtest.Server
@@ -94,6 +95,11 @@ type picker struct {
 // start runs a picker replica until the test ends (or stop).
 func (e *env) start(replica string) *picker {
 	e.t.Helper()
+	return e.startWith(replica, quiet)
+}
+
+func (e *env) startWith(replica string, log *slog.Logger) *picker {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	type addrs struct{ grpc, ops string }
 	ready := make(chan addrs, 1)
@@ -101,7 +107,7 @@ func (e *env) start(replica string) *picker {
 	cfg := Config{Pool: e.pool, Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(),
 		NATSURL: e.nats, Replica: replica, Fallbacks: 2, ReplayWindow: time.Minute,
 		Ready: func(g, o string) { ready <- addrs{g, o} }}
-	go func() { done <- Run(ctx, cfg, quiet) }()
+	go func() { done <- Run(ctx, cfg, log) }()
 	var a addrs
 	select {
 	case a = <-ready:
@@ -339,4 +345,50 @@ func TestReplicasShareProjections(t *testing.T) {
 	// A new replica rebuilds the same state from the streams.
 	c := e.start("c")
 	eventually(t, "the new replica to rebuild the state", func() bool { return same(a.state(t), c.state(t)) })
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// With -v=4 every scorer logs "Running scorer" for every request, as JSON
+// lines that reference/000's jq filter selects.
+func TestVerbosity4LogsEveryScorer(t *testing.T) {
+	e := newEnv(t)
+	e.register("pod-0", 8000)
+	if _, err := coord.PutConfig(context.Background(), e.etcd, e.pool, []byte(loadAware)); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	log, err := telemetry.NewLogger(&out, telemetry.FormatJSON, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.startWith("v4", log)
+	p.pick(t, "hello")
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		var rec struct{ Msg, Scorer, Level string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "Running scorer" {
+			seen[rec.Scorer] = true
+		}
+	}
+	for _, s := range []string{"queue-scorer", "active-request-scorer", "prefix-cache-scorer"} {
+		if !seen[s] {
+			t.Errorf("no \"Running scorer\" line for %s in:\n%s", s, out.String())
+		}
+	}
 }
