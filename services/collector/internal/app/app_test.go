@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/bus/bustest"
 	"github.com/hermod/hermod/libs/coord"
@@ -38,6 +41,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	etcdSrv.Close()
+	// Every service stopped: nothing it started may still run.
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

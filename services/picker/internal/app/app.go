@@ -88,12 +88,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer func() { _ = shutdownTracing(context.Background()) }()
 
 	reg := telemetry.NewRegistry()
-	a := &app{cfg: cfg, log: log, reg: reg}
+	a := &app{cfg: cfg, log: log, reg: reg, firstConfig: make(chan struct{})}
 	defer a.close()
 	if err := a.connect(ctx); err != nil {
 		return err
 	}
 	if err := a.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 	return a.serve(ctx)
@@ -116,6 +119,7 @@ type app struct {
 	stops []func() // in reverse start order
 
 	configLoaded, endpointsListed atomic.Bool
+	firstConfig                   chan struct{} // closed once the first version is applied
 	decisionsCaughtUp             atomic.Bool
 	completionsCaughtUp           atomic.Bool
 }
@@ -186,6 +190,13 @@ func (a *app) start(ctx context.Context) error {
 	if err := a.followMetrics(ctx); err != nil {
 		return err
 	}
+	// Effects apply to the plugins of the config in force: fold the streams
+	// only once the pool's config is, or they would feed the default's.
+	select {
+	case <-a.firstConfig:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return a.foldStreams(ctx, decisionsSubject)
 }
 
@@ -221,7 +232,9 @@ func (a *app) apply(v schedconfig.Version) {
 	if err != nil && !errors.Is(err, schedconfig.ErrUnchanged) && !a.configLoaded.Load() {
 		a.log.Error("the first config is invalid: serving with the default config until a valid one arrives")
 	}
-	a.configLoaded.Store(true)
+	if !a.configLoaded.Swap(true) {
+		close(a.firstConfig)
+	}
 }
 
 func (a *app) watchEndpoints(ctx context.Context) error {

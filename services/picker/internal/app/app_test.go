@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -44,6 +45,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	etcdSrv.Close()
+	// Every service stopped: nothing it started may still run.
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -344,7 +350,13 @@ func TestReplicasShareProjections(t *testing.T) {
 
 	// A new replica rebuilds the same state from the streams.
 	c := e.start("c")
-	eventually(t, "the new replica to rebuild the state", func() bool { return same(a.state(t), c.state(t)) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !same(a.state(t), c.state(t)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new replica did not rebuild the state:\n a %+v\n c %+v", a.state(t), c.state(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type lockedBuffer struct {
