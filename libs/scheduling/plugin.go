@@ -266,3 +266,40 @@ type StateInheritor interface {
 	// shape it changed; the plugin then starts empty.
 	InheritState(prev Plugin) bool
 }
+
+// Stamp orders the effects of decisions: by decision time, then by decision
+// id. Plugins that keep "most recent" state (LRUs) compare stamps rather
+// than the order effects arrive in, and keep the greatest: then every
+// replica holds the same state whatever order the effects reach it in, and
+// an effect applied twice changes nothing.
+type Stamp struct {
+	// Nanos is the decision time in Unix nanoseconds.
+	Nanos int64
+	// ID is the decision id.
+	ID uint64
+}
+
+// StampOf returns the stamp of a decision.
+func StampOf(decisionID uint64, at time.Time) Stamp {
+	s := Stamp{ID: decisionID}
+	if !at.IsZero() {
+		s.Nanos = at.UnixNano()
+	}
+	return s
+}
+
+// Compare returns -1, 0 or +1 as s is older than, the same as, or newer
+// than o.
+func (s Stamp) Compare(o Stamp) int {
+	switch {
+	case s.Nanos < o.Nanos:
+		return -1
+	case s.Nanos > o.Nanos:
+		return 1
+	case s.ID < o.ID:
+		return -1
+	case s.ID > o.ID:
+		return 1
+	}
+	return 0
+}

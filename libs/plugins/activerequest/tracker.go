@@ -10,47 +10,46 @@ import (
 // Tracker counts in-flight requests per endpoint, keyed by a request key K
 // that must be unique per request (the scorer uses the scheduler's decision
 // ids, not client-supplied request ids). A request is started with the
-// endpoints it occupies and done once. Events may be redelivered, and
-// arrive out of order (starts and completions travel on different streams):
-// a second start or done of the same key changes nothing, a finished key is
-// remembered until its timeout so a late redelivered start does not count it
-// again, and a done that arrives before its start is remembered the same
-// way so the start is never counted. A request not done within the timeout is dropped. Expiry is lazy, on
-// the next call: every entry has the same lifetime, so a FIFO in start order
-// finds them in O(1). It is safe for concurrent use.
+// endpoints it occupies, at the time it was decided, and done once.
+//
+// Events may be redelivered, replayed, and arrive out of order (starts and
+// completions travel on different streams), so that replicas fed the same
+// events in any order hold the same counts: a second start or done of a key
+// changes nothing; a done that arrives before its start is remembered, so
+// the start counts nothing; a finished key is remembered until the timeout
+// so a late redelivered start does not count it again; a start older than
+// the timeout is not counted at all; a request not done within the timeout
+// is dropped. Entries expire by time, oldest first, whatever order they
+// arrived in. It is safe for concurrent use.
 type Tracker[K comparable] struct {
 	mu       sync.Mutex
 	timeout  time.Duration
 	now      func() time.Time
 	counts   map[uint64]int // by endpoint NameHash
-	requests map[K]entry    // in flight and finished-but-remembered
+	requests map[K]int32    // index in entries
+	entries  []entry[K]     // slab; freed slots are listed in free
+	free     []int32
 	live     int
-	queue    []queued[K]
-	head     int
-	seq      uint64
+	byAge    ageHeap[K] // indexes of every entry, oldest first
 }
 
-// entry is one request. Its endpoints are inline[:n], or more when a
-// request occupies more than two (a disaggregated request with encode).
-type entry struct {
-	seq    uint64
-	done   bool
-	n      uint8
-	inline [2]string
-	more   []string
+// entry is one request, in flight or done. Its endpoints are inline[:n],
+// or more when a request occupies more than two (a disaggregated request
+// with encode).
+type entry[K comparable] struct {
+	id      K
+	started time.Time
+	done    bool
+	n       uint8
+	inline  [2]string
+	more    []string
 }
 
-func (e *entry) endpoints() []string {
+func (e *entry[K]) endpoints() []string {
 	if e.more != nil {
 		return e.more
 	}
 	return e.inline[:e.n]
-}
-
-type queued[K comparable] struct {
-	id      K
-	seq     uint64
-	started time.Time
 }
 
 // NewTracker returns a tracker dropping requests older than timeout.
@@ -58,23 +57,26 @@ func NewTracker[K comparable](timeout time.Duration, now func() time.Time) *Trac
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker[K]{timeout: timeout, now: now, counts: map[uint64]int{}, requests: map[K]entry{}}
+	t := &Tracker[K]{timeout: timeout, now: now, counts: map[uint64]int{}, requests: map[K]int32{}}
+	t.byAge.t = t
+	return t
 }
 
 // Start records request id as in flight on endpoints, now.
 func (t *Tracker[K]) Start(id K, endpoints []string) { t.StartAt(id, endpoints, t.now()) }
 
 // StartAt records request id as in flight on endpoints since started. An id
-// already known (in flight, or finished within the timeout) is left as it is.
+// already known (in flight, or finished within the timeout) is left as it
+// is, and a start already older than the timeout is not counted.
 func (t *Tracker[K]) StartAt(id K, endpoints []string, started time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expire()
-	if _, ok := t.requests[id]; ok {
+	now := t.now()
+	t.expire(now)
+	if _, ok := t.requests[id]; ok || started.Before(now.Add(-t.timeout)) {
 		return
 	}
-	t.seq++
-	e := entry{seq: t.seq}
+	e := &t.entries[t.newEntry(id, started)]
 	if len(endpoints) <= len(e.inline) {
 		e.n = uint8(copy(e.inline[:], endpoints))
 	} else {
@@ -83,9 +85,7 @@ func (t *Tracker[K]) StartAt(id K, endpoints []string, started time.Time) {
 	for _, name := range endpoints {
 		t.counts[scheduling.NameHash(name)]++
 	}
-	t.requests[id] = e
 	t.live++
-	t.queue = append(t.queue, queued[K]{id: id, seq: e.seq, started: started})
 }
 
 // Done records that request id ended. For an id not started yet, it
@@ -94,15 +94,14 @@ func (t *Tracker[K]) StartAt(id K, endpoints []string, started time.Time) {
 func (t *Tracker[K]) Done(id K) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expire()
-	e, ok := t.requests[id]
+	now := t.now()
+	t.expire(now)
+	i, ok := t.requests[id]
 	switch {
 	case !ok:
-		t.seq++
-		t.requests[id] = entry{seq: t.seq, done: true}
-		t.queue = append(t.queue, queued[K]{id: id, seq: t.seq, started: t.now()})
-	case !e.done:
-		t.finish(id, e)
+		t.entries[t.newEntry(id, now)].done = true
+	case !t.entries[i].done:
+		t.finish(&t.entries[i])
 	}
 }
 
@@ -117,7 +116,7 @@ func (t *Tracker[K]) SetTimeout(timeout time.Duration) {
 func (t *Tracker[K]) InFlight(endpoint string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expire()
+	t.expire(t.now())
 	return t.counts[scheduling.NameHash(endpoint)]
 }
 
@@ -125,7 +124,7 @@ func (t *Tracker[K]) InFlight(endpoint string) int {
 func (t *Tracker[K]) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expire()
+	t.expire(t.now())
 	return t.live
 }
 
@@ -133,7 +132,7 @@ func (t *Tracker[K]) Len() int {
 func (t *Tracker[K]) snapshot(eps []*scheduling.Endpoint, dst []float64) []float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expire()
+	t.expire(t.now())
 	if len(t.counts) == 0 {
 		clear(dst)
 		return dst
@@ -144,9 +143,25 @@ func (t *Tracker[K]) snapshot(eps []*scheduling.Endpoint, dst []float64) []float
 	return dst
 }
 
-// finish releases a request's endpoints; the entry stays, marked done,
-// until expire forgets it.
-func (t *Tracker[K]) finish(id K, e entry) {
+// newEntry adds an entry for id in a free slot of the slab and returns
+// the slot.
+func (t *Tracker[K]) newEntry(id K, started time.Time) int32 {
+	var i int32
+	if n := len(t.free); n > 0 {
+		i, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		i = int32(len(t.entries))
+		t.entries = append(t.entries, entry[K]{})
+	}
+	t.entries[i] = entry[K]{id: id, started: started}
+	t.requests[id] = i
+	t.byAge.push(i)
+	return i
+}
+
+// finish releases a request's endpoints; the entry stays, done, until it
+// expires.
+func (t *Tracker[K]) finish(e *entry[K]) {
 	for _, name := range e.endpoints() {
 		h := scheduling.NameHash(name)
 		if n := t.counts[h] - 1; n > 0 {
@@ -155,39 +170,67 @@ func (t *Tracker[K]) finish(id K, e entry) {
 			delete(t.counts, h)
 		}
 	}
-	t.requests[id] = entry{seq: e.seq, done: true}
+	e.done = true
 	t.live--
 }
 
-// expire drops requests started more than timeout ago (finishing them if
-// they are still in flight) and forgets finished ones of that age.
-func (t *Tracker[K]) expire() {
-	deadline := t.now().Add(-t.timeout)
-	for t.head < len(t.queue) {
-		q := t.queue[t.head]
-		if !q.started.Before(deadline) {
+// expire drops the entries started more than the timeout ago, finishing
+// those still in flight.
+func (t *Tracker[K]) expire(now time.Time) {
+	deadline := now.Add(-t.timeout)
+	for len(t.byAge.idx) > 0 && t.entries[t.byAge.idx[0]].started.Before(deadline) {
+		i := t.byAge.pop()
+		e := &t.entries[i]
+		if !e.done {
+			t.finish(e)
+		}
+		delete(t.requests, e.id)
+		*e = entry[K]{}
+		t.free = append(t.free, i)
+	}
+}
+
+// ageHeap is a binary min-heap of slab indexes by their entries' start
+// times (typed, so that pushing allocates nothing).
+type ageHeap[K comparable] struct {
+	t   *Tracker[K]
+	idx []int32
+}
+
+func (h *ageHeap[K]) less(i, j int) bool {
+	return h.t.entries[h.idx[i]].started.Before(h.t.entries[h.idx[j]].started)
+}
+
+func (h *ageHeap[K]) push(x int32) {
+	h.idx = append(h.idx, x)
+	for i := len(h.idx) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
 			break
 		}
-		if e, ok := t.requests[q.id]; ok && e.seq == q.seq {
-			if !e.done {
-				t.finish(q.id, e)
-			}
-			delete(t.requests, q.id)
-		}
-		t.queue[t.head] = queued[K]{}
-		t.head++
+		h.idx[i], h.idx[parent] = h.idx[parent], h.idx[i]
+		i = parent
 	}
-	// Reclaim the consumed prefix of the queue once it dominates.
-	if t.head > 1024 && t.head*2 > len(t.queue) {
-		n := 0
-		for _, q := range t.queue[t.head:] {
-			if e, ok := t.requests[q.id]; ok && e.seq == q.seq {
-				t.queue[n] = q
-				n++
-			}
+}
+
+func (h *ageHeap[K]) pop() int32 {
+	top := h.idx[0]
+	n := len(h.idx) - 1
+	h.idx[0] = h.idx[n]
+	h.idx = h.idx[:n]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < n && h.less(l, least) {
+			least = l
 		}
-		clear(t.queue[n:])
-		t.queue = t.queue[:n]
-		t.head = 0
+		if r < n && h.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h.idx[i], h.idx[least] = h.idx[least], h.idx[i]
+		i = least
 	}
+	return top
 }

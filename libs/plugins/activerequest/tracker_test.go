@@ -3,6 +3,7 @@ package activerequest_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -475,5 +476,78 @@ func TestTrackerTimeoutBoundary(t *testing.T) {
 	clock.Advance(time.Nanosecond)
 	if tr.InFlight("a") != 0 {
 		t.Fatal("kept past the timeout")
+	}
+}
+
+// Starts arrive out of time order (a replayed decision after a live one, a
+// completion marker between them): each expires at its own time, and a
+// start already older than the timeout counts nothing, even redelivered
+// after its id was forgotten.
+func TestTrackerExpiresByStartTimeWhateverTheArrivalOrder(t *testing.T) {
+	clock := newFakeClock()
+	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	now := clock.Now()
+	tr.StartAt("live", []string{"a"}, now)
+	tr.Done("early") // completion before its decision
+	tr.StartAt("replayed", []string{"a"}, now.Add(-50*time.Second))
+	tr.StartAt("early", []string{"a"}, now.Add(-10*time.Second))
+	if got := tr.InFlight("a"); got != 2 {
+		t.Fatalf("InFlight = %d, want 2 (live and replayed)", got)
+	}
+	clock.Advance(11 * time.Second) // replayed is 61s old, live 11s
+	if got := tr.InFlight("a"); got != 1 {
+		t.Fatalf("after the replayed start's timeout: InFlight = %d, want 1", got)
+	}
+	tr.StartAt("stale", []string{"a"}, clock.Now().Add(-2*time.Minute))
+	if got := tr.InFlight("a"); got != 1 {
+		t.Fatalf("a start older than the timeout counted: InFlight = %d", got)
+	}
+	clock.Advance(2 * time.Minute)
+	tr.StartAt("live", []string{"a"}, now) // redelivered long after
+	if got, n := tr.InFlight("a"), tr.Len(); got != 0 || n != 0 {
+		t.Fatalf("redelivered old start counted: InFlight = %d, Len = %d", got, n)
+	}
+}
+
+// The same events in any order leave the same counts.
+func TestTrackerOrderIndependent(t *testing.T) {
+	type ev struct {
+		start bool
+		id    int
+		at    time.Duration // before now
+		ep    string
+	}
+	var evs []ev
+	for i := range 60 {
+		evs = append(evs, ev{start: true, id: i, at: time.Duration(i%90) * time.Second, ep: fmt.Sprint("pod-", i%4)})
+		if i%3 == 0 {
+			evs = append(evs, ev{id: i})
+		}
+	}
+	counts := func(order []ev) [4]int {
+		clock := newFakeClock()
+		tr := activerequest.NewTracker[int](time.Minute, clock.Now)
+		for _, e := range order {
+			if e.start {
+				tr.StartAt(e.id, []string{e.ep}, clock.Now().Add(-e.at))
+			} else {
+				tr.Done(e.id)
+			}
+		}
+		var out [4]int
+		for i := range out {
+			out[i] = tr.InFlight(fmt.Sprint("pod-", i))
+		}
+		return out
+	}
+	want := counts(evs)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 20 {
+		shuffled := slices.Clone(evs)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		shuffled = append(shuffled, shuffled[:10]...)
+		if got := counts(shuffled); got != want {
+			t.Fatalf("counts %v, want %v", got, want)
+		}
 	}
 }

@@ -5,7 +5,6 @@ package nohitlru
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"encoding/json"
 	"slices"
@@ -23,8 +22,6 @@ const (
 	DefaultPrefixPlugin = "prefix-cache-scorer"
 	DefaultLRUSize      = 1024
 	warmScore           = 0.5
-	// idxBits is how many low bits of a sort key hold the candidate index.
-	idxBits = 20
 )
 
 func init() {
@@ -40,11 +37,13 @@ type Params struct {
 
 // Scorer scores warm requests (some candidate holds at least one block of
 // the prompt) 0.5 everywhere. For a cold request it orders the candidates:
-// first those not in the LRU (never sent a cold request, or forgotten), in
+// first those not tracked (never sent a cold request, or forgotten), in
 // candidate order; then the others from least to most recently sent one.
 // Rank r of N scores 1 - r/(N-1) (N = 1: 1.0). The endpoints that serve a
-// cold request (primary and prefill targets) move to the front of the LRU,
-// which holds the lruSize most recent.
+// cold request (primary and prefill targets) are stamped with the
+// decision's stamp (time, id); an endpoint keeps its newest stamp, and only
+// the lruSize newest are tracked. Recency is thus the decisions' order, not
+// the order their effects arrive in: every replica ranks alike.
 type Scorer struct {
 	scheduling.Named
 	params Params
@@ -52,19 +51,27 @@ type Scorer struct {
 	state  *lruState
 }
 
-// lruState is the recency of cold requests per endpoint; a reloaded
+// lruState is the newest cold-request stamp per endpoint; a reloaded
 // configuration's scorer may share it with its predecessor.
 type lruState struct {
-	mu    sync.Mutex
-	size  int
-	lru   *list.List // of *tracked, most recent at the front
-	byKey map[string]*list.Element
-	seq   uint64
+	mu     sync.Mutex
+	size   int
+	stamps map[string]recency
 }
 
-type tracked struct {
-	name string
-	seq  uint64
+// recency is when an endpoint was last sent a cold request: the decision's
+// stamp, then the endpoint's place among the decision's targets (a prefill
+// target counts as sent after the primary one).
+type recency struct {
+	st  scheduling.Stamp
+	pos int
+}
+
+func (r recency) compare(o recency) int {
+	if c := r.st.Compare(o.st); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.pos, o.pos)
 }
 
 // New builds a no-hit-lru-scorer; its prefix plugin must be declared
@@ -92,7 +99,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		Named:  scheduling.Named{Type: Type, Name: name},
 		params: p,
 		prefix: m,
-		state:  &lruState{size: p.LRUSize, lru: list.New(), byKey: map[string]*list.Element{}},
+		state:  &lruState{size: p.LRUSize, stamps: map[string]recency{}},
 	}, nil
 }
 
@@ -112,37 +119,35 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 		scores[0] = 1
 		return
 	}
-	// Untracked endpoints take the first ranks in candidate order; tracked
-	// ones follow by ascending sequence (oldest cold request first).
-	// Untracked endpoints have sequence 0, so one stable sort by sequence
-	// orders both.
-	denom := float64(n - 1)
+	// Untracked endpoints have the zero stamp, older than any: one sort by
+	// (stamp, candidate index) puts them first in candidate order, then the
+	// tracked ones oldest first.
+	keys := cs.ScratchUint64s(3 * n)
 	st := s.state
 	st.mu.Lock()
-	if n < 1<<idxBits {
-		// Pack (seq << idxBits | index): a plain integer sort is stable
-		// here because the index breaks ties.
-		keys := cs.ScratchUint64s(n)
-		for i, e := range eps {
-			keys[i] = st.seqOf(e.Name)<<idxBits | uint64(i)
-		}
-		st.mu.Unlock()
-		slices.Sort(keys)
-		for rank, k := range keys {
-			scores[k&(1<<idxBits-1)] = 1 - float64(rank)/denom
-		}
-		return
-	}
-	seqs := cs.ScratchUint64s(n)
 	for i, e := range eps {
-		seqs[i] = st.seqOf(e.Name)
+		r := st.stamps[e.Name]
+		keys[3*i], keys[3*i+1], keys[3*i+2] = uint64(r.st.Nanos), r.st.ID, uint64(r.pos)
 	}
 	st.mu.Unlock()
 	order := cs.ScratchInts(n)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+	slices.SortFunc(order, func(a, b int) int {
+		ka, kb := keys[3*a:3*a+3], keys[3*b:3*b+3]
+		if c := cmp.Compare(int64(ka[0]), int64(kb[0])); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ka[1], kb[1]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ka[2], kb[2]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	denom := float64(n - 1)
 	for rank, i := range order {
 		scores[i] = 1 - float64(rank)/denom
 	}
@@ -160,29 +165,20 @@ func (s *Scorer) ColdRanks(names []string) map[string]float64 {
 	}
 	st := s.state
 	st.mu.Lock()
-	seqs := make([]uint64, len(names))
+	stamps := make([]recency, len(names))
 	for i, n := range names {
-		seqs[i] = st.seqOf(n)
+		stamps[i] = st.stamps[n]
 	}
 	st.mu.Unlock()
 	order := make([]int, len(names))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return stamps[a].compare(stamps[b]) })
 	for rank, i := range order {
 		out[names[i]] = 1 - float64(rank)/float64(len(names)-1)
 	}
 	return out
-}
-
-// seqOf is an endpoint's last cold-request sequence, 0 if untracked. The
-// caller holds st.mu.
-func (st *lruState) seqOf(name string) uint64 {
-	if el, ok := st.byKey[name]; ok {
-		return el.Value.(*tracked).seq
-	}
-	return 0
 }
 
 // warm reports whether some candidate holds at least one block.
@@ -216,10 +212,11 @@ func (s *Scorer) PreRequest(ctx context.Context, cs *scheduling.CycleState, req 
 }
 
 // ApplyEffect implements scheduling.Projection: the effect's endpoints were
-// just sent a cold request.
-func (s *Scorer) ApplyEffect(_ uint64, _ time.Time, e *scheduling.Effect) {
-	for _, name := range e.Endpoints {
-		s.Touch(name)
+// sent a cold request at the decision's stamp.
+func (s *Scorer) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effect) {
+	st := scheduling.StampOf(decisionID, at)
+	for i, name := range e.Endpoints {
+		s.touch(name, recency{st, i})
 	}
 }
 
@@ -244,32 +241,38 @@ func (s *Scorer) EndpointRemoved(name string) {
 	st := s.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if el, ok := st.byKey[name]; ok {
-		st.lru.Remove(el)
-		delete(st.byKey, name)
-	}
+	delete(st.stamps, name)
 }
 
-// Touch records that endpoint was just sent a cold request.
-func (s *Scorer) Touch(endpoint string) {
+// Touch records that endpoint was sent a cold request by the decision
+// stamped st; an older stamp than the one it has changes nothing.
+func (s *Scorer) Touch(endpoint string, stamp scheduling.Stamp) {
+	s.touch(endpoint, recency{st: stamp})
+}
+
+func (s *Scorer) touch(endpoint string, r recency) {
 	st := s.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.seq++
-	if el, ok := st.byKey[endpoint]; ok {
-		el.Value.(*tracked).seq = st.seq
-		st.lru.MoveToFront(el)
+	if cur, ok := st.stamps[endpoint]; ok && cur.compare(r) >= 0 {
 		return
 	}
-	st.byKey[endpoint] = st.lru.PushFront(&tracked{name: endpoint, seq: st.seq})
+	st.stamps[endpoint] = r
 	st.trim()
 }
 
-// trim forgets the least recent endpoints beyond the size. The caller holds
-// st.mu.
+// trim forgets the endpoints with the oldest stamps beyond the size. The
+// caller holds st.mu.
 func (st *lruState) trim() {
-	for st.lru.Len() > st.size {
-		old := st.lru.Remove(st.lru.Back()).(*tracked)
-		delete(st.byKey, old.name)
+	for len(st.stamps) > st.size {
+		var oldest string
+		var or recency
+		first := true
+		for name, r := range st.stamps {
+			if c := r.compare(or); first || c < 0 || (c == 0 && name < oldest) {
+				oldest, or, first = name, r, false
+			}
+		}
+		delete(st.stamps, oldest)
 	}
 }

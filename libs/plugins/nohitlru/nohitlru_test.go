@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hermod/hermod/libs/plugins/activerequest"
 	"github.com/hermod/hermod/libs/plugins/nohitlru"
@@ -76,7 +80,8 @@ func byName(eps []*scheduling.Endpoint, names ...string) []*scheduling.Endpoint 
 // result builds a result whose primary profile targets primary and, if
 // prefill is not nil, whose prefill profile targets prefill.
 func result(candidates []*scheduling.Endpoint, primary, prefill *scheduling.Endpoint) *scheduling.Result {
-	res := &scheduling.Result{RequestID: "r"}
+	st := tick()
+	res := &scheduling.Result{RequestID: "r", DecisionID: st.ID, Time: time.Unix(0, st.Nanos)}
 	res.Primary = &scheduling.ProfileResult{Profile: "decode", Endpoints: candidates, Targets: []scheduling.Target{{Endpoint: primary}}}
 	res.Profiles = append(res.Profiles, res.Primary)
 	if prefill != nil {
@@ -191,7 +196,7 @@ func TestColdSingleCandidate(t *testing.T) {
 	if got := cold(s, eps[:1]); !approxEqual(got, []float64{1}) {
 		t.Errorf("untracked single candidate: %v, want [1]", got)
 	}
-	s.Touch("pod-0")
+	s.Touch("pod-0", tick())
 	if got := cold(s, eps[:1]); !approxEqual(got, []float64{1}) {
 		t.Errorf("tracked single candidate: %v, want [1]", got)
 	}
@@ -200,20 +205,20 @@ func TestColdSingleCandidate(t *testing.T) {
 func TestColdLRUOrder(t *testing.T) {
 	_, s := setup(t, "")
 	eps := schedulingtest.Endpoints(4)
-	s.Touch("pod-0")
-	s.Touch("pod-2")
+	s.Touch("pod-0", tick())
+	s.Touch("pod-2", tick())
 	// order: pod-1, pod-3 (untracked), pod-0, pod-2
 	if got := cold(s, eps); !approxEqual(got, []float64{1.0 / 3, 1, 0, 2.0 / 3}) {
 		t.Errorf("scores = %v, want [1/3 1 0 2/3]", got)
 	}
-	s.Touch("pod-1")
-	s.Touch("pod-3")
+	s.Touch("pod-1", tick())
+	s.Touch("pod-3", tick())
 	// order: pod-0, pod-2, pod-1, pod-3
 	if got := cold(s, eps); !approxEqual(got, []float64{1, 1.0 / 3, 2.0 / 3, 0}) {
 		t.Errorf("all touched: scores = %v, want [1 1/3 2/3 0]", got)
 	}
 	// Touching again moves an endpoint to most recent.
-	s.Touch("pod-0")
+	s.Touch("pod-0", tick())
 	// order: pod-2, pod-1, pod-3, pod-0
 	if got := cold(s, eps); !approxEqual(got, []float64{0, 2.0 / 3, 1, 1.0 / 3}) {
 		t.Errorf("after re-touching pod-0: scores = %v, want [0 2/3 1 1/3]", got)
@@ -229,10 +234,10 @@ func TestColdLRUOrder(t *testing.T) {
 func TestColdIgnoresNonCandidates(t *testing.T) {
 	_, s := setup(t, "")
 	eps := schedulingtest.Endpoints(6)
-	s.Touch("pod-4")
-	s.Touch("pod-1")
-	s.Touch("pod-5")
-	s.Touch("pod-0")
+	s.Touch("pod-4", tick())
+	s.Touch("pod-1", tick())
+	s.Touch("pod-5", tick())
+	s.Touch("pod-0", tick())
 	if got := cold(s, eps[:3]); !approxEqual(got, []float64{0, 0.5, 1}) {
 		t.Errorf("scores = %v, want [0 0.5 1]", got)
 	}
@@ -241,9 +246,9 @@ func TestColdIgnoresNonCandidates(t *testing.T) {
 func TestLRUSizeEviction(t *testing.T) {
 	_, s := setup(t, `{"lruSize": 2}`)
 	eps := schedulingtest.Endpoints(4)
-	s.Touch("pod-0")
-	s.Touch("pod-1")
-	s.Touch("pod-2") // evicts pod-0, the least recently touched
+	s.Touch("pod-0", tick())
+	s.Touch("pod-1", tick())
+	s.Touch("pod-2", tick()) // evicts pod-0, the least recently touched
 	// pod-0 is untracked again: it ranks with pod-3 in candidate order.
 	if got := cold(s, eps); !approxEqual(got, []float64{1, 1.0 / 3, 0, 2.0 / 3}) {
 		t.Errorf("scores = %v, want [1 1/3 0 2/3]", got)
@@ -252,15 +257,15 @@ func TestLRUSizeEviction(t *testing.T) {
 	if got := cold(s, byName(eps, "pod-0", "pod-3", "pod-1")); !approxEqual(got, []float64{1, 0.5, 0}) {
 		t.Errorf("pod-0,pod-3,pod-1: scores = %v, want [1 0.5 0]", got)
 	}
-	s.Touch("pod-1") // pod-1 most recent, no eviction
-	s.Touch("pod-3") // evicts pod-2
+	s.Touch("pod-1", tick()) // pod-1 most recent, no eviction
+	s.Touch("pod-3", tick()) // evicts pod-2
 	if got := cold(s, byName(eps, "pod-2", "pod-3", "pod-1")); !approxEqual(got, []float64{1, 0, 0.5}) {
 		t.Errorf("pod-2,pod-3,pod-1: scores = %v, want [1 0 0.5]", got)
 	}
 
 	_, one := setup(t, `{"lruSize": 1}`)
-	one.Touch("pod-0")
-	one.Touch("pod-1") // evicts pod-0
+	one.Touch("pod-0", tick())
+	one.Touch("pod-1", tick()) // evicts pod-0
 	if got := cold(one, byName(eps, "pod-0", "pod-2", "pod-1")); !approxEqual(got, []float64{1, 0.5, 0}) {
 		t.Errorf("lruSize 1: scores = %v, want [1 0.5 0]", got)
 	}
@@ -269,10 +274,10 @@ func TestLRUSizeEviction(t *testing.T) {
 func TestWarmRequest(t *testing.T) {
 	pp, s := setup(t, "")
 	eps := schedulingtest.Endpoints(4)
-	s.Touch("pod-0")
-	s.Touch("pod-2")
+	s.Touch("pod-0", tick())
+	s.Touch("pod-2", tick())
 	warm := prompt("warm", 8)
-	pp.Index().Add("pod-3", 100, prefix.Hashes("m", []byte(warm), 64, 256, nil))
+	pp.Index().Add("pod-3", 100, 100, prefix.Hashes("m", []byte(warm), 64, 256, nil), tick())
 	for _, p := range []string{warm, warm[:64], prompt("warm", 2) + prompt("other", 5)} {
 		got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", p), eps)
 		if !approxEqual(got, []float64{0.5, 0.5, 0.5, 0.5}) {
@@ -314,7 +319,7 @@ func TestPreRequestTouchesColdTargets(t *testing.T) {
 
 	// Warm request: nothing is touched.
 	warm := prompt("warm", 3)
-	pp.Index().Add("pod-2", 100, prefix.Hashes("m", []byte(warm), 64, 256, nil))
+	pp.Index().Add("pod-2", 100, 100, prefix.Hashes("m", []byte(warm), 64, 256, nil), tick())
 	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("b", "m", warm), result(eps, eps[1], eps[3]))
 	if got := cold(s, eps); !approxEqual(got, []float64{0, 1, 1.0 / 3, 2.0 / 3}) {
 		t.Errorf("after warm request: scores = %v, want unchanged [0 1 1/3 2/3]", got)
@@ -364,7 +369,7 @@ func TestConcurrentTouchAndScore(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 500 {
-				s.Touch(eps[(g+i)%8].Name)
+				s.Touch(eps[(g+i)%8].Name, tick())
 				req := schedulingtest.Completion("c", "m", prompt(fmt.Sprint(g, "-", i), 1))
 				scores := schedulingtest.Score(s, schedulingtest.CycleState(1), req, eps)
 				sum := 0.0
@@ -456,11 +461,50 @@ func TestSchedulerSpreadsColdRequests(t *testing.T) {
 func TestEndpointRemovedForgetsIt(t *testing.T) {
 	_, s := setup(t, "")
 	eps := schedulingtest.Endpoints(3)
-	s.Touch("pod-0")
-	s.Touch("pod-1")
+	s.Touch("pod-0", tick())
+	s.Touch("pod-1", tick())
 	s.EndpointRemoved("pod-0")
 	// pod-0 is untracked again: order pod-0, pod-2 (untracked), pod-1.
 	if got := cold(s, eps); !approxEqual(got, []float64{1, 0, 0.5}) {
 		t.Errorf("after removing pod-0: scores = %v, want [1 0 0.5]", got)
+	}
+}
+
+var ticks atomic.Int64
+
+// tick returns a stamp newer than every earlier one.
+func tick() scheduling.Stamp {
+	n := ticks.Add(1)
+	return scheduling.Stamp{Nanos: n, ID: uint64(n)}
+}
+
+// Replicas that apply the same cold-request effects in different orders,
+// some twice, rank the endpoints alike.
+func TestRankingIsOrderIndependent(t *testing.T) {
+	h := schedulingtest.NewHandle()
+	prefixPlugin := schedulingtest.New[scheduling.Plugin](t, h, "prefix-cache-scorer", "prefix-cache-scorer", "")
+	h.Declare(prefixPlugin)
+	a := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "lru", `{"lruSize": 5}`)
+	b := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "lru", `{"lruSize": 5}`)
+	rng := rand.New(rand.NewPCG(7, 8))
+	type touch struct {
+		ep string
+		st scheduling.Stamp
+	}
+	var touches []touch
+	for i := range 200 {
+		touches = append(touches, touch{fmt.Sprint("pod-", rng.IntN(9)), scheduling.Stamp{Nanos: int64(rng.IntN(40)), ID: uint64(i + 1)}})
+	}
+	for _, x := range touches {
+		a.Touch(x.ep, x.st)
+	}
+	rng.Shuffle(len(touches), func(i, j int) { touches[i], touches[j] = touches[j], touches[i] })
+	for _, x := range append(touches, touches[:50]...) {
+		b.Touch(x.ep, x.st)
+	}
+	names := []string{"pod-0", "pod-1", "pod-2", "pod-3", "pod-4", "pod-5", "pod-6", "pod-7", "pod-8"}
+	ra, rb := a.ColdRanks(names), b.ColdRanks(names)
+	if !maps.Equal(ra, rb) {
+		t.Errorf("ranks differ:\n%v\n%v", ra, rb)
 	}
 }

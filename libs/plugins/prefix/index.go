@@ -32,13 +32,18 @@ func Hashes(model string, text []byte, blockChars, maxBlocks int, dst []uint64) 
 	return dst
 }
 
-// Index is the approximate prefix index: for each endpoint an LRU of the
-// block hashes recently routed to it, and for each block hash the endpoints
-// holding it. It is safe for concurrent use.
+// Index is the approximate prefix index: for each endpoint the block
+// hashes recently routed to it, up to a capacity, and for each block hash
+// the endpoints holding it. Recency is not arrival order but the stamp
+// (decision time, decision id) of the latest decision that routed a block
+// to the endpoint: an endpoint over capacity drops the block with the
+// oldest stamp. So replicas that apply the same decisions in different
+// orders, or apply one twice, hold the same blocks. It is safe for
+// concurrent use.
 type Index struct {
 	mu      sync.RWMutex
 	blocks  map[uint64][]uint32 // block hash -> ids of servers holding it
-	servers []*serverLRU        // by id; nil = free
+	servers []*serverBlocks     // by id; nil = free
 	byName  map[string]uint32
 	free    []uint32
 }
@@ -48,30 +53,38 @@ func NewIndex() *Index {
 	return &Index{blocks: map[uint64][]uint32{}, byName: map[string]uint32{}}
 }
 
-// serverLRU is a fixed-capacity LRU of block hashes over an array of
-// doubly linked nodes, so steady-state inserts do not allocate.
-type serverLRU struct {
+// serverBlocks is one endpoint's blocks in a min-heap by stamp, so the
+// oldest is evicted first, with each block's position in the heap.
+type serverBlocks struct {
 	name     string
 	nameHash uint64
 	capacity int
-	slots    map[uint64]int32
-	nodes    []lruNode
-	head     int32 // most recently used; -1 when empty
-	tail     int32
+	capSet   bool             // an effect set capacity (else it is the default)
+	capStamp scheduling.Stamp // the stamp of the effect that set it
+	slots    map[uint64]int32 // block hash -> index in heap
+	heap     []blockEntry
 }
 
-type lruNode struct {
-	hash       uint64
-	prev, next int32
+// blockEntry is one held block. Within one decision, earlier blocks of the
+// prompt are newer (pos is higher), so the ends of prefixes are evicted
+// before their beginnings.
+type blockEntry struct {
+	hash  uint64
+	stamp scheduling.Stamp
+	pos   uint32
 }
 
-const none int32 = -1
+func (a blockEntry) older(b blockEntry) bool {
+	if c := a.stamp.Compare(b.stamp); c != 0 {
+		return c < 0
+	}
+	return a.pos < b.pos
+}
 
-// Add records that endpoint holds blocks hashes[0..n). Earlier blocks are
-// touched last so they are the most recently used: an endpoint's LRU evicts
-// the ends of prefixes before their beginnings. capacity sizes the
-// endpoint's LRU when it is first seen.
-func (x *Index) Add(endpoint string, capacity int, hashes []uint64) {
+// Add records that endpoint holds blocks hashes[0..n) as of the decision
+// stamped st. capacity > 0 sets the endpoint's capacity (the latest stamp
+// decides); 0 keeps it (or gives a new endpoint defaultCapacity).
+func (x *Index) Add(endpoint string, capacity, defaultCapacity int, hashes []uint64, st scheduling.Stamp) {
 	if len(hashes) == 0 {
 		return
 	}
@@ -79,31 +92,49 @@ func (x *Index) Add(endpoint string, capacity int, hashes []uint64) {
 	defer x.mu.Unlock()
 	id, ok := x.byName[endpoint]
 	if !ok {
-		id = x.newServer(endpoint, capacity)
+		id = x.newServer(endpoint, max(defaultCapacity, 1))
 	}
 	s := x.servers[id]
-	for i := len(hashes) - 1; i >= 0; i-- {
-		h := hashes[i]
+	if capacity > 0 && (!s.capSet || st.Compare(s.capStamp) > 0) {
+		s.capacity, s.capSet, s.capStamp = capacity, true, st
+		for len(s.heap) > s.capacity {
+			x.evictOldest(s, id)
+		}
+	}
+	n := uint32(len(hashes))
+	for i, h := range hashes {
+		e := blockEntry{hash: h, stamp: st, pos: n - uint32(i)}
 		if slot, ok := s.slots[h]; ok {
-			s.moveToFront(slot)
+			if s.heap[slot].older(e) {
+				s.heap[slot] = e
+				s.down(int(slot))
+			}
 			continue
 		}
-		var slot int32
-		if len(s.nodes) < s.capacity {
-			slot = int32(len(s.nodes))
-			s.nodes = append(s.nodes, lruNode{})
-		} else {
-			slot = s.tail
-			s.unlink(slot)
-			old := s.nodes[slot].hash
-			delete(s.slots, old)
-			x.dropHolder(old, id)
+		if len(s.heap) >= s.capacity {
+			if !s.heap[0].older(e) {
+				continue // older than everything held: it would go first
+			}
+			x.evictOldest(s, id)
 		}
-		s.nodes[slot].hash = h
-		s.pushFront(slot)
-		s.slots[h] = slot
+		s.heap = append(s.heap, e)
+		s.slots[h] = int32(len(s.heap) - 1)
+		s.up(len(s.heap) - 1)
 		x.blocks[h] = append(x.blocks[h], id)
 	}
+}
+
+// evictOldest drops the server's oldest block.
+func (x *Index) evictOldest(s *serverBlocks, id uint32) {
+	old := s.heap[0]
+	last := len(s.heap) - 1
+	s.swap(0, last)
+	s.heap = s.heap[:last]
+	delete(s.slots, old.hash)
+	if last > 0 {
+		s.down(0)
+	}
+	x.dropHolder(old.hash, id)
 }
 
 // RemoveEndpoint forgets everything about an endpoint (it left the pool).
@@ -128,7 +159,7 @@ func (x *Index) Blocks(endpoint string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if id, ok := x.byName[endpoint]; ok {
-		return len(x.servers[id].slots)
+		return len(x.servers[id].heap)
 	}
 	return 0
 }
@@ -182,7 +213,7 @@ func (x *Index) Match(hashes []uint64, out *scheduling.PrefixMatch) {
 var runPool = sync.Pool{New: func() any { return new([]int32) }}
 
 func (x *Index) newServer(name string, capacity int) uint32 {
-	s := &serverLRU{name: name, nameHash: scheduling.NameHash(name), capacity: max(capacity, 1), slots: map[uint64]int32{}, head: none, tail: none}
+	s := &serverBlocks{name: name, nameHash: scheduling.NameHash(name), capacity: capacity, slots: map[uint64]int32{}}
 	var id uint32
 	if n := len(x.free); n > 0 {
 		id = x.free[n-1]
@@ -212,37 +243,37 @@ func (x *Index) dropHolder(h uint64, id uint32) {
 	}
 }
 
-func (s *serverLRU) unlink(slot int32) {
-	n := &s.nodes[slot]
-	if n.prev != none {
-		s.nodes[n.prev].next = n.next
-	} else {
-		s.head = n.next
-	}
-	if n.next != none {
-		s.nodes[n.next].prev = n.prev
-	} else {
-		s.tail = n.prev
-	}
-	n.prev, n.next = none, none
+func (s *serverBlocks) swap(i, j int) {
+	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
+	s.slots[s.heap[i].hash] = int32(i)
+	s.slots[s.heap[j].hash] = int32(j)
 }
 
-func (s *serverLRU) pushFront(slot int32) {
-	n := &s.nodes[slot]
-	n.prev, n.next = none, s.head
-	if s.head != none {
-		s.nodes[s.head].prev = slot
-	}
-	s.head = slot
-	if s.tail == none {
-		s.tail = slot
+func (s *serverBlocks) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !s.heap[i].older(s.heap[parent]) {
+			return
+		}
+		s.swap(i, parent)
+		i = parent
 	}
 }
 
-func (s *serverLRU) moveToFront(slot int32) {
-	if s.head == slot {
-		return
+func (s *serverBlocks) down(i int) {
+	n := len(s.heap)
+	for {
+		oldest, l, r := i, 2*i+1, 2*i+2
+		if l < n && s.heap[l].older(s.heap[oldest]) {
+			oldest = l
+		}
+		if r < n && s.heap[r].older(s.heap[oldest]) {
+			oldest = r
+		}
+		if oldest == i {
+			return
+		}
+		s.swap(i, oldest)
+		i = oldest
 	}
-	s.unlink(slot)
-	s.pushFront(slot)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hermod/hermod/libs/plugins/prefix"
@@ -123,6 +124,20 @@ func TestHashesChained(t *testing.T) {
 	}
 }
 
+var stamps atomic.Int64
+
+// next returns a stamp newer than every earlier one.
+func next() scheduling.Stamp {
+	n := stamps.Add(1)
+	return scheduling.Stamp{Nanos: n, ID: uint64(n)}
+}
+
+// add records hashes as the newest decision, capacity as both the effect's
+// and the default.
+func add(x *prefix.Index, ep string, capacity int, hashes []uint64) {
+	x.Add(ep, capacity, capacity, hashes, next())
+}
+
 func match(x *prefix.Index, hashes []uint64) map[string]int {
 	var out scheduling.PrefixMatch
 	x.Match(hashes, &out)
@@ -139,8 +154,8 @@ func TestIndexAddMatch(t *testing.T) {
 	if got := match(x, a); len(got) != 0 {
 		t.Errorf("empty index matched %v", got)
 	}
-	x.Add("pod-1", 100, a)
-	x.Add("pod-2", 100, a[:3])
+	add(x, "pod-1", 100, a)
+	add(x, "pod-2", 100, a[:3])
 	if got, want := match(x, a), map[string]int{"pod-1": 10, "pod-2": 3}; !maps.Equal(got, want) {
 		t.Errorf("Match(a) = %v, want %v", got, want)
 	}
@@ -162,8 +177,8 @@ func TestIndexAddMatch(t *testing.T) {
 		t.Errorf("Blocks = %d, %d, %d; want 10, 3, 0", x.Blocks("pod-1"), x.Blocks("pod-2"), x.Blocks("pod-9"))
 	}
 	// Adding nothing creates nothing; adding again counts nothing twice.
-	x.Add("pod-3", 100, nil)
-	x.Add("pod-1", 100, a)
+	add(x, "pod-3", 100, nil)
+	add(x, "pod-1", 100, a)
 	if x.Blocks("pod-3") != 0 || x.Blocks("pod-1") != 10 {
 		t.Errorf("Blocks after no-op adds = %d, %d", x.Blocks("pod-3"), x.Blocks("pod-1"))
 	}
@@ -172,9 +187,9 @@ func TestIndexAddMatch(t *testing.T) {
 func TestIndexMatchStopsAtFirstMissingBlock(t *testing.T) {
 	x := prefix.NewIndex()
 	a := chain("a", 6)
-	x.Add("gap", 100, []uint64{a[0], a[1], a[3], a[4], a[5]})
-	x.Add("no-first", 100, a[1:])
-	x.Add("first-only", 100, a[:1])
+	add(x, "gap", 100, []uint64{a[0], a[1], a[3], a[4], a[5]})
+	add(x, "no-first", 100, a[1:])
+	add(x, "first-only", 100, a[:1])
 	want := map[string]int{"gap": 2, "first-only": 1}
 	if got := match(x, a); !maps.Equal(got, want) {
 		t.Errorf("Match = %v, want %v", got, want)
@@ -186,8 +201,8 @@ func TestIndexMatchStopsAtFirstMissingBlock(t *testing.T) {
 func TestIndexLRUEviction(t *testing.T) {
 	x := prefix.NewIndex()
 	a, b := chain("a", 4), chain("b", 2)
-	x.Add("pod", 4, a)
-	x.Add("pod", 4, b) // evicts a[3] then a[2]
+	add(x, "pod", 4, a)
+	add(x, "pod", 4, b) // evicts a[3] then a[2]
 	if got := x.Blocks("pod"); got != 4 {
 		t.Errorf("Blocks = %d, want 4", got)
 	}
@@ -201,7 +216,7 @@ func TestIndexLRUEviction(t *testing.T) {
 	// A request longer than the capacity keeps its beginning.
 	y := prefix.NewIndex()
 	long := chain("long", 10)
-	y.Add("pod", 3, long)
+	add(y, "pod", 3, long)
 	if got := match(y, long)["pod"]; got != 3 || y.Blocks("pod") != 3 {
 		t.Errorf("capacity 3, 10 blocks: Match = %d, Blocks = %d; want 3, 3", got, y.Blocks("pod"))
 	}
@@ -210,40 +225,94 @@ func TestIndexLRUEviction(t *testing.T) {
 func TestIndexAddRefreshesRecency(t *testing.T) {
 	x := prefix.NewIndex()
 	a := chain("a", 3) // recency after Add: a0 > a1 > a2
-	x.Add("pod", 3, a)
-	x.Add("pod", 3, a[2:]) // a2 > a0 > a1
-	x.Add("pod", 3, chain("b", 1))
+	add(x, "pod", 3, a)
+	add(x, "pod", 3, a[2:]) // a2 > a0 > a1
+	add(x, "pod", 3, chain("b", 1))
 	// a1 was the least recently used.
 	if got := match(x, a)["pod"]; got != 1 {
 		t.Errorf("Match(a) = %d, want 1 (a1 evicted)", got)
 	}
-	x.Add("pod", 3, []uint64{a[1]}) // a1 > b0 > a2 (a0 evicted)
-	x.Add("pod", 3, a[:1])          // a0 > a1 > b0 (a2 evicted)
+	add(x, "pod", 3, []uint64{a[1]}) // a1 > b0 > a2 (a0 evicted)
+	add(x, "pod", 3, a[:1])          // a0 > a1 > b0 (a2 evicted)
 	if got := match(x, a)["pod"]; got != 2 {
 		t.Errorf("Match(a) = %d, want 2", got)
 	}
 }
 
-func TestIndexCapacityFixedAtFirstSight(t *testing.T) {
+// An endpoint's capacity is the one carried by the latest (by stamp)
+// effect that carries one; an effect without one keeps it.
+func TestIndexCapacityFollowsTheLatestEffect(t *testing.T) {
 	x := prefix.NewIndex()
-	x.Add("pod", 2, chain("a", 5))
-	x.Add("pod", 100, chain("b", 5))
+	add(x, "pod", 2, chain("a", 5))
+	x.Add("pod", 0, 100, chain("b", 5), next())
 	if got := x.Blocks("pod"); got != 2 {
-		t.Errorf("Blocks = %d, want 2 (capacity from first Add)", got)
+		t.Errorf("Blocks = %d, want 2 (no capacity in the effect)", got)
+	}
+	x.Add("pod", 3, 100, chain("c", 5), next())
+	if got := x.Blocks("pod"); got != 3 {
+		t.Errorf("Blocks = %d, want 3", got)
+	}
+	x.Add("pod", 1, 100, chain("d", 5), scheduling.Stamp{Nanos: 1})
+	if got := x.Blocks("pod"); got != 3 {
+		t.Errorf("an older effect's capacity applied: Blocks = %d, want 3", got)
 	}
 	// A capacity below 1 still holds one block.
-	x.Add("tiny", 0, chain("c", 3))
+	x.Add("tiny", 0, 0, chain("c", 3), next())
 	if got := x.Blocks("tiny"); got != 1 {
 		t.Errorf("capacity 0: Blocks = %d, want 1", got)
+	}
+}
+
+// Replicas apply the same effects in different orders, some twice: they
+// hold the same blocks.
+func TestIndexIsOrderIndependent(t *testing.T) {
+	type effect struct {
+		ep     string
+		hashes []uint64
+		st     scheduling.Stamp
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var effects []effect
+	var chains [][]uint64
+	for i := range 400 {
+		c := chain(fmt.Sprint("conv-", rng.IntN(30)), 1+rng.IntN(12))
+		chains = append(chains, c)
+		effects = append(effects, effect{fmt.Sprint("pod-", rng.IntN(3)), c, scheduling.Stamp{Nanos: int64(rng.IntN(50)), ID: uint64(i)}})
+	}
+	build := func(order []int) *prefix.Index {
+		x := prefix.NewIndex()
+		for _, i := range order {
+			e := effects[i]
+			x.Add(e.ep, 40, 40, e.hashes, e.st)
+		}
+		return x
+	}
+	inOrder := make([]int, len(effects))
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	shuffled := slices.Clone(inOrder)
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	shuffled = append(shuffled, shuffled[:100]...) // redeliveries
+	a, b := build(inOrder), build(shuffled)
+	for _, ep := range []string{"pod-0", "pod-1", "pod-2"} {
+		if a.Blocks(ep) != b.Blocks(ep) {
+			t.Fatalf("%s: %d vs %d blocks", ep, a.Blocks(ep), b.Blocks(ep))
+		}
+	}
+	for _, c := range chains {
+		if ma, mb := match(a, c), match(b, c); !maps.Equal(ma, mb) {
+			t.Fatalf("match %v vs %v", ma, mb)
+		}
 	}
 }
 
 func TestIndexSharedBlocks(t *testing.T) {
 	x := prefix.NewIndex()
 	a := chain("a", 4)
-	x.Add("pod-1", 4, a)
-	x.Add("pod-2", 4, a)
-	x.Add("pod-1", 4, chain("b", 4)) // pod-1 forgets a entirely
+	add(x, "pod-1", 4, a)
+	add(x, "pod-2", 4, a)
+	add(x, "pod-1", 4, chain("b", 4)) // pod-1 forgets a entirely
 	if got, want := match(x, a), map[string]int{"pod-2": 4}; !maps.Equal(got, want) {
 		t.Errorf("Match(a) = %v, want %v", got, want)
 	}
@@ -252,8 +321,8 @@ func TestIndexSharedBlocks(t *testing.T) {
 func TestIndexRemoveEndpoint(t *testing.T) {
 	x := prefix.NewIndex()
 	a, b := chain("a", 5), chain("b", 5)
-	x.Add("pod-1", 10, a)
-	x.Add("pod-2", 10, a[:2])
+	add(x, "pod-1", 10, a)
+	add(x, "pod-2", 10, a[:2])
 	x.RemoveEndpoint("pod-1")
 	x.RemoveEndpoint("pod-1")
 	x.RemoveEndpoint("never-seen")
@@ -264,7 +333,7 @@ func TestIndexRemoveEndpoint(t *testing.T) {
 		t.Errorf("Match(a) = %v, want %v", got, want)
 	}
 	// A new endpoint (which may reuse pod-1's slot) does not inherit its blocks.
-	x.Add("pod-3", 10, b)
+	add(x, "pod-3", 10, b)
 	if got, want := match(x, a), map[string]int{"pod-2": 2}; !maps.Equal(got, want) {
 		t.Errorf("after adding pod-3: Match(a) = %v, want %v", got, want)
 	}
@@ -272,7 +341,7 @@ func TestIndexRemoveEndpoint(t *testing.T) {
 		t.Errorf("Match(b) = %v, want %v", got, want)
 	}
 	// pod-1 comes back empty, with a fresh capacity.
-	x.Add("pod-1", 2, b)
+	add(x, "pod-1", 2, b)
 	if got, want := match(x, b), map[string]int{"pod-1": 2, "pod-3": 5}; !maps.Equal(got, want) {
 		t.Errorf("Match(b) = %v, want %v", got, want)
 	}
@@ -286,7 +355,7 @@ func TestIndexManyEndpoints(t *testing.T) {
 	for i := range 50 {
 		name := fmt.Sprintf("pod-%02d", i)
 		n := 1 + i%40
-		x.Add(name, 1000, a[:n])
+		add(x, name, 1000, a[:n])
 		want[name] = n
 	}
 	if got := match(x, a); !maps.Equal(got, want) {
@@ -305,10 +374,16 @@ func (m *modelIndex) add(ep string, capacity int, hashes []uint64) {
 	if len(hashes) == 0 {
 		return
 	}
-	if _, ok := m.cap[ep]; !ok {
-		m.cap[ep] = max(capacity, 1)
+	// The latest capacity given wins; a new endpoint given none holds one.
+	if capacity > 0 {
+		m.cap[ep] = capacity
+	} else if _, ok := m.cap[ep]; !ok {
+		m.cap[ep] = 1
 	}
 	l := m.lru[ep]
+	if len(l) > m.cap[ep] {
+		l = l[:m.cap[ep]]
+	}
 	for i := len(hashes) - 1; i >= 0; i-- {
 		if j := slices.Index(l, hashes[i]); j >= 0 {
 			l = slices.Delete(l, j, j+1)
@@ -351,7 +426,7 @@ func TestIndexMatchesModel(t *testing.T) {
 		switch r := rng.IntN(100); {
 		case r < 60:
 			ep, c, h := eps[rng.IntN(len(eps))], rng.IntN(12), randHashes()
-			x.Add(ep, c, h)
+			add(x, ep, c, h)
 			m.add(ep, c, h)
 		case r < 63:
 			ep := eps[rng.IntN(len(eps))]
@@ -392,7 +467,7 @@ func TestIndexConcurrent(t *testing.T) {
 				case 0:
 					x.RemoveEndpoint(ep)
 				case 1, 2, 3:
-					x.Add(ep, 64, c)
+					add(x, ep, 64, c)
 				default:
 					for name, n := range match(x, c) {
 						if n < 1 || n > len(c) {
@@ -430,9 +505,9 @@ func BenchmarkIndexMatch(b *testing.B) {
 	system := chain("system", 64)
 	for e := range 32 {
 		ep := fmt.Sprint("pod-", e)
-		x.Add(ep, prefix.DefaultLRUCapacityPerServer, append(slices.Clone(system), chain(ep, 64)...))
+		add(x, ep, prefix.DefaultLRUCapacityPerServer, append(slices.Clone(system), chain(ep, 64)...))
 		for c := range 8 {
-			x.Add(ep, prefix.DefaultLRUCapacityPerServer, chain(fmt.Sprint(ep, "-conv-", c), 128))
+			add(x, ep, prefix.DefaultLRUCapacityPerServer, chain(fmt.Sprint(ep, "-conv-", c), 128))
 		}
 	}
 	query := append(slices.Clone(system), chain("pod-7", 64)...)

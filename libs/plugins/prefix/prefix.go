@@ -149,12 +149,13 @@ func (p *Plugin) blockSize(candidates []*scheduling.Endpoint) int {
 	return p.params.BlockSizeTokens
 }
 
-// capacity is the LRU size of a newly seen endpoint.
+// capacity is an endpoint's block capacity as its metrics report it
+// (autoTune), 0 when they do not.
 func (p *Plugin) capacity(e *scheduling.Endpoint) int {
 	if p.params.AutoTune && e.Metrics != nil && e.Metrics.NumGPUBlocks > 0 {
 		return e.Metrics.NumGPUBlocks
 	}
-	return p.params.LRUCapacityPerServer
+	return 0
 }
 
 // Score implements scheduling.Scorer.
@@ -188,14 +189,11 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, req *s
 }
 
 // ApplyEffect implements scheduling.Projection: the effect's endpoints hold
-// its blocks.
-func (p *Plugin) ApplyEffect(_ uint64, _ time.Time, e *scheduling.Effect) {
-	capacity := int(e.Capacity)
-	if capacity <= 0 {
-		capacity = p.params.LRUCapacityPerServer
-	}
+// its blocks as of the decision's stamp.
+func (p *Plugin) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effect) {
+	st := scheduling.StampOf(decisionID, at)
 	for _, name := range e.Endpoints {
-		p.index.Add(name, capacity, e.Blocks)
+		p.index.Add(name, int(e.Capacity), p.params.LRUCapacityPerServer, e.Blocks, st)
 	}
 }
 

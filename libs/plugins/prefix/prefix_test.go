@@ -379,7 +379,7 @@ func TestMatchComputedOncePerCycle(t *testing.T) {
 		t.Errorf("cycle state holds %v under PrefixMatchKey, want the returned match", v)
 	}
 	// The index changes mid-cycle: the cycle keeps its match.
-	p.Index().Add("pod-2", 100, prefix.Hashes("m", []byte(a), defaultBlockChars, 256, nil))
+	p.Index().Add("pod-2", 100, 100, prefix.Hashes("m", []byte(a), defaultBlockChars, 256, nil), scheduling.Stamp{Nanos: 1})
 	if m2 := p.MatchPrefix(ctx, cs, req, eps); m2 != m1 || m2.Hit() {
 		t.Errorf("second MatchPrefix = %p %+v, want the first %p", m2, m2, m1)
 	}

@@ -22,6 +22,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PickFailure says why a Pick placed no request (the reason of the
+// google.rpc.ErrorInfo detail of its error).
+type PickFailure int32
+
+const (
+	PickFailure_PICK_FAILURE_UNSPECIFIED PickFailure = 0
+	// The pool has no ready endpoint for the request.
+	PickFailure_PICK_FAILURE_NO_READY_ENDPOINTS PickFailure = 1
+	// Every endpoint was filtered out: the request is shed.
+	PickFailure_PICK_FAILURE_SHED PickFailure = 2
+	// This replica cannot pick yet (config not loaded, projections not
+	// rebuilt): another replica may.
+	PickFailure_PICK_FAILURE_NOT_READY PickFailure = 3
+)
+
+// Enum value maps for PickFailure.
+var (
+	PickFailure_name = map[int32]string{
+		0: "PICK_FAILURE_UNSPECIFIED",
+		1: "PICK_FAILURE_NO_READY_ENDPOINTS",
+		2: "PICK_FAILURE_SHED",
+		3: "PICK_FAILURE_NOT_READY",
+	}
+	PickFailure_value = map[string]int32{
+		"PICK_FAILURE_UNSPECIFIED":        0,
+		"PICK_FAILURE_NO_READY_ENDPOINTS": 1,
+		"PICK_FAILURE_SHED":               2,
+		"PICK_FAILURE_NOT_READY":          3,
+	}
+)
+
+func (x PickFailure) Enum() *PickFailure {
+	p := new(PickFailure)
+	*p = x
+	return p
+}
+
+func (x PickFailure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PickFailure) Descriptor() protoreflect.EnumDescriptor {
+	return file_hermod_picker_v1_picker_proto_enumTypes[0].Descriptor()
+}
+
+func (PickFailure) Type() protoreflect.EnumType {
+	return &file_hermod_picker_v1_picker_proto_enumTypes[0]
+}
+
+func (x PickFailure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PickFailure.Descriptor instead.
+func (PickFailure) EnumDescriptor() ([]byte, []int) {
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{0}
+}
+
 // Api is the OpenAI API a request was sent to.
 type Api int32
 
@@ -56,11 +114,11 @@ func (x Api) String() string {
 }
 
 func (Api) Descriptor() protoreflect.EnumDescriptor {
-	return file_hermod_picker_v1_picker_proto_enumTypes[0].Descriptor()
+	return file_hermod_picker_v1_picker_proto_enumTypes[1].Descriptor()
 }
 
 func (Api) Type() protoreflect.EnumType {
-	return &file_hermod_picker_v1_picker_proto_enumTypes[0]
+	return &file_hermod_picker_v1_picker_proto_enumTypes[1]
 }
 
 func (x Api) Number() protoreflect.EnumNumber {
@@ -69,7 +127,7 @@ func (x Api) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Api.Descriptor instead.
 func (Api) EnumDescriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{0}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{1}
 }
 
 type PickRequest struct {
@@ -444,7 +502,12 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\n" +
 	"completion\x18\x01 \x01(\v2\".hermod.events.v1.RequestCompletedR\n" +
 	"completion\"\x12\n" +
-	"\x10CompleteResponse*I\n" +
+	"\x10CompleteResponse*\x83\x01\n" +
+	"\vPickFailure\x12\x1c\n" +
+	"\x18PICK_FAILURE_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fPICK_FAILURE_NO_READY_ENDPOINTS\x10\x01\x12\x15\n" +
+	"\x11PICK_FAILURE_SHED\x10\x02\x12\x1a\n" +
+	"\x16PICK_FAILURE_NOT_READY\x10\x03*I\n" +
 	"\x03Api\x12\x13\n" +
 	"\x0fAPI_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fAPI_COMPLETIONS\x10\x01\x12\x18\n" +
@@ -465,33 +528,34 @@ func file_hermod_picker_v1_picker_proto_rawDescGZIP() []byte {
 	return file_hermod_picker_v1_picker_proto_rawDescData
 }
 
-var file_hermod_picker_v1_picker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_hermod_picker_v1_picker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_hermod_picker_v1_picker_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_hermod_picker_v1_picker_proto_goTypes = []any{
-	(Api)(0),                    // 0: hermod.picker.v1.Api
-	(*PickRequest)(nil),         // 1: hermod.picker.v1.PickRequest
-	(*PickResponse)(nil),        // 2: hermod.picker.v1.PickResponse
-	(*Target)(nil),              // 3: hermod.picker.v1.Target
-	(*CompleteRequest)(nil),     // 4: hermod.picker.v1.CompleteRequest
-	(*CompleteResponse)(nil),    // 5: hermod.picker.v1.CompleteResponse
-	nil,                         // 6: hermod.picker.v1.PickRequest.HeadersEntry
-	nil,                         // 7: hermod.picker.v1.PickResponse.HeadersEntry
-	nil,                         // 8: hermod.picker.v1.Target.ResponseHeadersEntry
-	(*v1.RequestCompleted)(nil), // 9: hermod.events.v1.RequestCompleted
+	(PickFailure)(0),            // 0: hermod.picker.v1.PickFailure
+	(Api)(0),                    // 1: hermod.picker.v1.Api
+	(*PickRequest)(nil),         // 2: hermod.picker.v1.PickRequest
+	(*PickResponse)(nil),        // 3: hermod.picker.v1.PickResponse
+	(*Target)(nil),              // 4: hermod.picker.v1.Target
+	(*CompleteRequest)(nil),     // 5: hermod.picker.v1.CompleteRequest
+	(*CompleteResponse)(nil),    // 6: hermod.picker.v1.CompleteResponse
+	nil,                         // 7: hermod.picker.v1.PickRequest.HeadersEntry
+	nil,                         // 8: hermod.picker.v1.PickResponse.HeadersEntry
+	nil,                         // 9: hermod.picker.v1.Target.ResponseHeadersEntry
+	(*v1.RequestCompleted)(nil), // 10: hermod.events.v1.RequestCompleted
 }
 var file_hermod_picker_v1_picker_proto_depIdxs = []int32{
-	0,  // 0: hermod.picker.v1.PickRequest.api:type_name -> hermod.picker.v1.Api
-	6,  // 1: hermod.picker.v1.PickRequest.headers:type_name -> hermod.picker.v1.PickRequest.HeadersEntry
-	3,  // 2: hermod.picker.v1.PickResponse.targets:type_name -> hermod.picker.v1.Target
-	3,  // 3: hermod.picker.v1.PickResponse.prefill:type_name -> hermod.picker.v1.Target
-	3,  // 4: hermod.picker.v1.PickResponse.encode:type_name -> hermod.picker.v1.Target
-	7,  // 5: hermod.picker.v1.PickResponse.headers:type_name -> hermod.picker.v1.PickResponse.HeadersEntry
-	8,  // 6: hermod.picker.v1.Target.response_headers:type_name -> hermod.picker.v1.Target.ResponseHeadersEntry
-	9,  // 7: hermod.picker.v1.CompleteRequest.completion:type_name -> hermod.events.v1.RequestCompleted
-	1,  // 8: hermod.picker.v1.PickerService.Pick:input_type -> hermod.picker.v1.PickRequest
-	4,  // 9: hermod.picker.v1.PickerService.Complete:input_type -> hermod.picker.v1.CompleteRequest
-	2,  // 10: hermod.picker.v1.PickerService.Pick:output_type -> hermod.picker.v1.PickResponse
-	5,  // 11: hermod.picker.v1.PickerService.Complete:output_type -> hermod.picker.v1.CompleteResponse
+	1,  // 0: hermod.picker.v1.PickRequest.api:type_name -> hermod.picker.v1.Api
+	7,  // 1: hermod.picker.v1.PickRequest.headers:type_name -> hermod.picker.v1.PickRequest.HeadersEntry
+	4,  // 2: hermod.picker.v1.PickResponse.targets:type_name -> hermod.picker.v1.Target
+	4,  // 3: hermod.picker.v1.PickResponse.prefill:type_name -> hermod.picker.v1.Target
+	4,  // 4: hermod.picker.v1.PickResponse.encode:type_name -> hermod.picker.v1.Target
+	8,  // 5: hermod.picker.v1.PickResponse.headers:type_name -> hermod.picker.v1.PickResponse.HeadersEntry
+	9,  // 6: hermod.picker.v1.Target.response_headers:type_name -> hermod.picker.v1.Target.ResponseHeadersEntry
+	10, // 7: hermod.picker.v1.CompleteRequest.completion:type_name -> hermod.events.v1.RequestCompleted
+	2,  // 8: hermod.picker.v1.PickerService.Pick:input_type -> hermod.picker.v1.PickRequest
+	5,  // 9: hermod.picker.v1.PickerService.Complete:input_type -> hermod.picker.v1.CompleteRequest
+	3,  // 10: hermod.picker.v1.PickerService.Pick:output_type -> hermod.picker.v1.PickResponse
+	6,  // 11: hermod.picker.v1.PickerService.Complete:output_type -> hermod.picker.v1.CompleteResponse
 	10, // [10:12] is the sub-list for method output_type
 	8,  // [8:10] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
@@ -509,7 +573,7 @@ func file_hermod_picker_v1_picker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_picker_v1_picker_proto_rawDesc), len(file_hermod_picker_v1_picker_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -33,10 +33,15 @@ const (
 // projections of the decision and completion streams of every replica.
 //
 // Pick fails with gRPC status UNAVAILABLE when the pool has no ready
-// endpoint (HTTP 503), RESOURCE_EXHAUSTED when every endpoint was filtered
-// out or the request was shed (HTTP 429), INVALID_ARGUMENT for a malformed
-// request (HTTP 400), FAILED_PRECONDITION when the request names another
-// pool, and INTERNAL for a failure of the picker itself (HTTP 500).
+// endpoint (HTTP 503) or the replica is not ready yet, RESOURCE_EXHAUSTED
+// when every endpoint was filtered out or the request was shed (HTTP 429),
+// NOT_FOUND for a model no endpoint serves (HTTP 404), INVALID_ARGUMENT for
+// a malformed request (HTTP 400), FAILED_PRECONDITION when the request
+// names another pool, and INTERNAL for a failure of the picker itself
+// (HTTP 500). UNAVAILABLE and RESOURCE_EXHAUSTED answers carry a
+// google.rpc.ErrorInfo whose reason is a PickFailure name (domain
+// "hermod.picker"): a client tries another replica only for
+// PICK_FAILURE_NOT_READY, since the others would answer the same.
 type PickerServiceClient interface {
 	Pick(ctx context.Context, in *PickRequest, opts ...grpc.CallOption) (*PickResponse, error)
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
@@ -80,10 +85,15 @@ func (c *pickerServiceClient) Complete(ctx context.Context, in *CompleteRequest,
 // projections of the decision and completion streams of every replica.
 //
 // Pick fails with gRPC status UNAVAILABLE when the pool has no ready
-// endpoint (HTTP 503), RESOURCE_EXHAUSTED when every endpoint was filtered
-// out or the request was shed (HTTP 429), INVALID_ARGUMENT for a malformed
-// request (HTTP 400), FAILED_PRECONDITION when the request names another
-// pool, and INTERNAL for a failure of the picker itself (HTTP 500).
+// endpoint (HTTP 503) or the replica is not ready yet, RESOURCE_EXHAUSTED
+// when every endpoint was filtered out or the request was shed (HTTP 429),
+// NOT_FOUND for a model no endpoint serves (HTTP 404), INVALID_ARGUMENT for
+// a malformed request (HTTP 400), FAILED_PRECONDITION when the request
+// names another pool, and INTERNAL for a failure of the picker itself
+// (HTTP 500). UNAVAILABLE and RESOURCE_EXHAUSTED answers carry a
+// google.rpc.ErrorInfo whose reason is a PickFailure name (domain
+// "hermod.picker"): a client tries another replica only for
+// PICK_FAILURE_NOT_READY, since the others would answer the same.
 type PickerServiceServer interface {
 	Pick(context.Context, *PickRequest) (*PickResponse, error)
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
