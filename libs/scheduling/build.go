@@ -138,28 +138,29 @@ func (b *builder) build() (*Scheduler, error) {
 }
 
 // inherit hands each StateInheritor of s the plugin of the same name and
-// type in the previous scheduler.
+// type in the previous scheduler, and records the projections that start
+// empty.
 func (b *builder) inherit(s *Scheduler) {
-	prev := b.o.previous
-	if prev == nil {
-		return
-	}
-	old := make(map[TypedName]Plugin, len(prev.plugins))
-	for _, p := range prev.plugins {
-		old[p.TypedName()] = p
+	old := map[TypedName]Plugin{}
+	if prev := b.o.previous; prev != nil {
+		for _, p := range prev.plugins {
+			old[p.TypedName()] = p
+		}
 	}
 	for _, p := range s.plugins {
-		h, ok := p.(StateInheritor)
-		if !ok {
-			continue
-		}
 		tn := p.TypedName()
-		if q, ok := old[tn]; ok {
-			if h.InheritState(q) {
-				s.logger.Info("plugin state carried over to the new configuration", "plugin", tn.Name, "type", tn.Type)
-			} else {
-				s.logger.Warn("plugin state not carried over: its parameters changed how it is kept; starting empty", "plugin", tn.Name, "type", tn.Type)
+		inherited := false
+		if h, ok := p.(StateInheritor); ok {
+			if q, ok := old[tn]; ok {
+				if inherited = h.InheritState(q); inherited {
+					s.logger.Info("plugin state carried over to the new configuration", "plugin", tn.Name, "type", tn.Type)
+				} else {
+					s.logger.Warn("plugin state not carried over: its parameters changed how it is kept; starting empty", "plugin", tn.Name, "type", tn.Type)
+				}
 			}
+		}
+		if _, ok := p.(Projection); ok && !inherited {
+			s.fresh = append(s.fresh, tn)
 		}
 	}
 }

@@ -254,6 +254,15 @@ type Projection interface {
 	ApplyEffect(decisionID uint64, at time.Time, e *Effect)
 }
 
+// StateRetainer is implemented by stateful plugins whose state reflects the
+// decisions of a bounded past (in-flight requests live at most a request
+// timeout): a replica rebuilding its state replays at least that much of
+// the decision stream.
+type StateRetainer interface {
+	Plugin
+	StateRetention() time.Duration
+}
+
 // StateInheritor is implemented by stateful plugins that can take over the
 // state of their predecessor when a configuration is replaced (hot reload):
 // New with WithPrevious hands each one the plugin of the same name and type

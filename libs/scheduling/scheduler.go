@@ -36,6 +36,7 @@ type Scheduler struct {
 	responseStreaming []timed[ResponseStreaming]
 	responseComplete  []timed[ResponseComplete]
 	projections       map[string]Projection // by plugin name
+	fresh             []TypedName           // projections that inherited no state
 
 	now func() time.Time
 
@@ -173,6 +174,24 @@ func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Res
 	}
 	return nil
 }
+
+// StateRetention is the longest state retention its plugins ask for (see
+// StateRetainer); 0 if none does.
+func (s *Scheduler) StateRetention() time.Duration {
+	var d time.Duration
+	for _, p := range s.plugins {
+		if r, ok := p.(StateRetainer); ok {
+			d = max(d, r.StateRetention())
+		}
+	}
+	return d
+}
+
+// Fresh returns the projections (see Projection) that started empty: all
+// of them for a first configuration; for a reload (WithPrevious), those that
+// are new or could not take over their predecessor's state. Their state is
+// rebuilt by replaying the decision stream.
+func (s *Scheduler) Fresh() []TypedName { return s.fresh }
 
 // ApplyEffects applies the effects of a decision taken elsewhere (another
 // replica, or this one before a restart) to the plugins they name. An

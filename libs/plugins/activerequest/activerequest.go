@@ -121,6 +121,10 @@ func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp
 	s.tracker.Done(resp.DecisionID)
 }
 
+// StateRetention implements scheduling.StateRetainer: a request counts for
+// at most the request timeout.
+func (s *Scorer) StateRetention() time.Duration { return s.params.RequestTimeout.Std() }
+
 // InheritState implements scheduling.StateInheritor: the in-flight requests
 // of the previous configuration stay counted, under this one's timeout.
 func (s *Scorer) InheritState(prev scheduling.Plugin) bool {

@@ -3,6 +3,7 @@ package standard_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +225,27 @@ plugins:
 	x := pluginOf[*prefix.Plugin](t, resized).Index()
 	if x.Blocks(eps[0].Name)+x.Blocks(eps[1].Name)+x.Blocks(eps[2].Name) != 0 {
 		t.Error("prefix index carried over across a block size change")
+	}
+}
+
+func TestFreshProjectionsAndRetention(t *testing.T) {
+	first := schedulingtest.Scheduler(t, statefulConfig)
+	if got := len(first.Fresh()); got != 3 {
+		t.Errorf("a first config has %d fresh projections, want 3 (%v)", got, first.Fresh())
+	}
+	if got := first.StateRetention(); got != 2*time.Minute {
+		t.Errorf("retention %s, want the active-request-scorer's 2m", got)
+	}
+	same := schedulingtest.Scheduler(t, statefulConfig, scheduling.WithPrevious(first))
+	if got := same.Fresh(); len(got) != 0 {
+		t.Errorf("a reload of the same config has fresh projections %v", got)
+	}
+	resized := schedulingtest.Scheduler(t, strings.Replace(statefulConfig, "blockSizeTokens: 4", "blockSizeTokens: 8", 1)+
+		"", scheduling.WithPrevious(same))
+	if got := resized.Fresh(); len(got) != 1 || got[0].Type != "prefix-cache-scorer" {
+		t.Errorf("after a block size change: fresh %v, want the prefix plugin", got)
+	}
+	if got := schedulingtest.Scheduler(t, "plugins: [{type: queue-scorer}]").StateRetention(); got != 0 {
+		t.Errorf("stateless config retention %s", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	reg := telemetry.NewRegistry()
 	a := &app{cfg: cfg, log: log, reg: reg, firstConfig: make(chan struct{})}
+	a.bgCtx, a.bgCancel = context.WithCancel(ctx)
 	defer a.close()
 	if err := a.connect(ctx); err != nil {
 		return err
@@ -120,8 +122,14 @@ type app struct {
 
 	configLoaded, endpointsListed atomic.Bool
 	firstConfig                   chan struct{} // closed once the first version is applied
-	decisionsCaughtUp             atomic.Bool
-	completionsCaughtUp           atomic.Bool
+	caughtUp                      atomic.Bool   // the initial replay is done
+	following                     atomic.Bool   // the streams are followed
+	consumers                     []*bus.Consumer
+
+	// Background work (replays) runs under bgCtx; close cancels and waits.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 func (a *app) connect(ctx context.Context) error {
@@ -159,12 +167,14 @@ func (a *app) start(ctx context.Context) error {
 				a.log.Warn("publishing the config status failed", "error", err)
 			}
 		},
+		OnApplied: a.reloaded,
 	})
 	if err != nil {
 		return err
 	}
 
 	a.set = endpoints.New(endpoints.Options{MaxFailures: a.cfg.MaxFailures, OnRemove: func(name string) {
+		a.folder.EndpointRemoved(name)
 		lease := a.loader.Acquire()
 		lease.Scheduler().EndpointRemoved(name)
 		lease.Release()
@@ -197,7 +207,7 @@ func (a *app) start(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return a.foldStreams(ctx, decisionsSubject)
+	return a.followStreams(ctx)
 }
 
 // watchConfig loads the config from the file or etcd, and follows it.
@@ -273,45 +283,6 @@ func (a *app) followMetrics(ctx context.Context) error {
 	return nil
 }
 
-// foldStreams replays the last ReplayWindow of completions and decisions
-// into the projections, then follows both streams.
-func (a *app) foldStreams(ctx context.Context, decisionsSubject string) error {
-	completionsSubject, err := bus.CompletionsSubject(a.cfg.Pool)
-	if err != nil {
-		return err
-	}
-	since := time.Now().Add(-a.cfg.ReplayWindow)
-	cc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: completionsSubject, Start: since, Logger: a.log, Registerer: a.reg},
-		func(c *eventsv1.RequestCompleted, _ bus.Meta) { a.folder.Completion(ctx, c, projection.SourceStream) })
-	if err != nil {
-		return fmt.Errorf("follow completions: %w", err)
-	}
-	a.stops = append(a.stops, cc.Close)
-	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisionsSubject, Start: since, Logger: a.log},
-		func(d *eventsv1.RoutingDecision, _ bus.Meta) { a.folder.Decision(d) })
-	if err != nil {
-		return fmt.Errorf("follow decisions: %w", err)
-	}
-	a.stops = append(a.stops, dc.Close)
-	go func() {
-		start := time.Now()
-		select {
-		case <-cc.CaughtUp():
-		case <-ctx.Done():
-			return
-		}
-		a.completionsCaughtUp.Store(true)
-		select {
-		case <-dc.CaughtUp():
-		case <-ctx.Done():
-			return
-		}
-		a.decisionsCaughtUp.Store(true)
-		a.log.Info("projections rebuilt from the streams", "window", a.cfg.ReplayWindow, "took", time.Since(start).Round(time.Millisecond))
-	}()
-	return nil
-}
-
 // ready says whether the picker can serve: config loaded, endpoints listed,
 // projections caught up with the streams.
 func (a *app) ready() error {
@@ -320,8 +291,15 @@ func (a *app) ready() error {
 		return errors.New("no config loaded yet")
 	case !a.endpointsListed.Load():
 		return errors.New("endpoints not listed yet")
-	case !a.completionsCaughtUp.Load() || !a.decisionsCaughtUp.Load():
+	case !a.caughtUp.Load():
 		return errors.New("projections not rebuilt from the streams yet")
+	}
+	for _, c := range a.consumers {
+		select {
+		case <-c.Done():
+			return errors.New("a stream consumer stopped")
+		default:
+		}
 	}
 	return nil
 }
@@ -394,6 +372,8 @@ func (a *app) serve(ctx context.Context) error {
 
 // close stops everything in reverse start order.
 func (a *app) close() {
+	a.bgCancel()
+	a.bg.Wait()
 	for i := len(a.stops) - 1; i >= 0; i-- {
 		a.stops[i]()
 	}

@@ -350,12 +350,43 @@ func TestReplicasShareProjections(t *testing.T) {
 
 	// A new replica rebuilds the same state from the streams.
 	c := e.start("c")
-	deadline := time.Now().Add(10 * time.Second)
-	for !same(a.state(t), c.state(t)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the new replica did not rebuild the state:\n a %+v\n c %+v", a.state(t), c.state(t))
+	converge := func(what string, ps ...*picker) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok := true
+			for _, p := range ps[1:] {
+				ok = ok && same(ps[0].state(t), p.state(t))
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				var states []string
+				for _, p := range ps {
+					states = append(states, fmt.Sprintf("%+v", p.state(t)))
+				}
+				t.Fatalf("%s: the replicas do not agree:\n%s", what, strings.Join(states, "\n"))
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	converge("a new replica", a, c)
+
+	// A replica restarted under the same name replays its own decisions too.
+	a.stop()
+	a2 := e.start("a")
+	converge("a replica restarted under its old name", a2, b, c)
+
+	// A reload that changes how the prefix index is kept rebuilds it from
+	// the streams on every replica, as a replica started later builds it.
+	if _, err := coord.PutConfig(context.Background(), e.etcd, e.pool, []byte(strings.Replace(loadAware, "autoTune: false", "autoTune: false, blockSizeTokens: 8", 1))); err != nil {
+		t.Fatal(err)
+	}
+	d := e.start("d")
+	converge("after a block size change", a2, b, c, d)
+	if st := d.state(t); st.InFlight != 20 {
+		t.Errorf("after the reload: %d in flight, want 20", st.InFlight)
 	}
 }
 

@@ -8,6 +8,7 @@ package projection
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,19 +31,36 @@ const DefaultWindow = 2 * time.Minute
 // Lookup resolves an endpoint by name (for completions).
 type Lookup func(name string) (*scheduling.Endpoint, bool)
 
+// DefaultLagSlack is how recent a decision about an endpoint this replica
+// does not (yet) see registered must be for its effects to apply.
+const DefaultLagSlack = 10 * time.Second
+
 // Folder applies decision and completion events to the scheduler in force.
-// Each decision and each completion is applied once, whatever the number of
-// redeliveries and whichever path brought it (stream or Complete RPC); this
-// replica's own decisions were applied when it took them and are skipped.
+// The plugins' projections are idempotent and order-independent; the
+// Folder also skips what it has already applied (redeliveries, a
+// completion that came by RPC and by stream, this replica's own decisions,
+// which it applied when it took them) to save the work.
+//
+// Effects on endpoints that left the registry are dropped when the decision
+// is older than the endpoint's removal (or, for an endpoint this replica
+// has never seen removed, older than the lag slack), so that a late or
+// replayed event does not bring back the state of a departed endpoint.
 // Its methods are safe for concurrent use.
 type Folder struct {
 	pool, replica string
 	loader        *schedconfig.Loader
 	lookup        Lookup
+	registered    func(name string) bool
+	lagSlack      time.Duration
+	window        time.Duration
+	now           func() time.Time
 	decisions     *idSet
 	completions   *idSet
 	log           *slog.Logger
 	m             *metrics
+
+	mu      sync.Mutex
+	removed map[string]time.Time // endpoint -> when it left the registry
 }
 
 // Options configure a Folder.
@@ -53,7 +71,12 @@ type Options struct {
 	// Default DefaultWindow.
 	Window time.Duration
 	Lookup Lookup
-	Logger *slog.Logger
+	// Registered reports whether an endpoint is registered now (default:
+	// Lookup finds it).
+	Registered func(name string) bool
+	// LagSlack: see DefaultLagSlack.
+	LagSlack time.Duration
+	Logger   *slog.Logger
 	// Metrics registers the folder's metrics (nil: not registered).
 	Metrics prometheus.Registerer
 	// Now is the clock (tests); default time.Now.
@@ -74,40 +97,126 @@ func New(loader *schedconfig.Loader, o Options) *Folder {
 	if o.Lookup == nil {
 		o.Lookup = func(string) (*scheduling.Endpoint, bool) { return nil, false }
 	}
+	if o.Registered == nil {
+		lookup := o.Lookup
+		o.Registered = func(name string) bool { _, ok := lookup(name); return ok }
+	}
+	if o.LagSlack <= 0 {
+		o.LagSlack = DefaultLagSlack
+	}
 	return &Folder{
-		pool: o.Pool, replica: o.Replica, loader: loader, lookup: o.Lookup,
+		pool: o.Pool, replica: o.Replica, loader: loader, lookup: o.Lookup, registered: o.Registered,
+		lagSlack: o.LagSlack, window: o.Window, now: o.Now,
 		decisions:   newIDSet(o.Window, o.Now),
 		completions: newIDSet(o.Window, o.Now),
 		log:         o.Logger, m: newMetrics(o.Metrics),
+		removed: map[string]time.Time{},
 	}
 }
 
 // Decision folds one decision event.
 func (f *Folder) Decision(d *eventsv1.RoutingDecision) {
-	if d.GetReplica() == f.replica {
-		f.m.decisions.own.Inc()
+	id, ok := f.check(d)
+	if !ok {
 		return
 	}
+	if !f.decisions.add(id) {
+		if d.GetReplica() == f.replica {
+			f.m.decisions.own.Inc()
+		} else {
+			f.m.decisions.duplicate.Inc()
+		}
+		return
+	}
+	lease := f.loader.Acquire()
+	defer lease.Release()
+	f.apply(lease.Scheduler(), id, d)
+	f.m.decisions.applied.Inc()
+}
+
+// Own records a decision this replica took (and applied): its event, when
+// the stream brings it back, is skipped.
+func (f *Folder) Own(id uint64) { f.decisions.add(id) }
+
+// Replay applies a decision to s whether it was applied before or not (the
+// projections are idempotent): to rebuild the state of plugins that
+// started empty.
+func (f *Folder) Replay(s *scheduling.Scheduler, d *eventsv1.RoutingDecision) {
+	if id, ok := f.check(d); ok {
+		f.apply(s, id, d)
+	}
+}
+
+func (f *Folder) check(d *eventsv1.RoutingDecision) (uint64, bool) {
 	if d.GetPool() != f.pool {
 		f.m.decisions.foreign.Inc()
-		return
+		return 0, false
 	}
 	id, err := decisions.ParseID(d.GetDecisionId())
 	if err != nil {
 		f.m.decisions.malformed.Inc()
 		f.log.Warn("dropping a decision event with a malformed id", "pool", f.pool, "error", err)
-		return
+		return 0, false
 	}
-	if !f.decisions.add(id) {
-		f.m.decisions.duplicate.Inc()
-		return
+	return id, true
+}
+
+func (f *Folder) apply(s *scheduling.Scheduler, id uint64, d *eventsv1.RoutingDecision) {
+	var at time.Time // a decision without a time counts from now
+	if d.GetTime() != nil {
+		at = d.GetTime().AsTime()
 	}
-	lease := f.loader.Acquire()
-	applied, skipped := lease.Scheduler().ApplyEffects(id, d.GetTime().AsTime(), decisions.Effects(d))
-	lease.Release()
-	f.m.decisions.applied.Inc()
+	effects := decisions.Effects(d)
+	for i := range effects {
+		effects[i].Endpoints = f.keepEndpoints(effects[i].Endpoints, at)
+	}
+	applied, skipped := s.ApplyEffects(id, at, effects)
 	f.m.effects.applied.Add(float64(applied))
 	f.m.effects.skipped.Add(float64(skipped))
+}
+
+// keepEndpoints drops the endpoints whose state a decision taken at at
+// must not touch (see Folder). It returns eps itself when it keeps all.
+func (f *Folder) keepEndpoints(eps []string, at time.Time) []string {
+	keep := func(name string) bool {
+		f.mu.Lock()
+		removedAt, removed := f.removed[name]
+		f.mu.Unlock()
+		switch {
+		case removed && !at.After(removedAt):
+			return false
+		case f.registered(name):
+			return true
+		}
+		return !at.IsZero() && f.now().Sub(at) < f.lagSlack
+	}
+	for i, name := range eps {
+		if keep(name) {
+			continue
+		}
+		out := append([]string(nil), eps[:i]...)
+		for _, n := range eps[i+1:] {
+			if keep(n) {
+				out = append(out, n)
+			}
+		}
+		f.m.effects.stale.Add(float64(len(eps) - len(out)))
+		return out
+	}
+	return eps
+}
+
+// EndpointRemoved records that an endpoint left the registry now.
+func (f *Folder) EndpointRemoved(name string) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed[name] = now
+	for n, at := range f.removed {
+		if now.Sub(at) > 2*f.window {
+			delete(f.removed, n)
+		}
+	}
 }
 
 // Completion folds one completion, from the stream or from a Complete RPC.
@@ -127,6 +236,22 @@ func (f *Folder) Completion(ctx context.Context, c *eventsv1.RequestCompleted, s
 		f.m.completions.WithLabelValues(source, "duplicate").Inc()
 		return false
 	}
+	lease := f.loader.Acquire()
+	defer lease.Release()
+	f.complete(ctx, lease.Scheduler(), id, c)
+	f.m.completions.WithLabelValues(source, "applied").Inc()
+	return true
+}
+
+// ReplayCompletion applies a completion to s whether it was applied before
+// or not (see Replay).
+func (f *Folder) ReplayCompletion(ctx context.Context, s *scheduling.Scheduler, c *eventsv1.RequestCompleted) {
+	if id, err := decisions.ParseID(c.GetDecisionId()); err == nil && (c.GetPool() == "" || c.GetPool() == f.pool) {
+		f.complete(ctx, s, id, c)
+	}
+}
+
+func (f *Folder) complete(ctx context.Context, s *scheduling.Scheduler, id uint64, c *eventsv1.RequestCompleted) {
 	resp := &scheduling.Response{
 		RequestID:  c.GetRequestId(),
 		DecisionID: id,
@@ -143,11 +268,7 @@ func (f *Folder) Completion(ctx context.Context, c *eventsv1.RequestCompleted, s
 	if e, ok := f.lookup(c.GetEndpointName()); ok {
 		resp.Target = scheduling.Target{Endpoint: e, Port: e.Port}
 	}
-	lease := f.loader.Acquire()
-	lease.Scheduler().ResponseComplete(ctx, nil, resp)
-	lease.Release()
-	f.m.completions.WithLabelValues(source, "applied").Inc()
-	return true
+	s.ResponseComplete(ctx, nil, resp)
 }
 
 type metrics struct {
@@ -155,7 +276,7 @@ type metrics struct {
 		applied, own, duplicate, foreign, malformed prometheus.Counter
 	}
 	effects struct {
-		applied, skipped prometheus.Counter
+		applied, skipped, stale prometheus.Counter
 	}
 	completions *prometheus.CounterVec
 }
@@ -167,7 +288,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"result"})
 	eff := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermod_picker_projection_effects_total",
-		Help: "Plugin effects of other replicas' decisions, by result: applied, or skipped (no plugin of that name and type in the config in force).",
+		Help: "Plugin effects of other replicas' decisions, by result: applied, skipped (no plugin of that name and type in the config in force), stale (endpoints that left the registry; counted per endpoint).",
 	}, []string{"result"})
 	m := &metrics{completions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermod_picker_projection_completions_total",
@@ -180,6 +301,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.decisions.malformed = dec.WithLabelValues("malformed")
 	m.effects.applied = eff.WithLabelValues("applied")
 	m.effects.skipped = eff.WithLabelValues("skipped")
+	m.effects.stale = eff.WithLabelValues("stale")
 	if reg != nil {
 		reg.MustRegister(dec, eff, m.completions)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/plugins/activerequest"
@@ -60,6 +61,7 @@ func (r *replica) decide(t *testing.T, name string) *eventsv1.RoutingDecision {
 		t.Fatal(err)
 	}
 	defer res.Release()
+	r.folder.Own(res.DecisionID)
 	ev := decisions.Event("p", req, res)
 	ev.Replica = name
 	return ev
@@ -152,5 +154,85 @@ func TestIDSetForgetsAfterTwoWindows(t *testing.T) {
 	now = now.Add(61 * time.Second)
 	if !s.add(1) || s.len() > 3 {
 		t.Errorf("still remembered after three windows (len %d)", s.len())
+	}
+}
+
+// A replica restarted under the same name replays its own old decisions
+// like anybody's: only ids it took itself in this process are skipped.
+func TestRestartUnderTheSameNameReplaysOwnDecisions(t *testing.T) {
+	a := newReplica(t, "picker-0", 1)
+	d := a.decide(t, "picker-0")
+	restarted := newReplica(t, "picker-0", 2)
+	restarted.folder.Decision(d)
+	if n := restarted.tracker().Len(); n != 1 {
+		t.Errorf("restarted replica: %d in flight, want 1", n)
+	}
+	if got := counter(t, restarted.reg, "hermod_picker_projection_decisions_total", "applied"); got != 1 {
+		t.Errorf("applied %v", got)
+	}
+}
+
+func TestReplayBypassesDeduplication(t *testing.T) {
+	a, b := newReplica(t, "a", 1), newReplica(t, "b", 2)
+	d := a.decide(t, "a")
+	b.folder.Decision(d)
+	lease := b.loader.Acquire()
+	b.folder.Replay(lease.Scheduler(), d) // idempotent: still one
+	b.folder.ReplayCompletion(context.Background(), lease.Scheduler(), &eventsv1.RequestCompleted{DecisionId: d.GetDecisionId(), Pool: "p"})
+	lease.Release()
+	if n := b.tracker().Len(); n != 0 {
+		t.Errorf("in flight after replayed completion: %d", n)
+	}
+}
+
+// Effects on endpoints that left the registry do not bring their state
+// back: older than the removal, or (never seen removed) older than the lag
+// slack.
+func TestEffectsOnDepartedEndpoints(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	registered := map[string]bool{"pod-0": true, "pod-1": true, "pod-2": true}
+	l, err := schedconfig.New(schedconfig.Version{Source: schedconfig.SourceFile, Data: []byte("plugins: [{type: active-request-scorer}]\n")},
+		schedconfig.Options{Pool: "p", Replica: "b", Logger: quiet, SchedulerOptions: []scheduling.Option{scheduling.WithLogger(quiet), scheduling.WithClock(func() time.Time { return now })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	f := New(l, Options{Pool: "p", Replica: "b", Logger: quiet, Now: func() time.Time { return now },
+		Registered: func(n string) bool { return registered[n] }})
+	tr := func() *activerequest.Tracker[uint64] {
+		lease := l.Acquire()
+		defer lease.Release()
+		return lease.Scheduler().Plugins()[0].(*activerequest.Scorer).Tracker()
+	}
+	decision := func(id uint64, at time.Time, ep string) *eventsv1.RoutingDecision {
+		return &eventsv1.RoutingDecision{DecisionId: decisions.ID(id), Pool: "p", Replica: "a", Time: timestamppb.New(at),
+			Effects: []*eventsv1.PluginEffect{{Plugin: "active-request-scorer", Type: "active-request-scorer", Endpoints: []string{ep}}}}
+	}
+	// pod-1 leaves now; a late decision from before is dropped, a later one
+	// (it came back) applies.
+	delete(registered, "pod-1")
+	f.EndpointRemoved("pod-1")
+	f.Decision(decision(1, now.Add(-time.Second), "pod-1"))
+	if tr().InFlight("pod-1") != 0 {
+		t.Error("a decision older than the removal brought pod-1 back")
+	}
+	registered["pod-1"] = true
+	f.Decision(decision(2, now.Add(time.Millisecond), "pod-1"))
+	if tr().InFlight("pod-1") != 1 {
+		t.Error("a decision after pod-1 came back was dropped")
+	}
+	// pod-9 is not (yet) registered here: a recent decision applies, an old
+	// one (a replay of a long-gone endpoint) does not.
+	f.Decision(decision(3, now.Add(-2*time.Second), "pod-9"))
+	f.Decision(decision(4, now.Add(-time.Minute), "pod-8"))
+	if tr().InFlight("pod-9") != 1 || tr().InFlight("pod-8") != 0 {
+		t.Errorf("unregistered endpoints: pod-9 %d pod-8 %d, want 1 and 0", tr().InFlight("pod-9"), tr().InFlight("pod-8"))
+	}
+	// A decision without a time counts from now.
+	d := decision(5, now, "pod-2")
+	d.Time = nil
+	f.Decision(d)
+	if tr().InFlight("pod-2") != 1 {
+		t.Error("a decision without a time was not counted")
 	}
 }

@@ -43,6 +43,7 @@ type Loader struct {
 	opts          []scheduling.Option
 	log           *slog.Logger
 	onStatus      func(*eventsv1.ConfigStatus)
+	onApplied     func(*scheduling.Scheduler)
 	metrics       *metrics
 
 	mu      sync.Mutex // serializes Apply
@@ -82,6 +83,9 @@ type Options struct {
 	OnStatus func(*eventsv1.ConfigStatus)
 	// Metrics registers the loader's metrics (nil: not registered).
 	Metrics Registerer
+	// OnApplied, when set, is called with every scheduler Apply puts in
+	// force (after it is in force).
+	OnApplied func(*scheduling.Scheduler)
 }
 
 // New builds the first scheduler from v. Unlike Apply, an invalid first
@@ -90,7 +94,7 @@ func New(v Version, o Options) (*Loader, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	l := &Loader{pool: o.Pool, replica: o.Replica, opts: o.SchedulerOptions, log: o.Logger, onStatus: o.OnStatus, metrics: newMetrics(o.Metrics)}
+	l := &Loader{pool: o.Pool, replica: o.Replica, opts: o.SchedulerOptions, log: o.Logger, onStatus: o.OnStatus, onApplied: o.OnApplied, metrics: newMetrics(o.Metrics)}
 	s, err := l.build(v, nil)
 	if err != nil {
 		l.report(v, err, nil)
@@ -143,6 +147,9 @@ func (l *Loader) Apply(v Version) error {
 	l.log.Info("endpoint picker config loaded", "pool", l.pool, "source", v.Source, "revision", v.Revision)
 	l.report(v, nil, s)
 	l.retire(prev)
+	if l.onApplied != nil {
+		l.onApplied(s)
+	}
 	return nil
 }
 

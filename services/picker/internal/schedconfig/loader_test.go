@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/plugins/activerequest"
 	_ "github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
@@ -103,7 +104,19 @@ func TestReloadKeepsStateAndRetiresTheOldScheduler(t *testing.T) {
 		t.Fatal("the new config is not in force")
 	}
 	// Both decisions are in flight under the new config.
+	var tr *activerequest.Tracker[uint64]
+	for _, p := range lease.Scheduler().Plugins() {
+		if s, ok := p.(*activerequest.Scorer); ok {
+			tr = s.Tracker()
+		}
+	}
+	if tr == nil || tr.Len() != 2 {
+		t.Fatalf("in flight under the new config: %v", tr)
+	}
 	lease.Scheduler().ResponseComplete(context.Background(), nil, &scheduling.Response{DecisionID: id})
+	if tr.Len() != 1 {
+		t.Errorf("after completing the first decision under the new config: %d in flight, want 1", tr.Len())
+	}
 	if len(*statuses) != 2 || !(*statuses)[1].GetAccepted() {
 		t.Errorf("statuses %v", *statuses)
 	}

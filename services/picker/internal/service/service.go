@@ -154,6 +154,7 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 		out.Targets[i] = &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort(), ResponseHeaders: resp.Headers}
 	}
 
+	s.o.Folder.Own(res.DecisionID)
 	ev := decisions.Event(s.o.Pool, req, res)
 	ev.Replica = s.o.Replica
 	for _, t := range out.Targets[1:] {

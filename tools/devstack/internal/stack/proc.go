@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,10 +37,23 @@ func (w *lineWriter) line(prefix string, b []byte) {
 	_, _ = fmt.Fprintf(w.out, "%-12s %s\n", prefix, b)
 }
 
+// childEnv is devstack's environment without HERMOD_* variables: the
+// children get their settings from devstack's flags, and a HERMOD_CONFIG
+// (say) meant for devstack must not redirect a picker to a file.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HERMOD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // start runs the process; its stdout and stderr go to out line by line.
 func start(name string, core bool, out *lineWriter, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = os.Environ()
+	cmd.Env = childEnv()
 	// Its own process group: a Ctrl-C on the terminal reaches devstack, which
 	// stops the children in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
