@@ -106,7 +106,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, Completer: picker, Logger: log, Metrics: reg})
-	defer reporter.Close()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		reporter.Close(cctx)
+	}()
 
 	list := models.New()
 	var modelsListed atomic.Bool
@@ -154,7 +158,7 @@ func routes(h *proxy.Handler, list *models.List, guard *auth.Guard, ops http.Han
 		}))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", v1)
+	mux.Handle("/v1/", proxy.RequestIDs(v1))
 	mux.Handle("/", ops)
 	return mux
 }

@@ -141,8 +141,8 @@ func NewGuard(keys []Key, reg prometheus.Registerer) *Guard {
 // the request, so it never reaches a model server.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		e, known := g.lookup(strings.TrimSpace(token))
+		token, ok := bearer(r.Header.Get("Authorization"))
+		e, known := g.lookup(token)
 		if !ok || !known {
 			g.refused.Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hermod"`)
@@ -162,6 +162,16 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		r.Header.Del("Authorization")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header;
+// the scheme is case-insensitive (RFC 9110 11.1).
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 // lookup finds a key by its secret. The map is keyed by the secret's

@@ -45,7 +45,7 @@ func TestGuard(t *testing.T) {
 	for _, c := range []struct {
 		auth string
 		code int
-	}{{"", 401}, {"Bearer", 401}, {"Bearer sk-b", 401}, {"Basic sk-a", 401}, {"Bearer sk-a", 200}, {"Bearer sk-slow", 200}, {"Bearer sk-slow", 200}, {"Bearer sk-slow", 429}, {"Bearer sk-a", 200}} {
+	}{{"", 401}, {"Bearer", 401}, {"Bearer sk-b", 401}, {"Basic sk-a", 401}, {"Bearer sk-a", 200}, {"bearer  sk-a", 200}, {"Bearer sk-slow", 200}, {"Bearer sk-slow", 200}, {"Bearer sk-slow", 429}, {"Bearer sk-a", 200}} {
 		w := do(c.auth)
 		if w.Code != c.code {
 			t.Errorf("%q: %d, want %d (%s)", c.auth, w.Code, c.code, w.Body.String())

@@ -14,8 +14,8 @@ type Request struct {
 	Model string
 	// Stream is the "stream" field.
 	Stream bool
-	// HasStreamOptions says whether "stream_options" is present (and not
-	// null); IncludeUsage is its "include_usage".
+	// HasStreamOptions says whether "stream_options" is present (null
+	// included); IncludeUsage is its "include_usage".
 	HasStreamOptions bool
 	IncludeUsage     bool
 }
@@ -336,7 +336,7 @@ func (s *scanner) boolValue(param string) (v, null bool, err error) {
 func (s *scanner) streamOptions(r *Request) error {
 	switch s.peek() {
 	case 'n':
-		r.HasStreamOptions, r.IncludeUsage = false, false
+		r.HasStreamOptions, r.IncludeUsage = true, false
 		return s.literal("null")
 	case '{':
 		r.HasStreamOptions, r.IncludeUsage = true, false
@@ -385,8 +385,9 @@ func WithIncludeUsage(body []byte, r Request) ([]byte, error) {
 		out = append(out, member...)
 		return append(out, body[open:]...), nil
 	}
-	// Rare: stream_options is there without include_usage: true. Rewrite it
-	// member by member, keeping the other members as they are.
+	// Rare: stream_options is there (maybe null) without include_usage:
+	// true. Rewrite it member by member, keeping the other members as they
+	// are.
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, ErrNotObject

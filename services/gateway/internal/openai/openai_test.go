@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -18,7 +19,7 @@ func TestInspect(t *testing.T) {
 		{` {"stream": true, "model": "a\"b", "messages": [{"role":"user","content":"x"}]} `, Request{Model: `a"b`, Stream: true}, ""},
 		{`{"model":null,"stream":null}`, Request{}, ""},
 		{`{"stream":true,"stream_options":{"include_usage":true,"x":[1,2]}}`, Request{Stream: true, HasStreamOptions: true, IncludeUsage: true}, ""},
-		{`{"stream_options":null}`, Request{}, ""},
+		{`{"stream_options":null}`, Request{HasStreamOptions: true}, ""},
 		{`{"mod\u0065l":"escaped-key"}`, Request{Model: "escaped-key"}, ""},
 		{`{"model":"a","model":"b"}`, Request{Model: "b"}, ""},
 		{`{"n":-1.5e+3,"t":[true,false,null,{}],"s":"\u00e9\n"}`, Request{}, ""},
@@ -59,6 +60,7 @@ func TestWithIncludeUsage(t *testing.T) {
 		` { } `,
 		`{"stream":true,"stream_options":{"continuous_usage_stats":true}}`,
 		`{"stream":true,"stream_options":{"include_usage":false}}`,
+		`{"stream_options":null,"stream":true}`,
 	} {
 		r, err := Inspect([]byte(body))
 		if err != nil {
@@ -196,6 +198,50 @@ func FuzzInspect(f *testing.F) {
 			if r2, err := Inspect(out); err != nil || !r2.IncludeUsage || r2.Model != r.Model {
 				t.Fatalf("WithIncludeUsage(%q) = %q: %+v %v", body, out, r2, err)
 			}
+		}
+	})
+}
+
+func TestResponseUsageFromATail(t *testing.T) {
+	body := `{"id":"x","choices":[{"text":"the \"usage\": {\"prompt_tokens\": 99} is not it"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`
+	for _, tail := range []string{body, body[40:], body[len(body)-70:]} {
+		u, ok := ResponseUsage([]byte(tail))
+		if !ok || u.PromptTokens != 12 || u.CompletionTokens != 5 {
+			t.Errorf("ResponseUsage(%q) = %+v %v", tail, u, ok)
+		}
+	}
+	if _, ok := ResponseUsage([]byte(body[:len(body)-30])); ok {
+		t.Error("a cut usage object was read")
+	}
+}
+
+// FuzzResponseUsage holds ResponseUsage to a full decode of the documents
+// whose top level has a usage object last.
+func FuzzResponseUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"text":"usage"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`,
+		`{"usage":null}`, `{"usage": {"prompt_tokens_details": {"cached_tokens": 7}}}`, `"usage":`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := ResponseUsage(body) // never panics
+		var doc struct {
+			Usage *Usage `json:"usage"`
+		}
+		var top map[string]json.RawMessage
+		if json.Unmarshal(body, &top) != nil || json.Unmarshal(body, &doc) != nil || doc.Usage == nil {
+			return
+		}
+		// The tail reading is exact when "usage" is there once.
+		if bytes.Count(body, []byte(`"usage"`)) != 1 {
+			return
+		}
+		if !ok {
+			t.Fatalf("no usage read from %q", body)
+		}
+		if got.PromptTokens != doc.Usage.PromptTokens || got.CompletionTokens != doc.Usage.CompletionTokens || got.CachedTokens() != doc.Usage.CachedTokens() {
+			t.Fatalf("%+v vs %+v", got, *doc.Usage)
 		}
 	})
 }

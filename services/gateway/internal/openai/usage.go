@@ -23,18 +23,32 @@ func (u Usage) CachedTokens() int64 {
 	return u.Details.CachedTokens
 }
 
-// ResponseUsage reads the usage of a non-streamed response body.
+// ResponseUsage reads the usage of a non-streamed response from its body,
+// or from its tail: it decodes the object of the last "usage" member (the
+// top-level one, which servers put last) without decoding the rest. The
+// bytes "usage": cannot occur inside a JSON string (its quotes would be
+// escaped), so the last occurrence is a member.
 func ResponseUsage(body []byte) (Usage, bool) {
-	if !hasUsageObject(body) {
-		return Usage{}, false
+	for end := len(body); ; {
+		i := bytes.LastIndex(body[:end], usageKey)
+		if i < 0 {
+			return Usage{}, false
+		}
+		end = i
+		rest := body[i+len(usageKey):]
+		j := 0
+		for j < len(rest) && (rest[j] == ' ' || rest[j] == '\t' || rest[j] == '\n' || rest[j] == '\r') {
+			j++
+		}
+		if j == len(rest) || rest[j] != ':' {
+			continue
+		}
+		var u *Usage
+		if err := json.NewDecoder(bytes.NewReader(rest[j+1:])).Decode(&u); err != nil || u == nil {
+			continue // a nested "usage" of another shape: look further back
+		}
+		return *u, true
 	}
-	var r struct {
-		Usage *Usage `json:"usage"`
-	}
-	if json.Unmarshal(body, &r) != nil || r.Usage == nil {
-		return Usage{}, false
-	}
-	return *r.Usage, true
 }
 
 // ChunkUsage reads the usage of one streamed chunk (the JSON after

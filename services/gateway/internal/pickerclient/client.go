@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -93,9 +94,10 @@ type Decision struct {
 	replica int
 }
 
-// Pick asks a replica for a decision. When a replica cannot be reached
-// (the call failed before reaching it), the next one is tried; any other
-// error (including the picker's own 503/429/400) is returned as it is.
+// Pick asks a replica for a decision. The next replica is tried when one
+// is not ready (it says so) or cannot be reached (a transport failure); the
+// pickers' other answers (no ready endpoint, shed, bad request) are the
+// same on every replica and are returned as they are.
 func (c *Client) Pick(ctx context.Context, req *pickerv1.PickRequest) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.pickTimeout)
 	defer cancel()
@@ -111,18 +113,36 @@ func (c *Client) Pick(ctx context.Context, req *pickerv1.PickRequest) (Decision,
 		if err == nil {
 			return Decision{PickResponse: resp, replica: r}, nil
 		}
-		if !unreachable(err) || ctx.Err() != nil {
+		if !retryElsewhere(err) || ctx.Err() != nil {
 			return Decision{}, err
 		}
 	}
 	return Decision{}, err
 }
 
-// unreachable says whether a call failed without reaching a picker: only
-// then is another replica asked (a decision that was taken but whose answer
-// was lost would otherwise count twice).
-func unreachable(err error) bool {
-	return status.Code(err) == codes.Unavailable
+// retryElsewhere says whether another replica may place a request this one
+// did not: it is not ready, or the call failed in transport. (A transport
+// failure after the picker decided loses that decision's answer; its
+// in-flight count then lasts until the request timeout. A client error is
+// worse.)
+func retryElsewhere(err error) bool {
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	reason := FailureReason(err)
+	return reason == "" || reason == pickerv1.PickFailure_PICK_FAILURE_NOT_READY.String()
+}
+
+// FailureReason returns the PickFailure name a picker gave an error (the
+// reason of its google.rpc.ErrorInfo), or "" for an error no picker made.
+func FailureReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "hermod.picker" {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 // Complete reports a finished request to the replica that decided it

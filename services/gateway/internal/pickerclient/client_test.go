@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -97,13 +98,45 @@ func TestRoundRobinAndCompleteGoesToTheDecider(t *testing.T) {
 		}
 	}
 
-	// A picker's own error is not retried elsewhere.
-	a.mu.Lock()
-	a.err = status.Error(codes.ResourceExhausted, "shed")
-	a.mu.Unlock()
-	before := a.picks
-	if _, err := c.Pick(ctx, &pickerv1.PickRequest{}); status.Code(err) != codes.ResourceExhausted || a.picks != before+1 {
-		t.Errorf("shed: %v, %d picks", err, a.picks-before)
+	// A picker's own answers are not retried elsewhere.
+	for _, err := range []error{
+		status.Error(codes.ResourceExhausted, "shed"),
+		withReason(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NO_READY_ENDPOINTS),
+	} {
+		a.mu.Lock()
+		a.err = err
+		before := a.picks
+		a.mu.Unlock()
+		if _, got := c.Pick(ctx, &pickerv1.PickRequest{}); status.Code(got) != status.Code(err) || a.picks != before+1 {
+			t.Errorf("%v: got %v after %d picks", err, got, a.picks-before)
+		}
+	}
+}
+
+func withReason(code codes.Code, why pickerv1.PickFailure) error {
+	st, _ := status.New(code, why.String()).WithDetails(&errdetails.ErrorInfo{Reason: why.String(), Domain: "hermod.picker"})
+	return st.Err()
+}
+
+// A replica that is not ready passes the request to the next one.
+func TestNotReadyReplicaIsSkipped(t *testing.T) {
+	a := &replica{name: "a", err: withReason(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NOT_READY)}
+	b := &replica{name: "b"}
+	addrA, _ := serve(t, a)
+	addrB, _ := serve(t, b)
+	c, err := New([]string{addrA, addrB}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 4 {
+		d, err := c.Pick(context.Background(), &pickerv1.PickRequest{})
+		if err != nil || d.GetReplica() != "b" {
+			t.Fatalf("%v %v", d.PickResponse, err)
+		}
+	}
+	if FailureReason(withReason(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_SHED)) != "PICK_FAILURE_SHED" || FailureReason(status.Error(codes.Unavailable, "x")) != "" {
+		t.Error("FailureReason")
 	}
 }
 

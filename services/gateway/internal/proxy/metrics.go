@@ -56,17 +56,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(req *request, end time.Time, ev *eventsv1.RequestCompleted) {
+// apiMetrics are the metrics of one API, curried once.
+type apiMetrics struct {
+	requests *prometheus.CounterVec // by code
+	duration prometheus.Observer
+	ttft     prometheus.Observer
+}
+
+func (m *Metrics) forAPI(api string) *apiMetrics {
+	return &apiMetrics{
+		requests: m.requests.MustCurryWith(prometheus.Labels{"api": api}),
+		duration: m.duration.WithLabelValues(api),
+		ttft:     m.ttft.WithLabelValues(api),
+	}
+}
+
+func (m *apiMetrics) observe(req *request, end time.Time, ev *eventsv1.RequestCompleted) {
 	code := strconv.Itoa(req.status)
 	if req.clientGone {
 		code = "499"
 	}
-	m.requests.WithLabelValues(req.api, code).Inc()
-	m.duration.WithLabelValues(req.api).Observe(end.Sub(req.start).Seconds())
+	m.requests.WithLabelValues(code).Inc()
+	m.duration.Observe(end.Sub(req.start).Seconds())
 	if ev.GetTtft() != nil {
-		m.ttft.WithLabelValues(req.api).Observe(ev.GetTtft().AsDuration().Seconds())
+		m.ttft.Observe(ev.GetTtft().AsDuration().Seconds())
 	}
-	m.outcomes.WithLabelValues(outcomeLabel(ev.GetOutcome())).Inc()
 }
 
 func outcomeLabel(o eventsv1.CompletionOutcome) string {

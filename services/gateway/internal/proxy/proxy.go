@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,15 +32,10 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxBodyBytes = 16 << 20
-	DefaultMaxAttempts  = 3
-	// usageTeeLimit bounds how much of a non-streamed response is kept to
-	// read its usage.
-	usageTeeLimit = 4 << 20
+	DefaultMaxBodyBytes    = 16 << 20
+	DefaultMaxAttempts     = 3
+	DefaultBodyReadTimeout = time.Minute
 )
-
-// RequestIDHeader is the request id header, kept when the client sends one.
-const RequestIDHeader = "X-Request-Id"
 
 // Picker decides where requests go (pickerclient.Client).
 type Picker interface {
@@ -64,6 +58,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a request body (default
+	// DefaultBodyReadTimeout), so that a client trickling its body does
+	// not hold a request open.
+	BodyReadTimeout time.Duration
 	// MaxAttempts bounds the endpoints tried per request (default
 	// DefaultMaxAttempts).
 	MaxAttempts int
@@ -88,6 +86,9 @@ func New(o Options) *Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = DefaultMaxAttempts
 	}
@@ -108,13 +109,14 @@ func (h *Handler) Completions(api pickerv1.Api) http.Handler {
 	if api == pickerv1.Api_API_CHAT_COMPLETIONS {
 		name = "chat_completions"
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, api, name) })
+	am := h.m.forAPI(name)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, api, am) })
 }
 
 // request is the state of one request on its way through.
 type request struct {
 	id       string
-	api      string
+	m        *apiMetrics
 	start    time.Time
 	info     openai.Request
 	decision pickerclient.Decision
@@ -132,16 +134,17 @@ type request struct {
 	clientGone bool
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, apiName string) {
-	req := &request{id: r.Header.Get(RequestIDHeader), api: apiName, start: time.Now()}
-	if req.id == "" {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, am *apiMetrics) {
+	req := &request{id: r.Header.Get(RequestIDHeader), m: am, start: time.Now()}
+	if !validRequestID(req.id) { // not behind RequestIDs
 		req.id = newRequestID()
+		r.Header.Set(RequestIDHeader, req.id)
 	}
 	w.Header().Set(RequestIDHeader, req.id)
 	h.m.inflight.Inc()
 	defer h.m.inflight.Dec()
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -160,18 +163,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 	}
 	req.info = info
 
+	// The pick is not canceled with the client: a decision taken after the
+	// client left is completed (as canceled) like any other, so that its
+	// in-flight count drops. The picker client bounds the call.
 	pickStart := time.Now()
-	d, err := h.o.Picker.Pick(r.Context(), &pickerv1.PickRequest{
+	d, err := h.o.Picker.Pick(context.WithoutCancel(r.Context()), &pickerv1.PickRequest{
 		Pool: h.o.Pool, RequestId: req.id, Api: api, Body: body, Headers: pickHeaders(r.Header),
 	})
 	req.pickedAt = time.Now()
 	h.m.pickDuration.Observe(req.pickedAt.Sub(pickStart).Seconds())
 	if err != nil {
-		h.pickFailed(w, req, err)
+		h.pickFailed(w, r, req, err)
 		return
 	}
 	req.decision = d
-	defer h.complete(req)
+	defer func() {
+		if p := recover(); p != nil {
+			req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, fmt.Sprintf("gateway panic: %v", p)
+			h.complete(req)
+			panic(p) // the HTTP server logs it and drops the connection
+		}
+		h.complete(req)
+	}()
 
 	upstreamBody := body
 	stripUsage := false
@@ -183,11 +196,29 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 	h.forward(w, r, req, upstreamBody, stripUsage)
 }
 
+// readBody reads the request body within the body limit and the read
+// timeout.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= h.o.MaxBodyBytes {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	return buf.Bytes(), err
+}
+
 // forward tries the decision's targets in order until one answers.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, req *request, body []byte, stripUsage bool) {
 	targets := req.decision.GetTargets()
 	if len(targets) > h.o.MaxAttempts {
 		targets = targets[:h.o.MaxAttempts]
+	}
+	if len(targets) == 0 {
+		h.fail(w, req, http.StatusServiceUnavailable, "", "", "the picker chose no endpoint")
+		return
 	}
 	var lastErr string
 	for i, t := range targets {
@@ -198,8 +229,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, req *request, 
 		}
 		out, err := h.upstreamRequest(r, req, t, body)
 		if err != nil {
-			h.fail(w, req, http.StatusInternalServerError, "", "", err.Error())
-			return
+			lastErr = err.Error()
+			h.m.attempts.WithLabelValues("error").Inc()
+			continue
 		}
 		resp, err := h.o.Transport.RoundTrip(out)
 		if err != nil {
@@ -209,6 +241,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, req *request, 
 				h.m.attempts.WithLabelValues("canceled").Inc()
 				return
 			}
+			// A connection refused, or reset before any answer (the endpoint
+			// died, say): nothing reached the client, the next one may serve
+			// it. A non-streamed request whose endpoint died mid-generation
+			// is generated again there.
 			lastErr = fmt.Sprintf("endpoint %s: %v", t.GetAddress(), err)
 			h.m.attempts.WithLabelValues("error").Inc()
 			h.log.LogAttrs(r.Context(), slog.LevelWarn, "endpoint failed before answering; trying the next one",
@@ -228,8 +264,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, req *request, 
 		h.relay(w, r, req, t, resp, stripUsage)
 		return
 	}
-	req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
-	h.fail(w, req, http.StatusBadGateway, "", "", "no endpoint could serve the request: "+lastErr)
+	req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, lastErr
+	h.log.LogAttrs(r.Context(), slog.LevelWarn, "no endpoint could serve the request", slog.String("request_id", req.id),
+		slog.Int("attempts", len(targets)), slog.String("error", lastErr))
+	h.fail(w, req, http.StatusBadGateway, "", "", fmt.Sprintf("no endpoint could serve the request (%d tried)", len(targets)))
 }
 
 // upstreamRequest builds the request for one target.
@@ -243,6 +281,8 @@ func (h *Handler) upstreamRequest(r *http.Request, req *request, t *pickerv1.Tar
 		return nil, fmt.Errorf("build the request to %s: %w", t.GetAddress(), err)
 	}
 	copyHeaders(out.Header, r.Header)
+	// The relay reads the response (SSE events, usage): it must come as is.
+	out.Header.Del("Accept-Encoding")
 	for _, name := range req.decision.GetRemoveHeaders() {
 		out.Header.Del(name)
 	}
@@ -277,6 +317,8 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t 
 	buf := *bufp
 	var err error
 	if streamed {
+		// The client has its headers at once, before the first token.
+		_ = http.NewResponseController(w).Flush()
 		err = h.relayStream(w, resp.Body, buf, req, stripUsage)
 	} else {
 		err = h.relayBody(w, resp.Body, buf, req)
@@ -297,8 +339,16 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t 
 	}
 }
 
+// relayStream passes an SSE stream through. What it saw (first event,
+// events, usage) is kept however the stream ends.
 func (h *Handler) relayStream(w http.ResponseWriter, body io.Reader, buf []byte, req *request, stripUsage bool) error {
 	sse := newSSERelay(w, stripUsage)
+	defer func() {
+		if !sse.firstEvent.IsZero() {
+			req.firstByte = sse.firstEvent
+		}
+		req.usage, req.haveUsage, req.events = sse.usage, sse.haveUsage, sse.events
+	}()
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -306,47 +356,35 @@ func (h *Handler) relayStream(w http.ResponseWriter, body io.Reader, buf []byte,
 				return werr
 			}
 		}
-		if err == io.EOF {
-			if ferr := sse.finish(); ferr != nil {
-				return ferr
-			}
-			break
+		if errors.Is(err, io.EOF) {
+			return sse.finish()
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if !sse.firstEvent.IsZero() {
-		req.firstByte = sse.firstEvent
-	}
-	req.usage, req.haveUsage, req.events = sse.usage, sse.haveUsage, sse.events
-	return nil
 }
 
+// relayBody copies a response through, keeping its tail, where the usage
+// is.
 func (h *Handler) relayBody(w http.ResponseWriter, body io.Reader, buf []byte, req *request) error {
-	var tee bytes.Buffer
-	first := true
+	var tail tailBuffer
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			if first {
-				req.firstByte, first = time.Now(), false
-			}
-			if tee.Len()+n <= usageTeeLimit {
-				tee.Write(buf[:n])
-			}
+			tail.write(buf[:n])
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return err
 		}
 	}
-	req.usage, req.haveUsage = openai.ResponseUsage(tee.Bytes())
+	req.usage, req.haveUsage = openai.ResponseUsage(tail.bytes())
 	return nil
 }
 
@@ -364,6 +402,11 @@ func (h *Handler) complete(req *request) {
 		Streamed:   req.info.Stream,
 		Attempts:   int32(req.attempts),
 		Reporter:   h.o.Replica,
+		Time:       timestamppb.New(end),
+		Duration:   durationpb.New(end.Sub(req.pickedAt)),
+	}
+	if ev.Outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UNSPECIFIED {
+		ev.Outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
 	}
 	if req.clientGone {
 		ev.StatusCode = 0
@@ -371,8 +414,6 @@ func (h *Handler) complete(req *request) {
 	if t := req.endpoint; t != nil {
 		ev.Endpoint, ev.EndpointName = t.GetAddress(), t.GetName()
 	}
-	ev.Time = timestamppb.New(end)
-	ev.Duration = durationpb.New(end.Sub(req.pickedAt))
 	if !req.firstByte.IsZero() {
 		ev.Ttft = durationpb.New(req.firstByte.Sub(req.pickedAt))
 	}
@@ -383,10 +424,13 @@ func (h *Handler) complete(req *request) {
 	if req.info.Stream || req.haveUsage {
 		ev.CompletionTokens = completion
 	}
-	if completion > 1 && !req.firstByte.IsZero() {
+	// Time per output token is measured on streams only: a non-streamed
+	// answer arrives at once at the end.
+	if req.info.Stream && completion > 1 && !req.firstByte.IsZero() {
 		ev.Tpot = durationpb.New(end.Sub(req.firstByte) / time.Duration(completion-1))
 	}
-	h.m.observe(req, end, ev)
+	req.m.observe(req, end, ev)
+	h.m.outcomes.WithLabelValues(outcomeLabel(ev.GetOutcome())).Inc()
 	h.o.Reporter.Report(req.decision, ev)
 	if h.verbose {
 		h.log.LogAttrs(context.Background(), telemetry.LevelRequest, "request completed", slog.String("request_id", req.id),
@@ -396,7 +440,11 @@ func (h *Handler) complete(req *request) {
 }
 
 // pickFailed answers a request the picker could not place.
-func (h *Handler) pickFailed(w http.ResponseWriter, req *request, err error) {
+func (h *Handler) pickFailed(w http.ResponseWriter, r *http.Request, req *request, err error) {
+	if r.Context().Err() != nil {
+		req.m.requests.WithLabelValues("499").Inc()
+		return // nobody to answer
+	}
 	st := status.Convert(err)
 	msg := st.Message()
 	switch st.Code() {
@@ -406,22 +454,22 @@ func (h *Handler) pickFailed(w http.ResponseWriter, req *request, err error) {
 		h.fail(w, req, http.StatusNotFound, "model_not_found", "model", msg)
 	case codes.ResourceExhausted:
 		h.failRetry(w, req, http.StatusTooManyRequests, msg)
-	case codes.Unavailable:
+	case codes.Unavailable, codes.Canceled:
 		h.failRetry(w, req, http.StatusServiceUnavailable, "no endpoint available: "+msg)
 	case codes.DeadlineExceeded:
 		h.fail(w, req, http.StatusGatewayTimeout, "", "", "the picker did not answer in time")
-	case codes.Canceled:
-		h.m.requests.WithLabelValues(req.api, "499").Inc()
 	default:
 		h.fail(w, req, http.StatusInternalServerError, "", "", "picking an endpoint failed: "+msg)
 	}
 }
 
 func (h *Handler) failRetry(w http.ResponseWriter, req *request, code int, msg string) {
-	h.m.requests.WithLabelValues(req.api, strconv.Itoa(code)).Inc()
+	req.m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
 	openai.WriteError(w, code, openai.TypeForStatus(code), "", "", msg, 1)
 }
 
+// fail answers an error. A request that was routed counts in its
+// completion; one that was not counts here.
 func (h *Handler) fail(w http.ResponseWriter, req *request, code int, errCode, param, msg string) {
 	req.status = code
 	if req.err == "" {
@@ -431,7 +479,7 @@ func (h *Handler) fail(w http.ResponseWriter, req *request, code int, errCode, p
 		req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
 	}
 	if req.decision.PickResponse == nil {
-		h.m.requests.WithLabelValues(req.api, strconv.Itoa(code)).Inc()
+		req.m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
 	}
 	openai.WriteError(w, code, openai.TypeForStatus(code), errCode, param, msg, 0)
 }
@@ -470,14 +518,20 @@ func copyHeaders(dst, src http.Header) {
 	}
 }
 
-// newRequestID returns a random 128-bit id in hex.
-func newRequestID() string {
-	var b [32]byte
-	const hex = "0123456789abcdef"
-	for i, x := range [2]uint64{rand.Uint64(), rand.Uint64()} {
-		for j := range 16 {
-			b[i*16+j] = hex[(x>>(60-4*j))&0xf]
-		}
+// tailBuffer keeps the last tailSize bytes written to it.
+type tailBuffer struct{ b []byte }
+
+const tailSize = 64 << 10
+
+func (t *tailBuffer) write(p []byte) {
+	if len(p) >= tailSize {
+		t.b = append(t.b[:0], p[len(p)-tailSize:]...)
+		return
 	}
-	return string(b[:])
+	if over := len(t.b) + len(p) - tailSize; over > 0 {
+		t.b = t.b[:copy(t.b, t.b[over:])]
+	}
+	t.b = append(t.b, p...)
 }
+
+func (t *tailBuffer) bytes() []byte { return t.b }

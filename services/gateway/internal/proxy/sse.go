@@ -21,6 +21,7 @@ type sseRelay struct {
 	stripUsage bool
 
 	pending    []byte
+	scanned    int // bytes of pending already searched for an event end
 	out        []byte
 	firstEvent time.Time
 	events     int
@@ -39,13 +40,15 @@ func newSSERelay(w http.ResponseWriter, stripUsage bool) *sseRelay {
 // feed takes the next bytes of the upstream stream.
 func (r *sseRelay) feed(p []byte) error {
 	r.pending = append(r.pending, p...)
-	end := lastEventEnd(r.pending)
+	// Only the new bytes (and the 3 before them, for an event end split
+	// across reads) can hold a new event end.
+	from := max(r.scanned-3, 0)
+	end := lastEventEnd(r.pending[from:])
+	r.scanned = len(r.pending)
 	if end < 0 {
 		return nil
 	}
-	if r.firstEvent.IsZero() {
-		r.firstEvent = time.Now()
-	}
+	end += from
 	complete := r.pending[:end]
 	out := r.scan(complete)
 	if len(out) > 0 {
@@ -56,6 +59,7 @@ func (r *sseRelay) feed(p []byte) error {
 	}
 	n := copy(r.pending, r.pending[end:])
 	r.pending = r.pending[:n]
+	r.scanned = n
 	return nil
 }
 
@@ -77,11 +81,20 @@ func (r *sseRelay) finish() error {
 
 var usageKey = []byte(`"usage"`)
 
-// scan accounts the events of b and returns what to forward: b itself, or
-// b without a stripped usage chunk.
+// scan accounts the events of b (whole events) and returns what to
+// forward: b itself, or b without a stripped usage chunk.
 func (r *sseRelay) scan(b []byte) []byte {
 	if !bytes.Contains(b, usageKey) {
-		r.events += bytes.Count(b, []byte("data:")) - bytes.Count(b, []byte("data: [DONE]"))
+		// Count the data lines (at the start of b or of a line) that are
+		// not the [DONE] sentinel; comments (": ping") are not events.
+		n := bytes.Count(b, []byte("\ndata:")) - bytes.Count(b, []byte("\ndata: [DONE]"))
+		if bytes.HasPrefix(b, []byte("data:")) && !bytes.HasPrefix(b, []byte("data: [DONE]")) {
+			n++
+		}
+		if n > 0 && r.firstEvent.IsZero() {
+			r.firstEvent = time.Now()
+		}
+		r.events += n
 		return b
 	}
 	r.out = r.out[:0]
@@ -91,6 +104,9 @@ func (r *sseRelay) scan(b []byte) []byte {
 		b = b[n:]
 		data := eventData(ev)
 		if data != nil {
+			if r.firstEvent.IsZero() {
+				r.firstEvent = time.Now()
+			}
 			r.events++
 			if u, usageOnly, ok := openai.ChunkUsage(data); ok {
 				r.usage, r.haveUsage = u, true

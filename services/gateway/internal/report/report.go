@@ -46,13 +46,16 @@ type Options struct {
 
 // Reporter delivers completions. Report is safe for concurrent use.
 type Reporter struct {
-	o       Options
-	queue   chan item
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
-	dropped *prometheus.CounterVec
-	failed  prometheus.Counter
+	o     Options
+	queue chan item
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+	// drainCtx bounds the Complete calls; Close's context ends it.
+	drainCtx    context.Context
+	cancelDrain context.CancelFunc
+	dropped     *prometheus.CounterVec
+	failed      prometheus.Counter
 }
 
 type item struct {
@@ -87,6 +90,7 @@ func New(o Options) *Reporter {
 	if o.Metrics != nil {
 		o.Metrics.MustRegister(r.dropped, r.failed)
 	}
+	r.drainCtx, r.cancelDrain = context.WithCancel(context.Background())
 	for range o.Workers {
 		r.wg.Add(1)
 		go r.work()
@@ -113,10 +117,14 @@ func (r *Reporter) work() {
 		case it := <-r.queue:
 			r.send(it)
 		case <-r.stop:
-			// Deliver what is queued, then stop.
+			// Deliver what is queued until the deadline, then stop.
 			for {
 				select {
 				case it := <-r.queue:
+					if r.drainCtx.Err() != nil {
+						r.dropped.WithLabelValues("rpc").Inc()
+						continue
+					}
 					r.send(it)
 				default:
 					return
@@ -127,15 +135,21 @@ func (r *Reporter) work() {
 }
 
 func (r *Reporter) send(it item) {
-	if err := r.o.Completer.Complete(context.Background(), it.d, it.ev); err != nil {
+	if err := r.o.Completer.Complete(r.drainCtx, it.d, it.ev); err != nil {
 		r.failed.Inc()
 		r.o.Logger.Debug("complete call failed; the completion stream carries it", "decision_id", it.ev.GetDecisionId(), "error", err)
 	}
 }
 
-// Close delivers the queued completions and stops the workers. Reports made
-// after Close are published but not sent by RPC.
-func (r *Reporter) Close() {
-	r.once.Do(func() { close(r.stop) })
-	r.wg.Wait()
+// Close delivers the queued completions until ctx ends (the rest are
+// dropped and counted: the completion stream still carries them) and stops
+// the workers. Reports made after Close are published but not sent by RPC.
+func (r *Reporter) Close(ctx context.Context) {
+	r.once.Do(func() {
+		stop := context.AfterFunc(ctx, r.cancelDrain)
+		defer stop()
+		close(r.stop)
+		r.wg.Wait()
+		r.cancelDrain()
+	})
 }

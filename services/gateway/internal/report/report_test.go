@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
@@ -50,7 +51,7 @@ func TestReportPublishesAndCompletes(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		r.Report(pickerclient.Decision{}, &eventsv1.RequestCompleted{DecisionId: id})
 	}
-	r.Close()
+	r.Close(context.Background())
 	if len(p.ids) != 3 || p.ids[0] != "a" || len(c.ids) != 3 {
 		t.Errorf("published %v completed %v", p.ids, c.ids)
 	}
@@ -71,5 +72,35 @@ func TestFullQueuesDropAndCount(t *testing.T) {
 		t.Errorf("rpc drops %v", got)
 	}
 	close(c.block)
-	r.Close()
+	r.Close(context.Background())
+}
+
+// Close gives up on the queue when its context ends: a picker that does
+// not answer does not hold the gateway's shutdown.
+func TestCloseIsBounded(t *testing.T) {
+	c := &completer{block: make(chan struct{})} // never answers unless canceled
+	r := New(Options{Completer: ctxCompleter{c}, Queue: 100, Workers: 2})
+	for range 50 {
+		r.Report(pickerclient.Decision{}, &eventsv1.RequestCompleted{DecisionId: "x"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r.Close(ctx)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %s", d)
+	}
+	close(c.block)
+}
+
+// ctxCompleter honours the context like a gRPC call.
+type ctxCompleter struct{ c *completer }
+
+func (cc ctxCompleter) Complete(ctx context.Context, d pickerclient.Decision, ev *eventsv1.RequestCompleted) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cc.c.block:
+		return nil
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -85,7 +86,7 @@ func (s *Server) Pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.PickResponse, error) {
 	if s.o.Ready != nil {
 		if err := s.o.Ready(); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "picker not ready: %v", err)
+			return nil, failure(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NOT_READY, "picker not ready: "+err.Error())
 		}
 	}
 	if in.GetPool() != "" && in.GetPool() != s.o.Pool {
@@ -281,11 +282,24 @@ func toStatus(err error) error {
 	}
 	switch se.Kind {
 	case scheduling.KindNoCandidates:
-		return status.Error(codes.Unavailable, err.Error())
+		return failure(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NO_READY_ENDPOINTS, err.Error())
 	case scheduling.KindShed:
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return failure(codes.ResourceExhausted, pickerv1.PickFailure_PICK_FAILURE_SHED, err.Error())
 	case scheduling.KindBadRequest:
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo of Pick failures.
+const ErrorDomain = "hermod.picker"
+
+// failure is a Pick error whose ErrorInfo says why (see PickFailure): a
+// client tries another replica only when this one is not ready.
+func failure(code codes.Code, why pickerv1.PickFailure, msg string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: why.String(), Domain: ErrorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
