@@ -53,16 +53,21 @@ func NewIndex() *Index {
 	return &Index{blocks: map[uint64][]uint32{}, byName: map[string]uint32{}}
 }
 
-// serverBlocks is one endpoint's blocks in a min-heap by stamp, so the
-// oldest is evicted first, with each block's position in the heap.
+// serverBlocks is one endpoint's blocks: entries in slots that do not move
+// (slots maps a hash to its slot once), and a min-heap of slots by stamp,
+// so the oldest is evicted first; pos[slot] is the slot's heap position.
+// Reordering the heap touches no map.
 type serverBlocks struct {
 	name     string
 	nameHash uint64
 	capacity int
 	capSet   bool             // an effect set capacity (else it is the default)
 	capStamp scheduling.Stamp // the stamp of the effect that set it
-	slots    map[uint64]int32 // block hash -> index in heap
-	heap     []blockEntry
+	slots    map[uint64]int32 // block hash -> slot
+	entries  []blockEntry     // by slot
+	pos      []int32          // slot -> index in heap
+	heap     []int32          // slots, oldest entry first
+	free     []int32          // unused slots
 }
 
 // blockEntry is one held block. Within one decision, earlier blocks of the
@@ -105,20 +110,30 @@ func (x *Index) Add(endpoint string, capacity, defaultCapacity int, hashes []uin
 	for i, h := range hashes {
 		e := blockEntry{hash: h, stamp: st, pos: n - uint32(i)}
 		if slot, ok := s.slots[h]; ok {
-			if s.heap[slot].older(e) {
-				s.heap[slot] = e
-				s.down(int(slot))
+			if s.entries[slot].older(e) {
+				s.entries[slot] = e
+				s.down(int(s.pos[slot]))
 			}
 			continue
 		}
 		if len(s.heap) >= s.capacity {
-			if !s.heap[0].older(e) {
+			if !s.entries[s.heap[0]].older(e) {
 				continue // older than everything held: it would go first
 			}
 			x.evictOldest(s, id)
 		}
-		s.heap = append(s.heap, e)
-		s.slots[h] = int32(len(s.heap) - 1)
+		var slot int32
+		if k := len(s.free); k > 0 {
+			slot, s.free = s.free[k-1], s.free[:k-1]
+			s.entries[slot] = e
+		} else {
+			slot = int32(len(s.entries))
+			s.entries = append(s.entries, e)
+			s.pos = append(s.pos, 0)
+		}
+		s.slots[h] = slot
+		s.heap = append(s.heap, slot)
+		s.pos[slot] = int32(len(s.heap) - 1)
 		s.up(len(s.heap) - 1)
 		x.blocks[h] = append(x.blocks[h], id)
 	}
@@ -126,15 +141,17 @@ func (x *Index) Add(endpoint string, capacity, defaultCapacity int, hashes []uin
 
 // evictOldest drops the server's oldest block.
 func (x *Index) evictOldest(s *serverBlocks, id uint32) {
-	old := s.heap[0]
+	slot := s.heap[0]
+	old := s.entries[slot].hash
 	last := len(s.heap) - 1
 	s.swap(0, last)
 	s.heap = s.heap[:last]
-	delete(s.slots, old.hash)
 	if last > 0 {
 		s.down(0)
 	}
-	x.dropHolder(old.hash, id)
+	delete(s.slots, old)
+	s.free = append(s.free, slot)
+	x.dropHolder(old, id)
 }
 
 // RemoveEndpoint forgets everything about an endpoint (it left the pool).
@@ -245,14 +262,17 @@ func (x *Index) dropHolder(h uint64, id uint32) {
 
 func (s *serverBlocks) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.slots[s.heap[i].hash] = int32(i)
-	s.slots[s.heap[j].hash] = int32(j)
+	s.pos[s.heap[i]] = int32(i)
+	s.pos[s.heap[j]] = int32(j)
 }
+
+// less reports whether heap position i holds an older entry than j.
+func (s *serverBlocks) less(i, j int) bool { return s.entries[s.heap[i]].older(s.entries[s.heap[j]]) }
 
 func (s *serverBlocks) up(i int) {
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !s.heap[i].older(s.heap[parent]) {
+		if !s.less(i, parent) {
 			return
 		}
 		s.swap(i, parent)
@@ -264,10 +284,10 @@ func (s *serverBlocks) down(i int) {
 	n := len(s.heap)
 	for {
 		oldest, l, r := i, 2*i+1, 2*i+2
-		if l < n && s.heap[l].older(s.heap[oldest]) {
+		if l < n && s.less(l, oldest) {
 			oldest = l
 		}
-		if r < n && s.heap[r].older(s.heap[oldest]) {
+		if r < n && s.less(r, oldest) {
 			oldest = r
 		}
 		if oldest == i {

@@ -7,32 +7,72 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/services/picker/internal/projection"
+	"github.com/hermod/hermod/services/picker/internal/schedconfig"
 )
 
-// BenchmarkPickRPC measures a Pick over a loopback gRPC connection with the
-// test config (a filter and two scorers) and a ~1.8 KB prompt: the request
-// path cost of the picker as a gateway sees it. Each decision is completed
-// in process (the Complete RPC is off the request path).
+// reference000 is reference/000's load-aware scorer set (with the prefix
+// plugin no-hit-lru needs): the devstack's default.
+const reference000 = `
+plugins:
+- type: prefix-cache-scorer
+- type: queue-scorer
+- {type: load-aware-scorer, parameters: {threshold: 128}}
+- {type: active-request-scorer, parameters: {requestTimeout: "2m"}}
+- type: session-affinity-scorer
+- type: no-hit-lru-scorer
+- {type: max-score-picker, parameters: {maxNumOfEndpoints: 2}}
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: load-aware-scorer
+  - pluginRef: active-request-scorer
+  - pluginRef: session-affinity-scorer
+  - pluginRef: no-hit-lru-scorer
+  - pluginRef: max-score-picker
+`
+
+// discard is a decision sink that drops events (the publisher's cost is
+// measured in libs/bus).
+type discard struct{}
+
+func (discard) Publish(string, string, proto.Message) bool { return true }
+
+// BenchmarkPickRPC measures a Pick over a loopback gRPC connection with a
+// ~1.8 KB prompt: the request path cost of the picker as a gateway sees it,
+// decision event included. Each decision is completed in process (the
+// Complete RPC is off the request path).
 func BenchmarkPickRPC(b *testing.B) {
-	for _, n := range []int{10, 100} {
-		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		name, config string
+		n            int
+	}{{"test", "", 10}, {"test", "", 100}, {"reference000", reference000, 10}, {"reference000", reference000, 100}} {
+		b.Run(fmt.Sprintf("config=%s/endpoints=%d", c.name, c.n), func(b *testing.B) {
+			n := c.n
 			eps := make([]*registryv1.Endpoint, n)
 			for i := range eps {
 				eps[i] = ep(fmt.Sprintf("pod-%03d", i), fmt.Sprintf("10.0.%d.%d", i/250, i%250))
 			}
-			f := newFixture(b, eps...)
+			f := newFixtureWith(b, func(o *Options) { o.Decisions = discard{} }, eps...)
+			if c.config != "" {
+				if err := f.loader.Apply(schedconfig.Version{Source: schedconfig.SourceFile, Data: []byte(c.config)}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			for i, e := range eps {
 				f.set.UpdateMetrics(&eventsv1.PodMetrics{Endpoint: e.GetName(), Time: timestamppb.New(time.Now()), WaitingRequests: int64(i % 7)})
 			}
 			f.set.Flush()
 			body := []byte(`{"model": "llama", "prompt": "` + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 40) + `"}`)
 			ctx := context.Background()
+			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
 				out, err := f.client.Pick(ctx, &pickerv1.PickRequest{RequestId: "r", Api: pickerv1.Api_API_COMPLETIONS, Body: body})
