@@ -82,43 +82,54 @@ func (r *sseRelay) finish() error {
 var usageKey = []byte(`"usage"`)
 
 // scan accounts the events of b (whole events) and returns what to
-// forward: b itself, or b without a stripped usage chunk.
+// forward: b itself, or b without a stripped usage chunk. Only events that
+// mention usage are decoded.
 func (r *sseRelay) scan(b []byte) []byte {
-	if !bytes.Contains(b, usageKey) {
-		// Count the data lines (at the start of b or of a line) that are
-		// not the [DONE] sentinel; comments (": ping") are not events.
-		n := bytes.Count(b, []byte("\ndata:")) - bytes.Count(b, []byte("\ndata: [DONE]"))
-		if bytes.HasPrefix(b, []byte("data:")) && !bytes.HasPrefix(b, []byte("data: [DONE]")) {
-			n++
-		}
-		if n > 0 && r.firstEvent.IsZero() {
-			r.firstEvent = time.Now()
-		}
-		r.events += n
-		return b
+	strip := r.stripUsage && bytes.Contains(b, usageKey)
+	if strip {
+		r.out = r.out[:0]
 	}
-	r.out = r.out[:0]
-	for len(b) > 0 {
-		n := eventLen(b)
-		ev := b[:n]
-		b = b[n:]
-		data := eventData(ev)
-		if data != nil {
-			if r.firstEvent.IsZero() {
-				r.firstEvent = time.Now()
+	for rest := b; len(rest) > 0; {
+		n := eventLen(rest)
+		ev := rest[:n]
+		rest = rest[n:]
+		keep := true
+		if hasData(ev) {
+			var data []byte
+			if bytes.Contains(ev, usageKey) || bytes.Contains(ev, doneMarker) {
+				data = eventData(ev)
 			}
-			r.events++
-			if u, usageOnly, ok := openai.ChunkUsage(data); ok {
-				r.usage, r.haveUsage = u, true
-				if usageOnly && r.stripUsage {
-					r.events--
-					continue
+			if data != nil || !bytes.Contains(ev, doneMarker) {
+				if r.firstEvent.IsZero() {
+					r.firstEvent = time.Now()
+				}
+				r.events++
+			}
+			if data != nil {
+				if u, usageOnly, ok := openai.ChunkUsage(data); ok {
+					r.usage, r.haveUsage = u, true
+					if usageOnly && r.stripUsage {
+						r.events--
+						keep = false
+					}
 				}
 			}
 		}
-		r.out = append(r.out, ev...)
+		if strip && keep {
+			r.out = append(r.out, ev...)
+		}
 	}
-	return r.out
+	if strip {
+		return r.out
+	}
+	return b
+}
+
+var doneMarker = []byte("[DONE]")
+
+// hasData reports whether an event has a data line.
+func hasData(ev []byte) bool {
+	return bytes.HasPrefix(ev, []byte("data:")) || bytes.Contains(ev, []byte("\ndata:"))
 }
 
 // lastEventEnd returns the index just after the last blank line of b

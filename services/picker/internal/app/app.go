@@ -336,7 +336,7 @@ func (a *app) serve(ctx context.Context) error {
 	// Health follows readiness.
 	readyTick := time.NewTicker(100 * time.Millisecond)
 	defer readyTick.Stop()
-	announced := false
+	announced, serving := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -357,11 +357,22 @@ func (a *app) serve(ctx context.Context) error {
 			_ = ops.Close()
 			return fmt.Errorf("serve: %w", err)
 		case <-readyTick.C:
-			if !announced && a.ready() == nil {
-				announced = true
-				hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-				hs.SetServingStatus(pickerv1.PickerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+			err := a.ready()
+			if (err == nil) == serving {
+				continue
+			}
+			serving = err == nil
+			st := healthpb.HealthCheckResponse_NOT_SERVING
+			if serving {
+				st = healthpb.HealthCheckResponse_SERVING
 				a.log.Info("picker ready", "endpoints", a.set.View().Registered, "candidates", len(a.set.View().Candidates))
+			} else {
+				a.log.Warn("picker not ready", "error", err)
+			}
+			hs.SetServingStatus("", st)
+			hs.SetServingStatus(pickerv1.PickerService_ServiceDesc.ServiceName, st)
+			if serving && !announced {
+				announced = true
 				if a.cfg.Ready != nil {
 					a.cfg.Ready(lis.Addr().String(), opsLis.Addr().String())
 				}

@@ -105,7 +105,10 @@ func New(v Version, o Options) (*Loader, error) {
 	return l, nil
 }
 
-// Acquire leases the current scheduler for one cycle.
+// Acquire leases the current scheduler for one cycle. A goroutine must not
+// Acquire again while it holds a lease: a retirement waiting for the first
+// lease would block the second (read locks do not nest under a waiting
+// writer).
 func (l *Loader) Acquire() Lease {
 	for {
 		a := l.cur.Load()
