@@ -1,5 +1,5 @@
-// Package picker holds the pickers: max-score-picker, random-picker and
-// weighted-random-picker. Each returns up to maxNumOfEndpoints targets; the
+// Package picker holds the pickers: max-score-picker, random-picker,
+// weighted-random-picker and round-robin-picker. Each returns up to maxNumOfEndpoints targets; the
 // first serves the request, the others are fallbacks.
 package picker
 
