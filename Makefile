@@ -17,14 +17,14 @@ MODULES      = $(shell $(GO) list -m -f '{{.Dir}}' | sort)
 # Fuzz budget per target in `make test`: an execution count (20000x) or a
 # duration (make fuzz FUZZTIME=5m for a longer search).
 FUZZTIME     ?= 20000x
-# Benchmarks: make bench BENCH=ScheduleCycle BENCHTIME=2s COUNT=5
+# Go benchmarks: make microbench BENCH=ScheduleCycle BENCHTIME=2s COUNT=5
 BENCH        ?= .
 BENCHTIME    ?= 1s
 COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench clean help
+.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench microbench clean help
 
 all: build
 
@@ -36,7 +36,9 @@ help:
 	@echo "make build        build every module and the binaries into bin/"
 	@echo "make proto        regenerate libs/api from proto/"
 	@echo "make lint         golangci-lint over every module"
-	@echo "make bench        go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
+	@echo "make bench        the routing benchmark: round-robin against load-aware on reference/000's workload"
+	@echo "                  (report in bench-out/routing; BENCH_ARGS='--speed 5' passes flags to hermod-bench)"
+	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 
 deps: apt-deps tools
@@ -75,7 +77,8 @@ proto-check: proto
 # must build with CGO_ENABLED=0.
 PURE_BINARIES := ./services/gateway/cmd/hermod-gateway ./services/picker/cmd/hermod-picker \
                  ./services/collector/cmd/hermod-collector ./tools/devstack/cmd/hermod-devstack \
-                 ./tools/hermodctl/cmd/hermodctl
+                 ./tools/hermodctl/cmd/hermodctl ./tools/loadgen/cmd/hermod-loadgen \
+                 ./tools/loadgen/cmd/hermod-bench
 CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim
 
 build: binaries
@@ -113,7 +116,14 @@ fuzz: fuzz-smoke
 
 test: vet lint proto-check build unit fuzz-smoke
 
-bench:
+# The routing benchmark: two stacks (round-robin, then load-aware) on the
+# same seeded vllm-sim fleet, reference/000's workload; writes the report,
+# the results and the queue charts to bench-out/routing.
+BENCH_ARGS ?=
+bench: apt-deps binaries
+	$(BIN)/hermod-bench routing --out bench-out/routing $(BENCH_ARGS)
+
+microbench:
 	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done
 
 clean:

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/tools/loadgen v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	google.golang.org/grpc v1.85.0
 )
@@ -29,6 +30,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/image v0.47.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -38,3 +40,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs => ../libs
+
+replace github.com/hermod/hermod/tools/loadgen => ../tools/loadgen

@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hermod/hermod/tools/loadgen/chart"
+)
+
+// Report compares runs of one workload.
+type Report struct {
+	Title string `json:"title"`
+	// Baseline is the run the others are compared to.
+	Baseline string       `json:"baseline"`
+	Runs     []*RunResult `json:"runs"`
+	// Rows are the comparison table, in run order.
+	Rows []Row `json:"rows"`
+	// Charts are the PNG files written, by run name.
+	Charts map[string]string `json:"charts"`
+}
+
+// Row is one run's line of the report.
+type Row struct {
+	Run    string  `json:"run"`
+	Policy string  `json:"policy"`
+	Total  float64 `json:"total_s"`
+	Avg    float64 `json:"avg_s"`
+	P50    float64 `json:"p50_s"`
+	P95    float64 `json:"p95_s"`
+	P99    float64 `json:"p99_s"`
+	Count  int     `json:"count"`
+	Failed int     `json:"failed"`
+	// VsBaseline is how much sooner than the baseline the run finished,
+	// as a fraction of the baseline's total (0.18: 18% sooner).
+	VsBaseline float64 `json:"vs_baseline"`
+	// OverBound is how far above the ideal lower bound the total is, as a
+	// fraction of the bound (0.05: 5% above).
+	OverBound float64 `json:"over_bound"`
+	// Bound is the ideal lower bound of the run's workload and fleet.
+	Bound float64 `json:"bound_s"`
+	// PerPod is how many requests each pod served.
+	PerPod map[string]int `json:"per_pod"`
+}
+
+// NewReport compares runs against the baseline run (by name; empty: the
+// first run).
+func NewReport(title, baseline string, runs []*RunResult) (*Report, error) {
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("report: no runs")
+	}
+	if baseline == "" {
+		baseline = runs[0].Spec.Name
+	}
+	i := slices.IndexFunc(runs, func(r *RunResult) bool { return r.Spec.Name == baseline })
+	if i < 0 {
+		return nil, fmt.Errorf("report: no run named %q", baseline)
+	}
+	base := runs[i].Results.Summary.TotalE2E
+	r := &Report{Title: title, Baseline: baseline, Runs: runs, Charts: map[string]string{}}
+	for _, run := range runs {
+		s := run.Results.Summary
+		row := Row{
+			Run: run.Spec.Name, Policy: run.Spec.Stack.Policy, Total: s.TotalE2E, Avg: s.Avg, P50: s.P50, P95: s.P95, P99: s.P99,
+			Count: s.Count, Failed: s.Failed, Bound: run.Bound.Total, PerPod: s.PerPod,
+		}
+		if base > 0 {
+			row.VsBaseline = (base - s.TotalE2E) / base
+		}
+		if run.Bound.Total > 0 {
+			row.OverBound = (s.TotalE2E - run.Bound.Total) / run.Bound.Total
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	return r, nil
+}
+
+// Write saves the report into dir: each run's results JSON, a queue chart
+// per run (queue-<run>.png, shared scales), report.json and report.md. It
+// returns the markdown.
+func (r *Report) Write(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	var xMax, yMax float64
+	for _, run := range r.Runs {
+		xMax = max(xMax, run.Results.Summary.TotalE2E)
+		for _, q := range run.Results.Queues {
+			for _, s := range q.Samples {
+				xMax, yMax = max(xMax, s.T), max(yMax, s.Waiting+s.Running)
+			}
+		}
+	}
+	for _, run := range r.Runs {
+		if err := writeJSON(filepath.Join(dir, "results-"+run.Spec.Name+".json"), run); err != nil {
+			return "", err
+		}
+		if len(run.Results.Queues) == 0 {
+			continue
+		}
+		c := &chart.Chart{
+			Title:  fmt.Sprintf("%s: requests pending per pod, waiting + running (%s workload, %d requests)", run.Spec.Stack.Policy, run.Spec.Workload.Name, len(run.Results.Requests)),
+			XLabel: "simulated time (s)", YLabel: "pending", XMax: xMax, YMax: max(1.05*yMax, 1),
+			Marks: []chart.Mark{{X: run.Results.Summary.TotalE2E, Label: fmt.Sprintf("all done %.0fs", run.Results.Summary.TotalE2E)}},
+		}
+		if b := run.Bound.Total; b > 0 {
+			c.Marks = append(c.Marks, chart.Mark{X: b, Label: fmt.Sprintf("bound %.0fs", b)})
+		}
+		for _, q := range run.Results.Queues {
+			s := chart.Series{Name: q.Pod}
+			for _, p := range q.Samples {
+				s.X, s.Y = append(s.X, p.T), append(s.Y, p.Waiting+p.Running)
+			}
+			c.Series = append(c.Series, s)
+		}
+		name := "queue-" + run.Spec.Name + ".png"
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return "", fmt.Errorf("report: %w", err)
+		}
+		err = c.WritePNG(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", fmt.Errorf("report: chart %s: %w", name, err)
+		}
+		r.Charts[run.Spec.Name] = name
+	}
+	if err := writeJSON(filepath.Join(dir, "report.json"), r); err != nil {
+		return "", err
+	}
+	var md strings.Builder
+	r.Markdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644); err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	return md.String(), nil
+}
+
+// Markdown writes the report: the reference's table for every run, the
+// ideal bound, and where the charts are.
+func (r *Report) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "# %s\n\n", r.Title)
+	first := r.Runs[0]
+	f := first.Spec.Fleet
+	fmt.Fprintf(w, "Workload %s: %d requests. Fleet: %d pods of %s", first.Spec.Workload.Name, len(first.Results.Requests), f.Pods, f.Model)
+	if f.SlowPods > 0 {
+		fmt.Fprintf(w, " (%d at speed %g)", f.SlowPods, f.SlowSpeed)
+	}
+	fmt.Fprintf(w, ", simulator at speed %g; %d picker replica(s). Times are simulated seconds.\n\n", f.Speed, first.Spec.Stack.Pickers)
+	fmt.Fprintf(w, "| policy | total wall-clock | vs %s | over ideal | avg | p50 | p95 | p99 | ok | failed |\n", r.Baseline)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, row := range r.Rows {
+		vs := "—"
+		if row.Run != r.Baseline {
+			vs = fmt.Sprintf("%.1f%% sooner", 100*row.VsBaseline)
+		}
+		fmt.Fprintf(w, "| %s | %.1f s | %s | %+.1f%% | %.2f s | %.2f s | %.2f s | %.2f s | %d | %d |\n",
+			row.Policy, row.Total, vs, 100*row.OverBound, row.Avg, row.P50, row.P95, row.P99, row.Count, row.Failed)
+	}
+	b := first.Bound
+	fmt.Fprintf(w, "\nIdeal lower bound: %.1f s = max(work %.0f pod-s / capacity %g = %.1f s, latest request alone %.1f s [%s]).\n",
+		b.Total, b.Work, b.Capacity, b.FleetLimit, b.RequestLimit, b.RequestLimitID)
+	fmt.Fprintln(w, "\nRequests per pod:")
+	fmt.Fprintln(w)
+	for _, row := range r.Rows {
+		pods := make([]string, 0, len(row.PerPod))
+		for p := range row.PerPod {
+			pods = append(pods, p)
+		}
+		slices.Sort(pods)
+		parts := make([]string, len(pods))
+		for i, p := range pods {
+			parts[i] = fmt.Sprintf("%s %d", p, row.PerPod[p])
+		}
+		fmt.Fprintf(w, "- %s: %s\n", row.Policy, strings.Join(parts, ", "))
+	}
+	if len(r.Charts) > 0 {
+		fmt.Fprintln(w, "\nRequests pending per pod (waiting + running) over time:")
+		fmt.Fprintln(w)
+		for _, run := range r.Runs {
+			if c, ok := r.Charts[run.Spec.Name]; ok {
+				fmt.Fprintf(w, "![%s](%s)\n", run.Spec.Stack.Policy, c)
+			}
+		}
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// ReadResult loads a run's results saved by Report.Write.
+func ReadResult(path string) (*RunResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	var r RunResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("results %s: %w", path, err)
+	}
+	if r.Results == nil || r.Spec.Workload == nil {
+		return nil, fmt.Errorf("results %s: not a run's results", path)
+	}
+	return &r, nil
+}

@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hermod/hermod/libs/bus"
+)
+
+// stackState is what hermod-devstack writes to its --state-file.
+type stackState struct {
+	Pool          string   `json:"pool"`
+	Model         string   `json:"model"`
+	Gateway       string   `json:"gateway"`
+	NATSURL       string   `json:"nats_url"`
+	EtcdEndpoints []string `json:"etcd_endpoints"`
+	Pods          []struct {
+		Name    string  `json:"name"`
+		Address string  `json:"address"`
+		Speed   float64 `json:"speed"`
+	} `json:"pods"`
+}
+
+// stack is a running hermod-devstack.
+type stack struct {
+	cmd   *exec.Cmd
+	done  chan error
+	state stackState
+	logs  *tailBuffer
+}
+
+// Timeouts of a stack's life.
+const (
+	stackStartTimeout = 90 * time.Second
+	stackStopTimeout  = 45 * time.Second
+	settleTimeout     = 30 * time.Second
+)
+
+// startStack runs hermod-devstack for spec in dir, on free ports, and
+// waits until every pod's metrics are in the collector's bucket (so the
+// pickers see the whole fleet before the first request). Its logs go to
+// log (and the last lines are kept for errors).
+func startStack(ctx context.Context, binDir, dir string, spec *Spec, log io.Writer) (*stack, error) {
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte(spec.Stack.Config), 0o644); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	ports, err := freePortRuns([]int{spec.Fleet.Pods, 2 * spec.Fleet.Pods, 1})
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	f := spec.Fleet
+	simArgs := append(f.Cost.args(), "--seed="+strconv.FormatInt(f.Seed, 10))
+	stateFile := filepath.Join(dir, "state.json")
+	args := []string{
+		"--bin-dir", binDir, "--state-file", stateFile, "--data-dir", filepath.Join(dir, "data"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[2]), "--nats-port", "0", "--etcd-port", "0",
+		"--sim-base-port", strconv.Itoa(ports[0]), "--kv-base-port", strconv.Itoa(ports[1]),
+		"--model", f.Model, "--pods", strconv.Itoa(f.Pods), "--slow-pods", strconv.Itoa(f.SlowPods),
+		"--speed", strconv.FormatFloat(f.Speed, 'g', -1, 64), "--pickers", strconv.Itoa(spec.Stack.Pickers),
+		"--config", cfgFile, "--sim-args", strings.Join(simArgs, ","),
+	}
+	if f.SlowPods > 0 {
+		args = append(args, "--slow-speed", strconv.FormatFloat(f.SlowSpeed, 'g', -1, 64))
+	}
+	tail := &tailBuffer{max: 64 << 10}
+	var out io.Writer = tail
+	if log != nil {
+		out = io.MultiWriter(tail, log)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "hermod-devstack"), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s := &stack{cmd: cmd, done: make(chan error, 1), logs: tail}
+	go func() { s.done <- cmd.Wait() }()
+	if err := s.waitState(ctx, stateFile); err != nil {
+		return nil, errors.Join(err, s.stop())
+	}
+	if err := s.waitMetrics(ctx); err != nil {
+		return nil, errors.Join(err, s.stop())
+	}
+	return s, nil
+}
+
+func (s *stack) waitState(ctx context.Context, stateFile string) error {
+	deadline := time.NewTimer(stackStartTimeout)
+	defer deadline.Stop()
+	for {
+		if b, err := os.ReadFile(stateFile); err == nil {
+			if err := json.Unmarshal(b, &s.state); err != nil {
+				return fmt.Errorf("stack: state file: %w", err)
+			}
+			return nil
+		}
+		select {
+		case err := <-s.done:
+			s.done <- err
+			return fmt.Errorf("stack: hermod-devstack exited while starting (%w):\n%s", err, s.logs.String())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("stack: not ready after %v:\n%s", stackStartTimeout, s.logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitMetrics waits until the collector has published every pod's
+// metrics.
+func (s *stack) waitMetrics(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nc, err := bus.Connect(ctx, s.state.NATSURL, "hermod-bench", bus.WithLogger(quiet))
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	for {
+		ms, _, err := bus.LatestMetrics(ctx, js, s.state.Pool)
+		if err == nil && len(ms) >= len(s.state.Pods) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("stack: metrics of %d pods not published within %v (have %d): %w", len(s.state.Pods), settleTimeout, len(ms), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop stops the stack as Ctrl-C would and waits for it.
+func (s *stack) stop() error {
+	if s.cmd.Process == nil {
+		return nil
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-s.done:
+		s.done <- err
+		if err != nil && !isInterrupt(err) {
+			return fmt.Errorf("stack: hermod-devstack: %w", err)
+		}
+		return nil
+	case <-time.After(stackStopTimeout):
+		_ = s.cmd.Process.Kill()
+		return fmt.Errorf("stack: hermod-devstack did not stop within %v", stackStopTimeout)
+	}
+}
+
+func isInterrupt(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGINT {
+			return true
+		}
+	}
+	return false
+}
+
+// freePortRuns finds runs of consecutive free ports of the given lengths
+// (pods take consecutive ports from a base).
+func freePortRuns(lengths []int) ([]int, error) {
+	out := make([]int, len(lengths))
+	used := map[int]bool{}
+	for i, n := range lengths {
+		found := false
+		for attempt := 0; attempt < 50 && !found; attempt++ {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			base := l.Addr().(*net.TCPAddr).Port
+			_ = l.Close()
+			found = base+n < 65536
+			for p := base; found && p < base+n; p++ {
+				if used[p] || !portFree(p) {
+					found = false
+				}
+			}
+			if found {
+				out[i] = base
+				for p := base; p < base+n; p++ {
+					used[p] = true
+				}
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no run of %d free ports", n)
+		}
+	}
+	return out, nil
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

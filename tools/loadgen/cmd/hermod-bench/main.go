@@ -1,0 +1,149 @@
+// Command hermod-bench runs Hermod's routing benchmarks: each run starts
+// its own stack (hermod-devstack) on a seeded vllm-sim fleet, sends a
+// workload and records the results; a report compares the runs.
+//
+//	hermod-bench routing [flags]          round-robin against load-aware (make bench)
+//	hermod-bench report --out DIR FILE... a report from saved results
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/tools/loadgen/bench"
+)
+
+func main() { cmdline.Main("hermod-bench", run) }
+
+const usage = `Usage:
+  hermod-bench routing [flags]           round-robin against load-aware on reference/000's workload
+  hermod-bench report --out DIR FILE...  compare saved results (results-*.json)
+`
+
+func run() error {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("a subcommand is required")
+	}
+	switch os.Args[1] {
+	case "routing":
+		return routing(os.Args[2:])
+	case "report":
+		return report(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return nil
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown subcommand %q", os.Args[1])
+}
+
+func routing(args []string) error {
+	o := bench.DefaultRouting()
+	fs := flag.NewFlagSet("hermod-bench routing", flag.ContinueOnError)
+	out := fs.String("out", "bench-out/routing", "directory of the results, charts and report")
+	binDir := fs.String("bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
+	stackLog := fs.Bool("stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	fs.Float64Var(&o.Fleet.Speed, "speed", o.Fleet.Speed, "the simulator's speed factor (simulated seconds per wall-clock second)")
+	fs.IntVar(&o.Fleet.Pods, "pods", o.Fleet.Pods, "pods in the fleet")
+	fs.IntVar(&o.Fleet.SlowPods, "slow-pods", o.Fleet.SlowPods, "pods running at --slow-speed")
+	fs.Float64Var(&o.Fleet.SlowSpeed, "slow-speed", 0.5, "speed factor of the slow pods")
+	fs.Int64Var(&o.Fleet.Seed, "sim-seed", o.Fleet.Seed, "the simulator's seed")
+	fs.IntVar(&o.Pickers, "pickers", o.Pickers, "picker replicas of each stack")
+	fs.BoolVar(&o.Stream, "stream", o.Stream, "send streaming requests")
+	fs.DurationVar(&o.SendGap, "send-gap", o.SendGap, "least simulated time between two sends (requests due at once leave in order, this far apart)")
+	fs.IntVar(&o.Workload.Total, "total", o.Workload.Total, "requests in the workload")
+	fs.IntVar(&o.Workload.HeavySeeds, "heavy-seeds", o.Workload.HeavySeeds, "heavy requests sent first")
+	fs.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "the workload's seed (42 is the reference's)")
+	if err := cmdline.Parse(fs, args); err != nil {
+		return err
+	}
+	if *binDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--bin-dir: %w", err)
+		}
+		*binDir = filepath.Dir(exe)
+	}
+	specs, err := bench.RoutingSpecs(o)
+	if err != nil {
+		return err
+	}
+	ctx, stop := cmdline.SignalContext(context.Background())
+	defer stop()
+	began := time.Now()
+	var runs []*bench.RunResult
+	for _, spec := range specs {
+		r, err := runLogged(ctx, *binDir, *out, spec, *stackLog)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	rep, err := bench.NewReport("Routing benchmark: round-robin against load-aware (reference/000)", "round-robin", runs)
+	if err != nil {
+		return err
+	}
+	md, err := rep.Write(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\nWrote %s (report.md, report.json, results and charts) in %s.\n", md, *out, time.Since(began).Round(time.Second))
+	return nil
+}
+
+// runLogged runs one spec with its stack's logs in <out>/<run>/stack.log.
+func runLogged(ctx context.Context, binDir, out string, spec bench.Spec, echo bool) (*bench.RunResult, error) {
+	dir := filepath.Join(out, spec.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var log io.Writer = f
+	if echo {
+		log = io.MultiWriter(f, os.Stderr)
+	}
+	return bench.Run(ctx, bench.Env{BinDir: binDir, Dir: out, StackLog: log, Progress: os.Stderr}, spec)
+}
+
+func report(args []string) error {
+	fs := flag.NewFlagSet("hermod-bench report", flag.ContinueOnError)
+	out := fs.String("out", "bench-out/report", "directory of the report")
+	title := fs.String("title", "Routing benchmark", "the report's title")
+	baseline := fs.String("baseline", "", "the run the others are compared to (default: the first)")
+	if err := cmdline.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("report: results files required")
+	}
+	var runs []*bench.RunResult
+	for _, path := range fs.Args() {
+		r, err := bench.ReadResult(path)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	rep, err := bench.NewReport(*title, *baseline, runs)
+	if err != nil {
+		return err
+	}
+	md, err := rep.Write(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Print(md)
+	return nil
+}
