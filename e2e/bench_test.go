@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hermod/hermod/tools/loadgen/bench"
 	"github.com/hermod/hermod/tools/loadgen/workload"
@@ -82,3 +84,38 @@ func TestBenchResultsDoNotDependOnSpeed(t *testing.T) {
 }
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// round-robin-picker through the real stack with two picker replicas
+// behind one gateway: each replica folds the other's decisions from the
+// decision stream, so sequential requests go to the pods in strict
+// rotation whichever replica picks.
+func TestRoundRobinAcrossPickerReplicas(t *testing.T) {
+	cfg, err := bench.Config("round-robin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "round-robin.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, "--pods", "3", "--slow-pods", "0", "--pickers", "2", "--speed", "10", "--config", path)
+	var served []string
+	for i := range 12 {
+		r := s.send(context.Background(), "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"request %d","max_tokens":4}`, s.state.Model, i), false)
+		if !r.ok() {
+			t.Fatalf("request %d: %d %v %s", i, r.status, r.err, r.body)
+		}
+		served = append(served, r.servedBy)
+		// the decision reaches the other replica in about a millisecond;
+		// leave it more on a loaded machine
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 3; i < len(served); i++ {
+		if served[i] != served[i-3] {
+			t.Fatalf("not a rotation over 3 pods: %v", served)
+		}
+	}
+	if served[0] == served[1] || served[1] == served[2] || served[0] == served[2] {
+		t.Fatalf("not a rotation over 3 pods: %v", served)
+	}
+}
