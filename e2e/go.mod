@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/tools/devstack v0.0.0
 	github.com/hermod/hermod/tools/loadgen v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	google.golang.org/grpc v1.85.0
@@ -42,3 +43,5 @@ require (
 replace github.com/hermod/hermod/libs => ../libs
 
 replace github.com/hermod/hermod/tools/loadgen => ../tools/loadgen
+
+replace github.com/hermod/hermod/tools/devstack => ../tools/devstack

@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,27 +18,8 @@ import (
 	"time"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
-
-// stackState is what hermod-devstack writes to its --state-file.
-type stackState struct {
-	Pool          string   `json:"pool"`
-	Model         string   `json:"model"`
-	Gateway       string   `json:"gateway"`
-	NATSURL       string   `json:"nats_url"`
-	EtcdEndpoints []string `json:"etcd_endpoints"`
-	Pickers       []struct {
-		Name, GRPC, Ops string
-	} `json:"pickers"`
-	Collector struct{ Ops string } `json:"collector"`
-	Pods      []struct {
-		Name    string  `json:"name"`
-		Address string  `json:"address"`
-		Speed   float64 `json:"speed"`
-		PID     int     `json:"pid"`
-	} `json:"pods"`
-	PIDs map[string]int `json:"pids"`
-}
 
 // devstack is a running hermod-devstack process: the whole stack as
 // `make run` starts it, on free ports.
@@ -45,7 +27,7 @@ type devstack struct {
 	t     testing.TB
 	cmd   *exec.Cmd
 	logs  *syncBuffer
-	state stackState
+	state stackstate.State
 	done  chan error
 }
 
@@ -76,11 +58,11 @@ func startStack(t testing.TB, extra ...string) *devstack {
 	t.Cleanup(s.stop)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		if b, err := os.ReadFile(stateFile); err == nil {
-			if err := json.Unmarshal(b, &s.state); err != nil {
-				t.Fatalf("state file: %v", err)
-			}
+		if st, err := stackstate.Read(stateFile); err == nil {
+			s.state = *st
 			return s
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
 		}
 		select {
 		case err := <-s.done:

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/tools/devstack v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/image v0.47.0
@@ -33,6 +34,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.45.0 // indirect
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -44,3 +46,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs => ../../libs
+
+replace github.com/hermod/hermod/tools/devstack => ../devstack

@@ -27,21 +27,6 @@ type CostModel struct {
 	BlockSize           int           `json:"block_size"`
 }
 
-// SimulatorDefaults is vllm-sim's default model: a Llama-3-8B-class model
-// on one H100.
-func SimulatorDefaults() CostModel {
-	return CostModel{
-		StepOverhead:        10 * time.Millisecond,
-		PrefillPerToken:     35 * time.Microsecond,
-		DecodePerSeq:        200 * time.Microsecond,
-		AttentionPerKVToken: 100 * time.Nanosecond,
-		MaxNumSeqs:          256,
-		MaxNumBatchedTokens: 8192,
-		NumGPUBlocks:        20000,
-		BlockSize:           16,
-	}
-}
-
 // args are the vllm-sim flags that set the model.
 func (c CostModel) args() []string {
 	return []string{

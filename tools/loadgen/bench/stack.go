@@ -2,10 +2,10 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -20,27 +20,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
-
-// stackState is what hermod-devstack writes to its --state-file.
-type stackState struct {
-	Pool          string   `json:"pool"`
-	Model         string   `json:"model"`
-	Gateway       string   `json:"gateway"`
-	NATSURL       string   `json:"nats_url"`
-	EtcdEndpoints []string `json:"etcd_endpoints"`
-	Pods          []struct {
-		Name    string  `json:"name"`
-		Address string  `json:"address"`
-		Speed   float64 `json:"speed"`
-	} `json:"pods"`
-}
 
 // stack is a running hermod-devstack.
 type stack struct {
 	cmd   *exec.Cmd
 	done  chan error
-	state stackState
+	state stackstate.State
 	logs  *tailBuffer
 }
 
@@ -103,11 +90,11 @@ func (s *stack) waitState(ctx context.Context, stateFile string) error {
 	deadline := time.NewTimer(stackStartTimeout)
 	defer deadline.Stop()
 	for {
-		if b, err := os.ReadFile(stateFile); err == nil {
-			if err := json.Unmarshal(b, &s.state); err != nil {
-				return fmt.Errorf("stack: state file: %w", err)
-			}
+		if st, err := stackstate.Read(stateFile); err == nil {
+			s.state = *st
 			return nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("stack: %w", err)
 		}
 		select {
 		case err := <-s.done:

@@ -7,7 +7,6 @@ package stack
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"github.com/hermod/hermod/libs/coord/etcdembed"
 	_ "github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
 
 // DefaultConfig is the pool's EndpointPickerConfig unless --config names
@@ -65,34 +65,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// State is the running stack, as written to the state file.
-type State struct {
-	Pool          string         `json:"pool"`
-	Model         string         `json:"model"`
-	Gateway       string         `json:"gateway"` // host:port of the OpenAI API
-	NATSURL       string         `json:"nats_url"`
-	EtcdEndpoints []string       `json:"etcd_endpoints"`
-	Pickers       []Service      `json:"pickers"`
-	Collector     Service        `json:"collector"`
-	Pods          []PodState     `json:"pods"`
-	PIDs          map[string]int `json:"pids"`
-}
-
-// Service is a child service's addresses.
-type Service struct {
-	Name string `json:"name"`
-	GRPC string `json:"grpc,omitempty"`
-	Ops  string `json:"ops"` // /metrics, /health, /ready
-}
-
-// PodState is one simulated pod.
-type PodState struct {
-	Name    string  `json:"name"`
-	Address string  `json:"address"`
-	Speed   float64 `json:"speed"`
-	PID     int     `json:"pid"`
-}
-
 // Binaries the stack runs.
 var binaries = []string{"vllm-sim", "hermod-collector", "hermod-picker", "hermod-gateway"}
 
@@ -102,7 +74,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	log := o.Logger
-	s := &stack{o: o, log: log, out: &lineWriter{out: o.Out}, state: State{Pool: o.Pool, Model: o.Model, PIDs: map[string]int{}}}
+	s := &stack{o: o, log: log, out: &lineWriter{out: o.Out}, state: stackstate.State{Pool: o.Pool, Model: o.Model, PIDs: map[string]int{}}}
 	defer func() {
 		if cerr := s.shutdown(); err == nil {
 			err = cerr
@@ -162,7 +134,7 @@ type stack struct {
 	o     Options
 	log   *slog.Logger
 	out   *lineWriter
-	state State
+	state stackstate.State
 
 	tmpDir string
 	nats   *natsembed.Server
@@ -274,11 +246,11 @@ func (s *stack) children() error {
 			return err
 		}
 		s.procs = append(s.procs, p)
-		s.state.Pods = append(s.state.Pods, PodState{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: p.pid()})
+		s.state.Pods = append(s.state.Pods, stackstate.Pod{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: p.pid()})
 		s.state.PIDs[name] = p.pid()
 	}
 	common := []string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}
-	s.state.Collector = Service{Name: "collector", Ops: freeAddr()}
+	s.state.Collector = stackstate.Service{Name: "collector", Ops: freeAddr()}
 	p, err := start("collector", true, s.out, bin("hermod-collector"), append(common, "--metrics-listen", s.state.Collector.Ops)...)
 	if err != nil {
 		return err
@@ -287,7 +259,7 @@ func (s *stack) children() error {
 	s.state.PIDs["collector"] = p.pid()
 	var pickerAddrs []string
 	for i := range s.o.Pickers {
-		svc := Service{Name: fmt.Sprintf("picker-%d", i), GRPC: freeAddr(), Ops: freeAddr()}
+		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: freeAddr(), Ops: freeAddr()}
 		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(common, "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name)...)
 		if err != nil {
 			return err
@@ -361,15 +333,10 @@ func (s *stack) writeState() error {
 	if s.o.StateFile == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(s.state, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := s.o.StateFile + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := s.state.Write(s.o.StateFile); err != nil {
 		return fmt.Errorf("--state-file: %w", err)
 	}
-	return os.Rename(tmp, s.o.StateFile)
+	return nil
 }
 
 func (s *stack) banner() {
