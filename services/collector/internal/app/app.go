@@ -5,16 +5,12 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,7 +103,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer scraper.Close()
 
-	own := &ownership{pool: cfg.Pool, self: cfg.Replica, scraper: scraper, sink: sink, log: log}
+	own := coord.NewOwnership(cfg.Pool, cfg.Replica, assign(cfg.Pool, scraper, sink, log))
 	service := servicePrefix + cfg.Pool
 	member, err := coord.Join(ctx, etcd, service, cfg.Replica, cfg.MemberTTL, coord.WithLogger(log))
 	if err != nil {
@@ -118,12 +114,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer cancel()
 		_ = member.Close(cctx)
 	}()
-	mw, err := coord.WatchMembers(ctx, etcd, service, func(ms []coord.Member) { own.setMembers(coord.MemberIDs(ms)) }, coord.WithLogger(log))
+	mw, err := coord.WatchMembers(ctx, etcd, service, func(ms []coord.Member) { own.SetMembers(coord.MemberIDs(ms)) }, coord.WithLogger(log))
 	if err != nil {
 		return err
 	}
 	defer mw.Close()
-	ew, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) { own.setEndpoints(s.Sorted()) }, coord.WithLogger(log))
+	ew, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) { own.SetEndpoints(s.Sorted()) }, coord.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -133,7 +129,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
 	}
-	srv := &http.Server{Handler: telemetry.OpsHandler(reg, own.ready), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: telemetry.OpsHandler(reg, own.Ready), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	log.Info("collector serving", "ops", lis.Addr().String(), "interval", cfg.Interval)
@@ -151,80 +147,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
-// ownership decides which endpoints this replica scrapes: those that
-// rendezvous hashing over the live members of the pool's collector group
-// assigns to it, so that each endpoint has one scraper and only ~1/N of
-// them move when a replica comes or goes.
-type ownership struct {
-	pool, self string
-	scraper    *scrape.Scraper
-	sink       *natsSink
-	log        *slog.Logger
-
-	mu        sync.Mutex
-	members   []string
-	endpoints []*registryv1.Endpoint
-	listed    atomic.Bool
-	joined    atomic.Bool
-}
-
-func (o *ownership) setMembers(ids []string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.members = ids
-	if containsString(ids, o.self) {
-		o.joined.Store(true)
-	}
-	o.apply()
-}
-
-func (o *ownership) setEndpoints(eps []*registryv1.Endpoint) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.endpoints = eps
-	o.listed.Store(true)
-	o.apply()
-}
-
-// apply hands the owned endpoints to the scraper. The caller holds o.mu.
-func (o *ownership) apply() {
-	members := o.members
-	if !containsString(members, o.self) {
-		// Not listed yet (or the membership lease is being renewed): scrape
-		// as if alone rather than leave endpoints unscraped.
-		members = append(append([]string(nil), members...), o.self)
-		sort.Strings(members)
-	}
-	var mine []*registryv1.Endpoint
-	keep := map[string]bool{}
-	for _, ep := range o.endpoints {
-		if coord.Owns(members, o.self, coord.EndpointKey(o.pool, ep.GetName())) {
-			mine = append(mine, ep)
-			if s, err := bus.MetricsSubject(o.pool, ep.GetName()); err == nil {
+// assign hands this replica's endpoints to the scraper and forgets the
+// latest metrics of the others.
+func assign(pool string, scraper *scrape.Scraper, sink *natsSink, log *slog.Logger) func([]*registryv1.Endpoint) {
+	return func(mine []*registryv1.Endpoint) {
+		keep := map[string]bool{}
+		for _, ep := range mine {
+			if s, err := bus.MetricsSubject(pool, ep.GetName()); err == nil {
 				keep[s] = true
 			}
 		}
+		scraper.SetEndpoints(mine)
+		sink.forget(keep)
+		log.Debug("endpoints assigned", "mine", len(mine))
 	}
-	o.scraper.SetEndpoints(mine)
-	o.sink.forget(keep)
-	o.log.Debug("endpoints assigned", "mine", len(mine), "registered", len(o.endpoints), "members", len(members))
-}
-
-func (o *ownership) ready() error {
-	if !o.listed.Load() {
-		return errors.New("endpoints not listed yet")
-	}
-	if !o.joined.Load() {
-		return errors.New("not a listed member yet")
-	}
-	return nil
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
