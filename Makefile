@@ -73,13 +73,13 @@ proto-check: proto
 		git status --porcelain -- libs/api; git --no-pager diff --stat -- libs/api; exit 1; \
 	fi
 
-# Binaries: only vllm-sim talks ZeroMQ (cgo, libzmq); every other binary
+# Binaries: only vllm-sim and the indexer talk ZeroMQ (cgo, libzmq); every other binary
 # must build with CGO_ENABLED=0.
 PURE_BINARIES := ./services/gateway/cmd/hermod-gateway ./services/picker/cmd/hermod-picker \
                  ./services/collector/cmd/hermod-collector ./tools/devstack/cmd/hermod-devstack \
                  ./tools/hermodctl/cmd/hermodctl ./tools/loadgen/cmd/hermod-loadgen \
                  ./tools/loadgen/cmd/hermod-bench
-CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim
+CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim ./services/indexer/cmd/hermod-indexer
 
 build: binaries
 	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && $(GO) build ./...); done

@@ -28,20 +28,21 @@ type podBlock struct {
 // Stats count what Apply did with a batch.
 type Stats struct {
 	// Stored and Removed count index blocks stored and removed.
-	Stored, Removed int
+	Stored  int `json:"stored"`
+	Removed int `json:"removed"`
 	// Cleared counts AllBlocksCleared events.
-	Cleared int
+	Cleared int `json:"cleared"`
 	// UnknownParent counts BlockStored events dropped because their parent
 	// block is not known (a gap: repair by replay).
-	UnknownParent int
+	UnknownParent int `json:"unknown_parent"`
 	// UnknownRemoved counts removed engine blocks the pod did not hold.
-	UnknownRemoved int
+	UnknownRemoved int `json:"unknown_removed"`
 	// Malformed counts events dropped as inconsistent (token count, block
 	// size not a multiple of the index's).
-	Malformed int
+	Malformed int `json:"malformed"`
 	// Ignored counts events the index does not track (other attention
 	// kinds, unknown types).
-	Ignored int
+	Ignored int `json:"ignored"`
 }
 
 // Add sums stats.

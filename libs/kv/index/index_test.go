@@ -211,3 +211,25 @@ func sortedHashes(m map[uint64]modelBlock) []uint64 {
 	slices.Sort(hs)
 	return hs
 }
+
+func TestDigestFollowsContentNotLayout(t *testing.T) {
+	a := newIndex(t, Config{BlockSize: 4, Shards: 1})
+	b := newIndex(t, Config{BlockSize: 4, Shards: 16})
+	evA := batch(stored([]uint64{1, 2}, 0, false, seq(0, 8), 4, ""))
+	evB := batch(stored([]uint64{5}, 0, false, seq(100, 4), 4, "CPU"))
+	// the same events, pods first seen in another order
+	a.Apply("pod-a", model, evA)
+	a.Apply("pod-b", model, evB)
+	b.Apply("pod-b", model, evB)
+	b.Apply("pod-a", model, evA)
+	if a.Digest() != b.Digest() {
+		t.Fatal("same content, different digests")
+	}
+	b.Apply("pod-a", model, batch(removed("", 2)))
+	if a.Digest() == b.Digest() {
+		t.Fatal("different content, same digest")
+	}
+	if empty := newIndex(t, Config{}); empty.Digest() != 0 {
+		t.Fatal("an empty index has a digest")
+	}
+}

@@ -21,11 +21,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
@@ -314,13 +312,7 @@ func (a *app) serve(ctx context.Context) error {
 		_ = lis.Close()
 		return fmt.Errorf("listen %s: %w", a.cfg.MetricsListen, err)
 	}
-	opts := []grpc.ServerOption{
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
-	if telemetry.Tracing() {
-		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
-	}
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
 	pickerv1.RegisterPickerServiceServer(gs, a.svc)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

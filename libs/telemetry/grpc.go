@@ -1,0 +1,22 @@
+package telemetry
+
+import (
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// GRPCServerOptions are the options every Hermod gRPC server starts with:
+// clients may keep idle connections alive with pings every 10 s, and with
+// tracing on (SetupTracing with an endpoint) every call is a span.
+func GRPCServerOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if Tracing() {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler()))
+	}
+	return opts
+}

@@ -1,0 +1,54 @@
+// Command hermod-indexer ingests the KV-cache events of a pool's engines
+// (ZMQ kv@ topics, repaired by replay) into the HERMOD_KV stream, projects
+// the stream into a block index and answers which pods hold a prompt's
+// blocks (gRPC IndexerService). Replicas split the ingest and each serves
+// queries from the whole index.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/libs/kv/index"
+	"github.com/hermod/hermod/services/indexer/internal/app"
+)
+
+func main() { cmdline.Main("hermod-indexer", run) }
+
+func run() error {
+	fs := flag.NewFlagSet("hermod-indexer", flag.ContinueOnError)
+	var (
+		cfg    app.Config
+		common cmdline.Common
+		etcd   cmdline.List
+	)
+	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool whose KV events are indexed")
+	fs.StringVar(&cfg.GRPCListen, "listen", app.DefaultGRPCListen, "gRPC address of IndexerService")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
+	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
+	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
+	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its pods move to the others this long after it dies)")
+	fs.IntVar(&cfg.Index.Size, "index-size", index.DefaultSize, "most block keys the index holds (inMemoryConfig.size)")
+	fs.IntVar(&cfg.Index.PodCacheSize, "pod-cache-size", index.DefaultPodCacheSize, "most pods listed per block key (inMemoryConfig.podCacheSize)")
+	fs.IntVar(&cfg.Index.BlockSize, "block-size", 16, "tokens per index block (tokenProcessorConfig.blockSize); engine blocks must be multiples of it")
+	fs.Uint64Var(&cfg.Index.Seed, "key-seed", 0, "seed of the block keys (every indexer and picker of a pool must agree)")
+	common.Register(fs)
+	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
+		return err
+	}
+	cfg.EtcdEndpoints = etcd
+	if len(cfg.EtcdEndpoints) == 0 {
+		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
+	}
+	cfg.OTLPEndpoint = common.OTLPEndpoint
+	log, err := common.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := cmdline.SignalContext(context.Background())
+	defer stop()
+	return app.Run(ctx, cfg, log)
+}

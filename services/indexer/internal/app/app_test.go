@@ -1,0 +1,297 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/libs/kv/events"
+	"github.com/hermod/hermod/libs/kv/index"
+	"github.com/hermod/hermod/libs/kv/kvzmq"
+	"github.com/hermod/hermod/libs/tokenizer"
+)
+
+var etcdSrv *coordtest.Server
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	var err error
+	if etcdSrv, err = coordtest.NewServer(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	etcdSrv.Close()
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+const model = "meta-llama/Llama-3.1-8B-Instruct"
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// pod is an engine publishing KV events, registered in the pool.
+type pod struct {
+	name string
+	pub  *kvzmq.Publisher
+	rng  *rand.Rand
+	held []uint64
+	next uint64
+	sent [][]byte
+}
+
+func startPod(t *testing.T, pool, name string) *pod {
+	t.Helper()
+	ev, rp := freePort(t), freePort(t)
+	pub, err := kvzmq.NewPublisher(kvzmq.PublisherConfig{Endpoint: fmt.Sprintf("tcp://*:%d", ev), ReplayEndpoint: fmt.Sprintf("tcp://*:%d", rp), Topic: "kv@" + name + "@" + model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	cli := etcdSrv.Client(t)
+	reg, err := coord.Register(context.Background(), cli, &registryv1.Endpoint{
+		Name: name, Pool: pool, Address: "127.0.0.1", Port: 1, Model: model,
+		KvEventsEndpoint: fmt.Sprintf("tcp://127.0.0.1:%d", ev), KvReplayEndpoint: fmt.Sprintf("tcp://127.0.0.1:%d", rp),
+	}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = reg.Close(ctx)
+	})
+	return &pod{name: name, pub: pub, rng: rand.New(rand.NewPCG(uint64(ev), 3)), next: 1}
+}
+
+// publish sends n batches: prompts of 1-4 blocks from the root, some
+// removals.
+func (p *pod) publish(t *testing.T, n int, prompts [][]uint32) {
+	t.Helper()
+	for range n {
+		var b events.Batch
+		if len(p.held) > 16 && p.rng.IntN(4) == 0 {
+			i := p.rng.IntN(len(p.held))
+			b.Events = []events.Event{{Kind: events.KindBlockRemoved, BlockHashes: []uint64{p.held[i]}}}
+			p.held = append(p.held[:i], p.held[i+1:]...)
+		} else {
+			prompt := prompts[p.rng.IntN(len(prompts))]
+			nb := 1 + p.rng.IntN(min(4, len(prompt)/16))
+			hashes := make([]uint64, nb)
+			for i := range hashes {
+				hashes[i] = p.next
+				p.next++
+			}
+			b.Events = []events.Event{{Kind: events.KindBlockStored, BlockHashes: hashes, TokenIDs: prompt[:nb*16], BlockSize: 16}}
+			p.held = append(p.held, hashes...)
+		}
+		payload, err := events.AppendBatch(nil, &b, events.EncodingMap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.pub.Publish(payload); err != nil {
+			t.Fatal(err)
+		}
+		p.sent = append(p.sent, payload)
+	}
+}
+
+// replica is a running indexer.
+type replica struct {
+	cancel context.CancelFunc
+	done   chan error
+	grpc   string
+	ops    string
+}
+
+func startReplica(t *testing.T, natsURL, pool, name string) *replica {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	cfg := Config{
+		Pool: pool, GRPCListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL,
+		Replica: name, MemberTTL: 2 * time.Second, Index: index.Config{Shards: 8},
+		Ready: func(g, o string) { r.grpc, r.ops = g, o; close(ready) },
+	}
+	go func() { r.done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	select {
+	case <-ready:
+	case err := <-r.done:
+		t.Fatalf("replica %s exited: %v", name, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("replica %s not serving after 30s", name)
+	}
+	return r
+}
+
+func (r *replica) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("replica stopped with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("replica did not stop")
+	}
+}
+
+func (r *replica) state(t *testing.T) IndexState {
+	t.Helper()
+	resp, err := http.Get("http://" + r.ops + "/debug/index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s IndexState
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// want is the index of every batch the pods published, built directly.
+func want(t *testing.T, pods ...*pod) string {
+	t.Helper()
+	x, err := index.New(index.Config{Shards: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := events.NewDecoder()
+	var b events.Batch
+	for _, p := range pods {
+		for _, payload := range p.sent {
+			if err := dec.Decode(payload, &b); err != nil {
+				t.Fatal(err)
+			}
+			x.Apply(p.name, model, &b)
+		}
+	}
+	return strconv.FormatUint(x.Digest(), 16)
+}
+
+// waitDigest waits until the replica's index has the wanted digest.
+func waitDigest(t *testing.T, r *replica, digest, what string) IndexState {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := r.state(t)
+		if s.Digest == digest {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: index %+v, want digest %s", what, s, digest)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func prompts(n int) [][]uint32 {
+	var tok tokenizer.Builtin
+	out := make([][]uint32, n)
+	for i := range out {
+		out[i] = tok.Encode(nil, fmt.Sprintf("system prompt %d: you are a helpful assistant who answers questions about routing. %s", i%3, fmt.Sprint(i)+" long context follows, with enough words to fill several blocks of sixteen tokens each, again and again and again."))
+	}
+	return out
+}
+
+// Event sourcing: two replicas index what two pods publish; one replica
+// stops while the pods go on, restarts, and ends with the same index as
+// the replica that never stopped, which equals the index of everything
+// the pods published.
+func TestReplicaRestartRebuildsTheSameIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded servers")
+	}
+	srv := bustest.Start(t)
+	pool := "restart"
+	a := startReplica(t, srv.ClientURL(), pool, "indexer-a")
+	defer a.stop(t)
+	b := startReplica(t, srv.ClientURL(), pool, "indexer-b")
+	p1, p2 := startPod(t, pool, "pod-1"), startPod(t, pool, "pod-2")
+	ps := prompts(12)
+	// give the replicas a moment to subscribe (a late subscriber replays,
+	// but the test should see the ordinary path first)
+	time.Sleep(300 * time.Millisecond)
+	p1.publish(t, 200, ps)
+	p2.publish(t, 200, ps)
+	w := want(t, p1, p2)
+	sa := waitDigest(t, a, w, "replica a")
+	waitDigest(t, b, w, "replica b")
+	if sa.Keys == 0 || sa.Applied.Stored == 0 {
+		t.Fatalf("nothing indexed: %+v", sa)
+	}
+
+	b.stop(t)
+	p1.publish(t, 300, ps)
+	p2.publish(t, 300, ps)
+	b = startReplica(t, srv.ClientURL(), pool, "indexer-b")
+	defer b.stop(t)
+	p1.publish(t, 100, ps)
+	w = want(t, p1, p2)
+	sa = waitDigest(t, a, w, "replica a")
+	sb := waitDigest(t, b, w, "restarted replica b")
+	if sb.StreamSequence < sa.StreamSequence {
+		t.Fatalf("b at stream sequence %d, a at %d", sb.StreamSequence, sa.StreamSequence)
+	}
+
+	// Score answers from the index: a prompt whose first blocks pod-1 stored
+	conn, err := grpc.NewClient(b.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cli := indexerv1.NewIndexerServiceClient(conn)
+	best := 0
+	for _, pr := range ps {
+		resp, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: pool, Model: model, TokenIds: pr, Candidates: []string{"pod-1", "pod-2", "pod-x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetScores()) != 3 || resp.GetScores()[2].GetBlocks() != 0 {
+			t.Fatalf("scores %v", resp.GetScores())
+		}
+		best = max(best, int(resp.GetScores()[0].GetBlocks()))
+	}
+	if best == 0 {
+		t.Fatal("no prompt matched a block of pod-1")
+	}
+	if _, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: "other"}); err == nil {
+		t.Fatal("a score for another pool answered")
+	}
+}
