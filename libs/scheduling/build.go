@@ -30,6 +30,7 @@ var (
 type Option func(*options)
 
 type options struct {
+	services map[string]any
 	registry *Registry
 	logger   *slog.Logger
 	metrics  *SchedulerMetrics
@@ -46,6 +47,16 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 
 // WithMetrics records scheduler and plugin metrics into m.
 func WithMetrics(m *SchedulerMetrics) Option { return func(o *options) { o.metrics = m } }
+
+// WithService provides a service to plugins under name (Handle.Service).
+func WithService(name string, svc any) Option {
+	return func(o *options) {
+		if o.services == nil {
+			o.services = map[string]any{}
+		}
+		o.services[name] = svc
+	}
+}
 
 // WithClock replaces time.Now for plugins (tests).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -516,6 +527,11 @@ func (h *handle) FeatureEnabled(gate string) bool { return h.b.gates[gate] }
 func (h *handle) Warn(msg string) { h.b.warns = append(h.b.warns, h.label+": "+msg) }
 
 func (h *handle) Now() time.Time { return h.b.o.now() }
+
+func (h *handle) Service(name string) (any, bool) {
+	svc, ok := h.b.o.services[name]
+	return svc, ok
+}
 
 // suggest proposes the registered type closest to an unknown one.
 func suggest(typ string, known []string) string {

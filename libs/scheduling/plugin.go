@@ -59,6 +59,10 @@ type Handle interface {
 	Warn(msg string)
 	// Now is the clock stateful plugins use (tests replace it).
 	Now() time.Time
+	// Service returns a service the embedding process provides to plugins
+	// (WithService): the picker's indexer client, say. A plugin that needs
+	// one fails to load without it.
+	Service(name string) (any, bool)
 }
 
 // Filter narrows the candidate endpoints of a profile.

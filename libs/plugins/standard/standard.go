@@ -13,10 +13,12 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/headers"
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
 	_ "github.com/hermod/hermod/libs/plugins/picker"
+	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	_ "github.com/hermod/hermod/libs/plugins/prefix"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/tokenizer"
 )
 
 // Unavailable lists plugin types that EndpointPickerConfigs use but this
@@ -24,12 +26,22 @@ import (
 // build"), except that plugins needing a feature gate the config does not
 // enable are skipped with a warning, as they would be anyway.
 var Unavailable = []scheduling.Registration{
-	{Type: "precise-prefix-cache-scorer"},
 	{Type: "predicted-latency-scorer"},
 	{Type: "tokenizer", Gate: scheduling.GatePrepareDataPlugins},
 	{Type: "responses-store", Gate: scheduling.GatePrepareDataPlugins},
 	{Type: "models-data-source"},
 	{Type: "model-server-protocol-models"},
+}
+
+// ValidationOptions let every plugin load where none of the services a
+// picker provides them runs (hermodctl config validate, devstack's check
+// of its config): the indexer is unreachable and any tokenizer model name
+// is accepted (the built-in tokenizer stands in).
+func ValidationOptions() []scheduling.Option {
+	return []scheduling.Option{
+		scheduling.WithService(preciseprefix.IndexerService, preciseprefix.Offline{}),
+		scheduling.WithService(preciseprefix.TokenizerService, preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}),
+	}
 }
 
 func init() {

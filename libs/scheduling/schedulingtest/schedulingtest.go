@@ -30,6 +30,8 @@ type Handle struct {
 	Clock    func() time.Time
 	Log      *slog.Logger
 	Registry *scheduling.Registry
+	// Services are what Service returns.
+	Services map[string]any
 }
 
 // NewHandle returns a Handle with the given feature gates on.
@@ -47,6 +49,12 @@ func NewHandle(gates ...string) *Handle {
 func (h *Handle) Declare(ps ...scheduling.Plugin) *Handle {
 	h.earlier = append(h.earlier, ps...)
 	return h
+}
+
+// Service implements scheduling.Handle.
+func (h *Handle) Service(name string) (any, bool) {
+	svc, ok := h.Services[name]
+	return svc, ok
 }
 
 // DeclareLater marks names as declared after the plugin being built.

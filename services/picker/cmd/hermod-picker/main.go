@@ -32,6 +32,8 @@ func run() error {
 	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
 	fs.DurationVar(&cfg.ReplayWindow, "replay-window", app.DefaultReplayWindow, "how much of the decision and completion streams to replay at start")
 	fs.IntVar(&cfg.Fallbacks, "fallbacks", service.DefaultFallbacks, "fallback endpoints returned beyond the primary target (0: none)")
+	fs.StringVar(&cfg.IndexerAddress, "indexer-address", "", "hermod-indexer's gRPC address, for precise-prefix-cache-scorer (empty: configs using it do not load)")
+	fs.StringVar(&cfg.Tokenizer, "tokenizer", "", `override the tokenizer configs name: "builtin" (the simulator's) for vllm-sim fleets; empty: as configured`)
 	fs.IntVar(&cfg.MaxFailures, "max-scrape-failures", endpoints.DefaultMaxFailures, "failed scrapes in a row that take an endpoint out of routing (-1: never)")
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {

@@ -51,6 +51,12 @@ type Config struct {
 	Fallbacks     int
 	MaxFailures   int
 	OTLPEndpoint  string
+	// IndexerAddress is hermod-indexer's gRPC address, for
+	// precise-prefix-cache-scorer; empty: configs using it do not load.
+	IndexerAddress string
+	// Tokenizer overrides the tokenizer configs name ("builtin": the
+	// simulator's); empty: as configured.
+	Tokenizer string
 	// FilePollInterval is how often the config file is checked for
 	// changes.
 	FilePollInterval time.Duration
@@ -157,9 +163,14 @@ func (a *app) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	services, closeServices, err := a.pluginServices()
+	if err != nil {
+		return err
+	}
+	a.stops = append(a.stops, closeServices)
 	a.loader, err = schedconfig.New(schedconfig.Version{Source: schedconfig.SourceDefault}, schedconfig.Options{
 		Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
-		SchedulerOptions: []scheduling.Option{scheduling.WithLogger(a.log), scheduling.WithMetrics(schedMetrics)},
+		SchedulerOptions: append(services, scheduling.WithLogger(a.log), scheduling.WithMetrics(schedMetrics)),
 		OnStatus: func(st *eventsv1.ConfigStatus) {
 			if err := bus.PublishCore(a.nc, configSubject, st); err != nil {
 				a.log.Warn("publishing the config status failed", "error", err)

@@ -25,7 +25,7 @@ import (
 	"github.com/hermod/hermod/libs/bus/natsembed"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/coord/etcdembed"
-	_ "github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
+	"github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
@@ -204,7 +204,7 @@ func (s *stack) pushConfig(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", source, err)
 	}
-	sched, err := scheduling.New(cfg, scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	sched, err := scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", source, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -84,7 +85,7 @@ func validateConfig(data []byte) (*scheduling.Resolved, error) {
 	}
 	// Warnings are part of the output; do not also log them.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := scheduling.New(cfg, scheduling.WithLogger(quiet))
+	s, err := scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(quiet))...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,255 @@
+// Package preciseprefix holds precise-prefix-cache-scorer: it keys the
+// prompt's blocks the way hermod-indexer keys the engines' KV events, asks
+// the indexer which candidates hold the longest run of them, and scores by
+// that run (spec/scheduling.md). When the indexer is slow or down it fails
+// open: every candidate scores alike, and routing goes on on the other
+// scorers.
+package preciseprefix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
+	"github.com/hermod/hermod/libs/kv/blockkey"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/tokenizer"
+)
+
+// Type is the registered plugin type.
+const Type = "precise-prefix-cache-scorer"
+
+// IndexerService is the name under which the picker provides its indexer
+// client (scheduling.WithService); the plugin does not load without one.
+const IndexerService = "indexer"
+
+// Indexer answers which endpoints hold a prompt's blocks.
+type Indexer interface {
+	Score(ctx context.Context, req *indexerv1.ScoreRequest) (*indexerv1.ScoreResponse, error)
+}
+
+// TokenizerService is the name under which the picker may provide a
+// Tokenizers (default: DefaultTokenizers).
+const TokenizerService = "tokenizers"
+
+// Tokenizers resolves the tokenizer a configuration names.
+type Tokenizers interface {
+	Tokenizer(cfg TokenizersPoolConfig) (tokenizer.Tokenizer, tokenizer.ChatTemplate, error)
+}
+
+// DefaultTimeout bounds one Score call to the indexer; past it the plugin
+// fails open.
+const DefaultTimeout = 50 * time.Millisecond
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: Type, New: New})
+}
+
+// Plugin is precise-prefix-cache-scorer.
+type Plugin struct {
+	scheduling.Named
+	params  Params
+	ttl     time.Duration
+	keyer   *blockkey.Keyer
+	indexer Indexer
+	tok     tokenizer.Tokenizer
+	tmpl    tokenizer.ChatTemplate
+	log     *slog.Logger
+	key     scheduling.StateKey
+	pool    sync.Pool
+}
+
+// New builds the plugin.
+func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	p, ttl, err := decodeParams(raw, h)
+	if err != nil {
+		return nil, err
+	}
+	svc, ok := h.Service(IndexerService)
+	if !ok {
+		return nil, errors.New("needs hermod-indexer: start the picker with --indexer-address")
+	}
+	idx, ok := svc.(Indexer)
+	if !ok {
+		return nil, fmt.Errorf("the %q service is a %T, not an indexer client", IndexerService, svc)
+	}
+	var toks Tokenizers = DefaultTokenizers{}
+	if svc, ok := h.Service(TokenizerService); ok {
+		if t, ok := svc.(Tokenizers); ok {
+			toks = t
+		}
+	}
+	tok, tmpl, err := toks.Tokenizer(p.IndexerConfig.TokenizersPoolConfig)
+	if err != nil {
+		return nil, scheduling.ParamErrorf("indexerConfig.tokenizersPoolConfig", "%v", err)
+	}
+	keyer, err := blockkey.New(p.TokenProcessorConfig.BlockSize, p.TokenProcessorConfig.HashSeed)
+	if err != nil {
+		return nil, scheduling.ParamErrorf("tokenProcessorConfig.blockSize", "%v", err)
+	}
+	if name == "" {
+		name = Type
+	}
+	pl := &Plugin{
+		Named: scheduling.Named{Type: Type, Name: name}, params: p, ttl: ttl, keyer: keyer, indexer: idx, tok: tok, tmpl: tmpl,
+		log: h.Logger().With("plugin", name), key: scheduling.StateKey(Type + "/" + name),
+	}
+	pl.pool.New = func() any { return &match{plugin: pl} }
+	return pl, nil
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (p *Plugin) Parameters() any { return p.params }
+
+// match is a request's answer from the indexer, kept for the cycle.
+type match struct {
+	scheduling.PrefixMatch
+	tokens []uint32
+	keys   []blockkey.Key
+	wire   []uint64
+	raw    map[string]float64 // endpoint -> tier-weighted run
+	plugin *Plugin
+}
+
+// Release implements scheduling.Releaser.
+func (m *match) Release() {
+	m.Clear()
+	m.tokens, m.keys, m.wire = m.tokens[:0], m.keys[:0], m.wire[:0]
+	clear(m.raw)
+	m.plugin.pool.Put(m)
+}
+
+// MatchPrefix implements scheduling.PrefixMatcher: no-hit-lru-scorer and
+// the prefix-based P/D decider read what the indexer said.
+func (p *Plugin) MatchPrefix(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *scheduling.PrefixMatch {
+	return &p.match(ctx, cs, req, candidates).PrefixMatch
+}
+
+// root is the chain the request's blocks start from: its LoRA adapter, or
+// the model it names.
+func root(req *scheduling.Request) string {
+	if req.Adapter != "" {
+		return req.Adapter
+	}
+	return req.Model
+}
+
+func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *match {
+	if m, ok := scheduling.ReadState[*match](cs, p.key); ok {
+		return m
+	}
+	m := p.pool.Get().(*match)
+	if m.raw == nil {
+		m.raw = map[string]float64{}
+	}
+	cs.Write(p.key, m)
+	cs.Write(scheduling.PrefixMatchKey, &m.PrefixMatch)
+	m.BlockSizeTokens = p.keyer.BlockSize()
+	tokens := req.TokenIDs
+	if len(tokens) == 0 {
+		m.tokens = p.tokenize(m.tokens[:0], req)
+		tokens = m.tokens
+	}
+	m.keys = p.keyer.Prompt(m.keys[:0], root(req), tokens)
+	m.TotalBlocks = len(m.keys)
+	if len(m.keys) == 0 || len(candidates) == 0 {
+		return m
+	}
+	for _, k := range m.keys {
+		m.wire = append(m.wire, uint64(k))
+	}
+	names := make([]string, len(candidates))
+	for i, e := range candidates {
+		names[i] = e.Name
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := p.indexer.Score(ctx, &indexerv1.ScoreRequest{Model: req.Model, LoraName: req.Adapter, BlockKeys: m.wire, Candidates: names})
+	metrics.latency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		metrics.failOpen.Inc()
+		p.log.Warn("the indexer did not answer: scoring every endpoint alike", "request_id", req.ID, "error", err)
+		return m
+	}
+	byName := make(map[string]*scheduling.Endpoint, len(candidates))
+	for _, e := range candidates {
+		byName[e.Name] = e
+	}
+	for _, s := range resp.GetScores() {
+		if s.GetBlocks() <= 0 {
+			continue
+		}
+		if e, ok := byName[s.GetEndpoint()]; ok {
+			m.Set(e.Name, e.NameHash(), int(s.GetBlocks()))
+			m.raw[e.Name] = s.GetScore()
+		}
+	}
+	return m
+}
+
+// tokenize renders and tokenizes the request's prompt.
+func (p *Plugin) tokenize(dst []uint32, req *scheduling.Request) []uint32 {
+	if req.Body.API == scheduling.APIChatCompletions {
+		msgs := make([]tokenizer.Message, len(req.Body.Messages))
+		for i, m := range req.Body.Messages {
+			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
+		}
+		return p.tok.Encode(dst, p.tmpl.Apply(msgs, true))
+	}
+	return p.tok.Encode(dst, req.Body.Prompt)
+}
+
+// Score implements scheduling.Scorer: an endpoint's tier-weighted run of
+// the prompt's blocks, min-max normalised over the endpoints that hold
+// any (all alike: 1.0); the others score 0.
+func (p *Plugin) Score(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	m := p.match(ctx, cs, req, eps)
+	if len(m.raw) == 0 {
+		return
+	}
+	lo, hi := 0.0, 0.0
+	first := true
+	for _, e := range eps {
+		if r, ok := m.raw[e.Name]; ok {
+			if first || r < lo {
+				lo = r
+			}
+			if first || r > hi {
+				hi = r
+			}
+			first = false
+		}
+	}
+	for i, e := range eps {
+		r, ok := m.raw[e.Name]
+		switch {
+		case !ok:
+			scores[i] = 0
+		case hi == lo:
+			scores[i] = 1
+		default:
+			scores[i] = (r - lo) / (hi - lo)
+		}
+	}
+}
+
+var metrics = struct {
+	failOpen prometheus.Counter
+	latency  prometheus.Histogram
+}{
+	failOpen: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_picker_indexer_fail_open_total", Help: "Scoring cycles in which precise-prefix-cache-scorer got no answer from the indexer and scored every endpoint alike."}),
+	latency:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermod_picker_indexer_score_seconds", Help: "Latency of Score calls to hermod-indexer.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),
+}
+
+// Collectors are the plugin's metrics, for the picker to register.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metrics.failOpen, metrics.latency}
+}

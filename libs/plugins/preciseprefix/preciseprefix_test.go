@@ -1,0 +1,174 @@
+package preciseprefix_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
+	"github.com/hermod/hermod/libs/kv/blockkey"
+	"github.com/hermod/hermod/libs/plugins/preciseprefix"
+	_ "github.com/hermod/hermod/libs/plugins/standard" // every plugin type
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+	"github.com/hermod/hermod/libs/tokenizer"
+)
+
+// fakeIndexer answers from a table of blocks per endpoint and records the
+// requests (the indexer service has its own tests).
+type fakeIndexer struct {
+	mu     sync.Mutex
+	blocks map[string]int
+	reqs   []*indexerv1.ScoreRequest
+	err    error
+}
+
+func (f *fakeIndexer) Score(_ context.Context, req *indexerv1.ScoreRequest) (*indexerv1.ScoreResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reqs = append(f.reqs, req)
+	if f.err != nil {
+		return nil, f.err
+	}
+	resp := &indexerv1.ScoreResponse{PromptBlocks: int32(len(req.GetBlockKeys()))}
+	for _, c := range req.GetCandidates() {
+		n := min(f.blocks[c], len(req.GetBlockKeys()))
+		resp.Scores = append(resp.Scores, &indexerv1.EndpointScore{Endpoint: c, Blocks: int32(n), Score: float64(n)})
+	}
+	return resp, nil
+}
+
+const params = `{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "builtin"}}, "tokenProcessorConfig": {"blockSize": 4}}`
+
+func newPlugin(t *testing.T, idx preciseprefix.Indexer, p string) *preciseprefix.Plugin {
+	t.Helper()
+	h := schedulingtest.NewHandle()
+	h.Services = map[string]any{preciseprefix.IndexerService: idx}
+	return schedulingtest.New[*preciseprefix.Plugin](t, h, preciseprefix.Type, "", p)
+}
+
+func TestScoresTheRunMinMax(t *testing.T) {
+	idx := &fakeIndexer{blocks: map[string]int{"pod-0": 2, "pod-1": 6, "pod-2": 0, "pod-3": 4}}
+	p := newPlugin(t, idx, params)
+	prompt := strings.Repeat("the same long system prompt, shared by many users. ", 8)
+	req := schedulingtest.Completion("r1", "m", prompt)
+	eps := schedulingtest.Endpoints(4)
+	cs := schedulingtest.CycleState(1)
+	scores := schedulingtest.Score(p, cs, req, eps)
+	// holders 2, 6, 4 -> min-max 0, 1, 0.5; pod-2 holds nothing -> 0
+	if want := []float64{0, 1, 0, 0.5}; !equal(scores, want) {
+		t.Fatalf("scores %v, want %v", scores, want)
+	}
+	// the indexer was asked once, with the keys of the built-in tokens
+	m := p.MatchPrefix(context.Background(), cs, req, eps)
+	if len(idx.reqs) != 1 || m.MatchedBlocks("pod-1") != 6 || !m.Hit() {
+		t.Fatalf("%d indexer calls, match %v", len(idx.reqs), m.Matched())
+	}
+	keyer, _ := blockkey.New(4, 0)
+	want := keyer.Prompt(nil, "m", tokenizer.Builtin{}.Encode(nil, prompt))
+	got := idx.reqs[0].GetBlockKeys()
+	if len(got) != len(want) || blockkey.Key(got[0]) != want[0] || m.TotalBlocks != len(want) || idx.reqs[0].GetModel() != "m" {
+		t.Fatalf("keys sent %d (first %x), want %d (first %x)", len(got), got[0], len(want), want[0])
+	}
+	// all holders alike -> 1.0 each
+	idx.blocks = map[string]int{"pod-0": 3, "pod-1": 3}
+	if s := schedulingtest.Score(p, schedulingtest.CycleState(1), req, eps); !equal(s, []float64{1, 1, 0, 0}) {
+		t.Fatalf("equal holders scored %v", s)
+	}
+}
+
+func TestChatPromptsAreRenderedAndAdaptersChainFromTheAdapter(t *testing.T) {
+	idx := &fakeIndexer{}
+	p := newPlugin(t, idx, params)
+	req := schedulingtest.Chat("r1", "sql-lora", "You are terse.", "count the rows of every table in the database, please")
+	req.Adapter = "sql-lora"
+	schedulingtest.Score(p, schedulingtest.CycleState(1), req, schedulingtest.Endpoints(2))
+	rendered := tokenizer.Llama3Template{}.Apply([]tokenizer.Message{{Role: req.Body.Messages[0].Role, Content: req.Body.Messages[0].Content}, {Role: req.Body.Messages[1].Role, Content: req.Body.Messages[1].Content}}, true)
+	keyer, _ := blockkey.New(4, 0)
+	want := keyer.Prompt(nil, "sql-lora", tokenizer.Builtin{}.Encode(nil, rendered))
+	if got := idx.reqs[0].GetBlockKeys(); len(got) != len(want) || blockkey.Key(got[len(got)-1]) != want[len(want)-1] || idx.reqs[0].GetLoraName() != "sql-lora" {
+		t.Fatalf("chat keys %d, want %d; lora %q", len(got), len(want), idx.reqs[0].GetLoraName())
+	}
+}
+
+func TestFailsOpenWhenTheIndexerFails(t *testing.T) {
+	idx := &fakeIndexer{err: errors.New("unavailable")}
+	p := newPlugin(t, idx, params)
+	before := testutil.ToFloat64(preciseprefix.Collectors()[0])
+	scores := schedulingtest.Score(p, schedulingtest.CycleState(1), schedulingtest.Completion("r", "m", strings.Repeat("words ", 40)), schedulingtest.Endpoints(3))
+	if !equal(scores, []float64{0, 0, 0}) {
+		t.Fatalf("fail-open scores %v", scores)
+	}
+	if got := testutil.ToFloat64(preciseprefix.Collectors()[0]); got != before+1 {
+		t.Fatalf("fail-open counter %v -> %v", before, got)
+	}
+}
+
+func TestParameters(t *testing.T) {
+	idx := &fakeIndexer{}
+	for _, c := range []struct{ params, field string }{
+		{`{}`, "indexerConfig.tokenizersPoolConfig.modelName"},
+		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "builtin"}}, "tokenProcessorConfig": {"blockSize": 0}}`, "tokenProcessorConfig.blockSize"},
+		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "builtin"}}, "speculativeTTL": "soon"}`, "speculativeTTL"},
+		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "meta-llama/Llama-3.1-8B-Instruct"}}}`, "indexerConfig.tokenizersPoolConfig"},
+	} {
+		h := schedulingtest.NewHandle()
+		h.Services = map[string]any{preciseprefix.IndexerService: idx}
+		_, err := schedulingtest.NewErr(h, preciseprefix.Type, "", c.params)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: err = %v, want it to name %s", c.params, err, c.field)
+		}
+	}
+	// reference/001's full shape loads; the indexer-side parts warn
+	h := schedulingtest.NewHandle()
+	h.Services = map[string]any{preciseprefix.IndexerService: idx}
+	_, err := schedulingtest.NewErr(h, preciseprefix.Type, "", `{"tokenProcessorConfig": {"blockSize": 16}, "indexerConfig": {"kvBlockIndexConfig": {"inMemoryConfig": {"size": 100000000, "podCacheSize": 10}}, "tokenizersPoolConfig": {"modelName": "builtin", "workersCount": 5, "hf": {"enabled": true}}}, "kvEventsConfig": {"zmqEndpoint": "tcp://indexer:5557", "topicFilter": "kv@"}, "speculativeIndexing": false, "speculativeTTL": "2s"}`)
+	if err != nil || len(h.Warnings) == 0 {
+		t.Fatalf("reference/001 shape: %v, warnings %v", err, h.Warnings)
+	}
+	// no indexer service: a clear error
+	if _, err := schedulingtest.NewErr(schedulingtest.NewHandle(), preciseprefix.Type, "", params); err == nil || !strings.Contains(err.Error(), "--indexer-address") {
+		t.Fatalf("without an indexer: %v", err)
+	}
+}
+
+// no-hit-lru-scorer reads the precise match: a prompt some pod holds is
+// warm (0.5 everywhere).
+func TestNoHitLRUReadsThePreciseMatch(t *testing.T) {
+	idx := &fakeIndexer{blocks: map[string]int{"pod-1": 2}}
+	cfg := `
+plugins:
+- type: precise-prefix-cache-scorer
+  parameters: ` + params + `
+- type: no-hit-lru-scorer
+  parameters: {prefixPluginType: precise-prefix-cache-scorer, prefixPluginName: precise-prefix-cache-scorer}
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: precise-prefix-cache-scorer}, {pluginRef: no-hit-lru-scorer}, {pluginRef: max-score-picker}]
+`
+	s := schedulingtest.Scheduler(t, cfg, scheduling.WithService(preciseprefix.IndexerService, idx))
+	res, err := s.Schedule(context.Background(), schedulingtest.Completion("r", "m", strings.Repeat("abc def ", 30)), schedulingtest.Endpoints(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg, _ := res.Primary.Target(); tg.Endpoint.Name != "pod-1" {
+		t.Fatalf("routed to %s, want the pod holding the prefix", tg.Endpoint.Name)
+	}
+}
+
+func equal(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
