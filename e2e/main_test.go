@@ -33,6 +33,7 @@ func run(m *testing.M) int {
 		{"../services/picker/cmd/hermod-picker", false},
 		{"../services/collector/cmd/hermod-collector", false},
 		{"../tools/vllm-sim/cmd/vllm-sim", true},
+		{"../services/indexer/cmd/hermod-indexer", true},
 	} {
 		cmd := exec.Command("go", "build", "-o", dir, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

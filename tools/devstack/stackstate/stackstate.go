@@ -18,6 +18,7 @@ type State struct {
 	EtcdEndpoints []string       `json:"etcd_endpoints"`
 	Pickers       []Service      `json:"pickers"`
 	Collector     Service        `json:"collector"`
+	Indexer       Service        `json:"indexer"`
 	Pods          []Pod          `json:"pods"`
 	PIDs          map[string]int `json:"pids"`
 }

@@ -66,7 +66,7 @@ type Options struct {
 }
 
 // Binaries the stack runs.
-var binaries = []string{"vllm-sim", "hermod-collector", "hermod-picker", "hermod-gateway"}
+var binaries = []string{"vllm-sim", "hermod-collector", "hermod-indexer", "hermod-picker", "hermod-gateway"}
 
 // Run runs the stack until ctx ends or a service dies.
 func Run(ctx context.Context, o Options) (err error) {
@@ -222,7 +222,8 @@ func (s *stack) pushConfig(ctx context.Context) error {
 	return nil
 }
 
-// children starts the pods, the collector, the pickers and the gateway.
+// children starts the pods, the collector, the indexer, the pickers and
+// the gateway.
 func (s *stack) children() error {
 	etcd := strings.Join(s.state.EtcdEndpoints, ",")
 	v := strconv.Itoa(s.o.Verbosity)
@@ -237,7 +238,7 @@ func (s *stack) children() error {
 		args := []string{"serve", s.o.Model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--pods", "1",
 			"--first-pod-index", strconv.Itoa(i), "--pool", s.o.Pool, "--etcd-endpoints", etcd, "--registration-ttl", "5s",
 			"--pod-speed", strconv.FormatFloat(speed, 'g', -1, 64), "--speed", strconv.FormatFloat(s.o.Speed, 'g', -1, 64),
-			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://127.0.0.1:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
+			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
 			"-v", v}
 		args = append(args, s.o.SimArgs...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
@@ -257,10 +258,21 @@ func (s *stack) children() error {
 	}
 	s.procs = append(s.procs, p)
 	s.state.PIDs["collector"] = p.pid()
+	// The indexer is not core: routing goes on without it (precise prefix
+	// scoring fails open), so the stack outlives it.
+	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: freeAddr(), Ops: freeAddr()}
+	p, err = start("indexer", false, s.out, bin("hermod-indexer"), append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer")...)
+	if err != nil {
+		return err
+	}
+	s.procs = append(s.procs, p)
+	s.state.PIDs["indexer"] = p.pid()
 	var pickerAddrs []string
 	for i := range s.o.Pickers {
 		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: freeAddr(), Ops: freeAddr()}
-		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(common, "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name)...)
+		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
+		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(common, "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
+			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin")...)
 		if err != nil {
 			return err
 		}
@@ -281,7 +293,7 @@ func (s *stack) children() error {
 
 // waitReady waits until every service answers ready.
 func (s *stack) waitReady(ctx context.Context) error {
-	urls := map[string]string{"gateway": "http://" + s.state.Gateway + "/ready", "collector": "http://" + s.state.Collector.Ops + "/ready"}
+	urls := map[string]string{"gateway": "http://" + s.state.Gateway + "/ready", "collector": "http://" + s.state.Collector.Ops + "/ready", "indexer": "http://" + s.state.Indexer.Ops + "/ready"}
 	for _, p := range s.state.Pickers {
 		urls[p.Name] = "http://" + p.Ops + "/ready"
 	}
@@ -359,10 +371,10 @@ func (s *stack) banner() {
 	s.out.mu.Lock()
 	defer s.out.mu.Unlock()
 	fmt.Fprintf(s.out.out, `
-Hermod is running: pool %q, %d vllm-sim pods serving %s%s, %d picker(s), a collector and a gateway.
+Hermod is running: pool %q, %d vllm-sim pods serving %s%s, %d picker(s), a collector, a KV-event indexer and a gateway.
 
   OpenAI API   http://%s/v1   (models: http://%s/v1/models)
-  metrics      http://%s/metrics (gateway), http://%s/metrics (picker-0), http://%s/metrics (collector)
+  metrics      http://%s/metrics (gateway), http://%s/metrics (picker-0), http://%s/metrics (collector), http://%s/metrics (indexer)
   NATS         %s
   etcd         %s
 
@@ -378,7 +390,7 @@ Try it:
 Ctrl-C stops everything.
 
 `, s.o.Pool, s.o.Pods, s.o.Model, slow, s.o.Pickers,
-		s.state.Gateway, s.state.Gateway, s.state.Gateway, s.state.Pickers[0].Ops, s.state.Collector.Ops,
+		s.state.Gateway, s.state.Gateway, s.state.Gateway, s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
 		s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","),
 		s.state.Gateway, body, ctl, flags, ctl, flags, ctl, flags)
 }
