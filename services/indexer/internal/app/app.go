@@ -41,8 +41,11 @@ type Config struct {
 	Replica       string
 	MemberTTL     time.Duration
 	// Index bounds the in-memory index.
-	Index        index.Config
-	OTLPEndpoint string
+	Index index.Config
+	// SnapshotInterval is how often this replica snapshots its index into
+	// the object store (0: never).
+	SnapshotInterval time.Duration
+	OTLPEndpoint     string
 	// Ready, when set, is called with the gRPC and ops addresses once the
 	// indexer serves (tests).
 	Ready func(grpcAddr, opsAddr string)
@@ -50,9 +53,10 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultGRPCListen    = ":9095"
-	DefaultMetricsListen = ":9096"
-	DefaultMemberTTL     = 10 * time.Second
+	DefaultGRPCListen       = ":9095"
+	DefaultMetricsListen    = ":9096"
+	DefaultMemberTTL        = 10 * time.Second
+	DefaultSnapshotInterval = 5 * time.Minute
 	// servicePrefix names the membership group of a pool's indexer
 	// replicas: indexer-<pool>.
 	servicePrefix = "indexer-"
@@ -80,15 +84,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer func() { _ = shutdownTracing(context.Background()) }()
 	reg := telemetry.NewRegistry()
-
-	idx, err := index.New(cfg.Index)
-	if err != nil {
-		return err
-	}
-	proj, err := projection.New(idx, reg)
-	if err != nil {
-		return err
-	}
 
 	etcd, err := coord.NewClient(ctx, cfg.EtcdEndpoints)
 	if err != nil {
@@ -120,10 +115,33 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_ = pub.Close(cctx)
 	}()
 
-	// The projection first: ingest resumes each pod after its last batch
-	// on the stream, so it waits until the projection has caught up.
+	// The projection first, from the newest snapshot and the stream after
+	// it: ingest resumes each pod after its last batch on the stream, so it
+	// waits until the projection has caught up.
+	snaps, err := openSnapshots(ctx, js, cfg.Pool, cfg.Replica, reg, log)
+	if err != nil {
+		return err
+	}
+	proj := snaps.load(ctx, cfg.Index, reg)
+	var restoredAt uint64
+	if proj != nil {
+		restoredAt = proj.StreamSequence()
+	} else {
+		idx, err := index.New(cfg.Index)
+		if err != nil {
+			return err
+		}
+		if proj, err = projection.New(idx, reg); err != nil {
+			return err
+		}
+	}
+	idx := proj.Index()
 	filter := bus.KVPrefix + cfg.Pool + ".>"
-	cons, err := bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.KVStream, FilterSubject: filter, Logger: log, Registerer: reg},
+	from := uint64(0) // the whole stream
+	if restoredAt > 0 {
+		from = restoredAt + 1
+	}
+	cons, err := bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.KVStream, FilterSubject: filter, StartSequence: from, Logger: log, Registerer: reg},
 		func(b *eventsv1.KVEventBatch, m bus.Meta) { proj.Apply(b, m.Sequence) })
 	if err != nil {
 		return err
@@ -140,7 +158,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case <-time.After(catchUpTimeout):
 		return fmt.Errorf("the projection did not catch up with the KV stream within %v", catchUpTimeout)
 	}
-	log.Info("index caught up with the stream", "stream_sequence", proj.StreamSequence(), "keys", idx.Len())
+	log.Info("index caught up with the stream", "stream_sequence", proj.StreamSequence(), "keys", idx.Len(), "restored_at", restoredAt)
+	if cfg.SnapshotInterval > 0 {
+		sctx, stopSnapshots := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); snaps.run(sctx, proj, cfg.SnapshotInterval) }()
+		defer func() { stopSnapshots(); <-done }()
+	}
 
 	mg, err := ingest.NewManager(ingest.Config{Pool: cfg.Pool, Replica: cfg.Replica, Sink: &streamSink{pub: pub, log: log}, Logger: log, Registerer: reg})
 	if err != nil {
@@ -186,7 +210,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return own.Ready()
 	}
-	srv := &http.Server{Handler: debugHandler(telemetry.OpsHandler(reg, ready), proj), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: debugHandler(telemetry.OpsHandler(reg, ready), proj, restoredAt), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- gsrv.Serve(glis) }()
 	go func() { errc <- srv.Serve(lis) }()

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,7 +138,7 @@ type replica struct {
 	ops    string
 }
 
-func startReplica(t *testing.T, natsURL, pool, name string) *replica {
+func startReplica(t *testing.T, natsURL, pool, name string, snapshotEvery ...time.Duration) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{cancel: cancel, done: make(chan error, 1)}
@@ -146,6 +147,9 @@ func startReplica(t *testing.T, natsURL, pool, name string) *replica {
 		Pool: pool, GRPCListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL,
 		Replica: name, MemberTTL: 2 * time.Second, Index: index.Config{Shards: 8},
 		Ready: func(g, o string) { r.grpc, r.ops = g, o; close(ready) },
+	}
+	if len(snapshotEvery) > 0 {
+		cfg.SnapshotInterval = snapshotEvery[0]
 	}
 	go func() { r.done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	select {
@@ -294,4 +298,57 @@ func TestReplicaRestartRebuildsTheSameIndex(t *testing.T) {
 	if _, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: "other"}); err == nil {
 		t.Fatal("a score for another pool answered")
 	}
+}
+
+// A replica that snapshots its index lets a new one start from the
+// snapshot and replay only the stream after it, to the same index.
+func TestStartFromSnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded servers")
+	}
+	srv := bustest.Start(t)
+	pool := "snap"
+	a := startReplica(t, srv.ClientURL(), pool, "indexer-a", 100*time.Millisecond)
+	p := startPod(t, pool, "pod-1")
+	ps := prompts(8)
+	time.Sleep(300 * time.Millisecond)
+	p.publish(t, 300, ps)
+	w := want(t, p)
+	sa := waitDigest(t, a, w, "replica a")
+	// wait for a snapshot covering everything
+	deadline := time.Now().Add(10 * time.Second)
+	for metricOf(t, a, "hermod_indexer_snapshot_stream_sequence") < float64(sa.StreamSequence) {
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot covering the stream")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.stop(t)
+	p.publish(t, 50, ps) // not ingested by anybody yet
+	b := startReplica(t, srv.ClientURL(), pool, "indexer-b")
+	defer b.stop(t)
+	sb := waitDigest(t, b, want(t, p), "replica b")
+	if sb.RestoredAt == 0 || sb.RestoredAt < sa.StreamSequence {
+		t.Fatalf("b restored at %d, a's snapshot covered %d", sb.RestoredAt, sa.StreamSequence)
+	}
+}
+
+func metricOf(t *testing.T, r *replica, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + r.ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -143,6 +143,8 @@ type follower struct {
 	ctx    context.Context
 	done   chan struct{}
 	last   seqStats
+	// caughtUp is set once a resumed pod's missed batches were replayed.
+	caughtUp bool
 }
 
 func newFollower(mg *Manager, t Target) *follower {
@@ -178,6 +180,18 @@ func (f *follower) run() {
 			continue
 		}
 		f.log.Info("following the pod's KV events", "replay", f.t.Replay)
+		if !f.caughtUp {
+			// subscribed: nothing published from now on is missed, so
+			// what was published before (while nobody followed) can be
+			// replayed
+			if f.seq.started {
+				f.seq.resume()
+			} else {
+				f.seq.begin()
+			}
+			f.countRepairs()
+			f.caughtUp = true
+		}
 		f.receive(sub)
 		_ = sub.Close()
 	}

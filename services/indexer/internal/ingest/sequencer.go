@@ -56,7 +56,7 @@ func (s *sequencer) receive(m kvzmq.Message) {
 		s.next++
 	case m.Seq > s.next:
 		s.stats.gaps++
-		s.emitLive(m, s.catchUp(false))
+		s.emitLive(m, s.catchUp(false, true))
 	case m.Seq > s.lastLive:
 		s.stats.duplicates++ // a replay delivered it already
 	default:
@@ -75,7 +75,7 @@ func (s *sequencer) restartAt(m kvzmq.Message) {
 		return
 	}
 	s.next = 0
-	s.emitLive(m, s.catchUp(true))
+	s.emitLive(m, s.catchUp(true, true))
 }
 
 // emitLive emits the live batch m unless a replay delivered it already; a
@@ -87,19 +87,48 @@ func (s *sequencer) emitLive(m kvzmq.Message, reset bool) {
 	}
 }
 
+// begin replays a pod's history when following starts, so that an idle
+// pod's blocks are known before it publishes again. Without a replay (none
+// offered, nothing buffered) the first live batch starts the pod.
+func (s *sequencer) begin() {
+	s.stats.replays++
+	msgs, err := s.replay(0)
+	if err != nil {
+		s.stats.replayFailures++
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	s.started = true
+	for i, r := range msgs {
+		s.emit(r, i == 0)
+		s.next = r.Seq + 1
+	}
+}
+
+// resume catches up a pod followed before (by this replica or another):
+// what its engine published since the last batch on the stream is
+// replayed. Nothing new is fine; a failed replay leaves it to the live
+// batches to show the gap.
+func (s *sequencer) resume() {
+	s.catchUp(false, false)
+}
+
 // catchUp replays from s.next and emits what comes back, the reset (if
 // any) on the first batch. A replay that starts later than asked means the
 // engine's buffer moved on: blocks stored or removed in the lost batches
-// would stay wrong, so the pod starts afresh from what remains. It returns
-// whether a reset is still due (nothing was emitted to carry it).
-func (s *sequencer) catchUp(reset bool) bool {
+// would stay wrong, so the pod starts afresh from what remains; so does an
+// empty or failed replay when emptyIsLoss (a live batch proved batches are
+// missing). It returns whether a reset is still due (nothing was emitted
+// to carry it).
+func (s *sequencer) catchUp(reset, emptyIsLoss bool) bool {
 	from := s.next
 	s.stats.replays++
 	msgs, err := s.replay(from)
 	if err != nil {
 		s.stats.replayFailures++
 	}
-	lost := len(msgs) == 0 || (msgs[0].Seq > from && (from != 0 || !cleanStart(msgs[0].Seq)))
+	lost := (len(msgs) == 0 && emptyIsLoss) || (len(msgs) > 0 && msgs[0].Seq > from && (from != 0 || !cleanStart(msgs[0].Seq)))
 	if lost && !reset {
 		s.stats.historyLost++
 	}

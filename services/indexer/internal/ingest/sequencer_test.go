@@ -125,6 +125,39 @@ func TestSequencerRepairs(t *testing.T) {
 			e.publish(1)
 			s.receive(e.publish(2))
 		}, "R0 1 2 3 4 5 R0 1 2"},
+		{"beginning replays an idle pod's history", func(e *engine, s *sequencer) {
+			for i := range 3 {
+				e.publish(uint64(i))
+			}
+			s.begin()
+			s.receive(e.publish(3))
+		}, "R0 1 2 3"},
+		{"beginning with nothing buffered waits for the live batches", func(e *engine, s *sequencer) {
+			s.begin()
+			s.receive(e.publish(0))
+		}, "R0"},
+		{"resuming replays what was published meanwhile", func(e *engine, s *sequencer) {
+			for i := range 4 {
+				e.publish(uint64(i)) // 0..2 are on the stream already
+			}
+			s.started, s.next, s.lastLive = true, 3, 2
+			s.resume()
+			s.receive(e.publish(4))
+		}, "3 4"},
+		{"resuming with nothing new", func(e *engine, s *sequencer) {
+			e.publish(0)
+			s.started, s.next, s.lastLive = true, 1, 0
+			s.resume()
+			s.receive(e.publish(1))
+		}, "1"},
+		{"resuming after the engine's buffer moved on", func(e *engine, s *sequencer) {
+			e.keep = 2
+			for i := range 6 {
+				e.publish(uint64(i))
+			}
+			s.started, s.next, s.lastLive = true, 2, 1
+			s.resume()
+		}, "R4 5"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := &engine{}

@@ -4,7 +4,10 @@
 package projection
 
 import (
+	"bufio"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -23,6 +26,10 @@ type Projector struct {
 	b   events.Batch
 	m   *metrics
 
+	// applyMu is held by Apply and by snapshots: a snapshot sees the index
+	// between two messages.
+	applyMu sync.Mutex
+
 	mu      sync.Mutex
 	podSeqs map[string]uint64 // the last engine seq applied per pod
 	stats   index.Stats
@@ -39,6 +46,79 @@ func New(idx *index.Index, reg prometheus.Registerer) (*Projector, error) {
 	return &Projector{idx: idx, dec: events.NewDecoder(), m: m, podSeqs: map[string]uint64{}}, nil
 }
 
+// Snapshot format: magic "HKVPRJ01", the stream sequence (8 bytes), the
+// pods' last engine sequence numbers (count, then name and seq each), then
+// the index's snapshot (index.WriteSnapshot).
+const snapshotMagic = "HKVPRJ01"
+
+// WriteSnapshot writes the projection as of the last message applied and
+// returns that message's stream sequence: a replica that loads it
+// consumes the stream from the next one.
+func (p *Projector) WriteSnapshot(w io.Writer) (uint64, error) {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	seq := p.streamSeq.Load()
+	b := append([]byte(snapshotMagic), make([]byte, 8)...)
+	binary.LittleEndian.PutUint64(b[len(snapshotMagic):], seq)
+	p.mu.Lock()
+	b = binary.AppendUvarint(b, uint64(len(p.podSeqs)))
+	for pod, s := range p.podSeqs {
+		b = binary.AppendUvarint(b, uint64(len(pod)))
+		b = append(b, pod...)
+		b = binary.AppendUvarint(b, s)
+	}
+	p.mu.Unlock()
+	if _, err := w.Write(b); err != nil {
+		return 0, fmt.Errorf("projection snapshot: %w", err)
+	}
+	if err := p.idx.WriteSnapshot(w); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// ReadSnapshot restores a projection written by WriteSnapshot onto an
+// index configured by cfg.
+func ReadSnapshot(r io.Reader, cfg index.Config, reg prometheus.Registerer) (*Projector, error) {
+	br := bufio.NewReader(r)
+	head := make([]byte, len(snapshotMagic)+8)
+	if _, err := io.ReadFull(br, head); err != nil || string(head[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: not a projection snapshot", index.ErrSnapshot)
+	}
+	seq := binary.LittleEndian.Uint64(head[len(snapshotMagic):])
+	n, err := binary.ReadUvarint(br)
+	if err != nil || n > 1<<20 {
+		return nil, fmt.Errorf("%w: bad pod count", index.ErrSnapshot)
+	}
+	podSeqs := make(map[string]uint64, n)
+	for range n {
+		l, err := binary.ReadUvarint(br)
+		if err != nil || l > 1<<10 {
+			return nil, fmt.Errorf("%w: bad pod name", index.ErrSnapshot)
+		}
+		name := make([]byte, l)
+		if _, err := io.ReadFull(br, name); err != nil {
+			return nil, fmt.Errorf("%w: %w", index.ErrSnapshot, err)
+		}
+		s, err := binary.ReadUvarint(br)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", index.ErrSnapshot, err)
+		}
+		podSeqs[string(name)] = s
+	}
+	idx, err := index.ReadSnapshot(br, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := New(idx, reg)
+	if err != nil {
+		return nil, err
+	}
+	p.podSeqs = podSeqs
+	p.streamSeq.Store(seq)
+	return p, nil
+}
+
 // Index is the projected index.
 func (p *Projector) Index() *index.Index { return p.idx }
 
@@ -46,6 +126,8 @@ func (p *Projector) Index() *index.Index { return p.idx }
 // A payload that does not decode is counted and dropped; the rest of the
 // pod's stream still applies.
 func (p *Projector) Apply(b *eventsv1.KVEventBatch, streamSeq uint64) {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
 	defer p.streamSeq.Store(streamSeq)
 	pod := b.GetPod()
 	if b.GetClearPod() {

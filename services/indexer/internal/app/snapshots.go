@@ -1,0 +1,156 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/kv/index"
+	"github.com/hermod/hermod/services/indexer/internal/projection"
+)
+
+// SnapshotBucket is the NATS object store of index snapshots: one object
+// per replica, <pool>.<replica>, with the stream sequence it covers in its
+// metadata. A starting replica loads the newest of its pool and consumes
+// the HERMOD_KV stream from the next message, so its start does not depend
+// on the stream's age limit.
+const SnapshotBucket = "HERMOD_KV_SNAPSHOTS"
+
+const seqKey = "stream-sequence"
+
+type snapshots struct {
+	obs           jetstream.ObjectStore
+	pool, replica string
+	log           *slog.Logger
+	took          prometheus.Histogram
+	size, covered prometheus.Gauge
+	failures      prometheus.Counter
+}
+
+func openSnapshots(ctx context.Context, js jetstream.JetStream, pool, replica string, reg prometheus.Registerer, log *slog.Logger) (*snapshots, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: SnapshotBucket, Description: "hermod-indexer's index snapshots", Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot bucket: %w", err)
+	}
+	s := &snapshots{
+		obs: obs, pool: pool, replica: replica, log: log,
+		took:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermod_indexer_snapshot_seconds", Help: "Time to write and upload an index snapshot.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+		size:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "hermod_indexer_snapshot_bytes", Help: "Size of the last index snapshot."}),
+		covered:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hermod_indexer_snapshot_stream_sequence", Help: "HERMOD_KV stream sequence the last snapshot covers."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_snapshot_failures_total", Help: "Index snapshots that could not be written or loaded."}),
+	}
+	for _, c := range []prometheus.Collector{s.took, s.size, s.covered, s.failures} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("snapshot metrics: %w", err)
+		}
+	}
+	return s, nil
+}
+
+func (s *snapshots) name() string { return s.pool + "." + s.replica }
+
+// load restores the newest snapshot of the pool; nil when there is none
+// or none loads (the replica then builds its index from the stream).
+func (s *snapshots) load(ctx context.Context, cfg index.Config, reg prometheus.Registerer) *projection.Projector {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	infos, err := s.obs.List(ctx)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			s.failures.Inc()
+			s.log.Warn("cannot list index snapshots; building the index from the stream", "error", err)
+		}
+		return nil
+	}
+	var best *jetstream.ObjectInfo
+	var bestSeq uint64
+	for _, info := range infos {
+		if info.Deleted || !strings.HasPrefix(info.Name, s.pool+".") {
+			continue
+		}
+		seq, err := strconv.ParseUint(info.Metadata[seqKey], 10, 64)
+		if err != nil {
+			continue
+		}
+		if best == nil || seq > bestSeq {
+			best, bestSeq = info, seq
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	obj, err := s.obs.Get(ctx, best.Name)
+	if err != nil {
+		s.failures.Inc()
+		s.log.Warn("cannot read an index snapshot; building the index from the stream", "snapshot", best.Name, "error", err)
+		return nil
+	}
+	defer func() { _ = obj.Close() }()
+	p, err := projection.ReadSnapshot(obj, cfg, reg)
+	if err != nil {
+		s.failures.Inc()
+		s.log.Warn("an index snapshot does not load; building the index from the stream", "snapshot", best.Name, "error", err)
+		return nil
+	}
+	s.log.Info("index restored from a snapshot", "snapshot", best.Name, "stream_sequence", p.StreamSequence(), "keys", p.Index().Len())
+	return p
+}
+
+// save writes and uploads this replica's snapshot.
+func (s *snapshots) save(ctx context.Context, p *projection.Projector) error {
+	start := time.Now()
+	var buf bytes.Buffer
+	seq, err := p.WriteSnapshot(&buf)
+	if err != nil {
+		s.failures.Inc()
+		return err
+	}
+	size := buf.Len()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: s.name(), Metadata: map[string]string{seqKey: strconv.FormatUint(seq, 10)}}, &buf); err != nil {
+		s.failures.Inc()
+		return fmt.Errorf("upload the index snapshot: %w", err)
+	}
+	s.took.Observe(time.Since(start).Seconds())
+	s.size.Set(float64(size))
+	s.covered.Set(float64(seq))
+	s.log.Debug("index snapshot written", "stream_sequence", seq, "bytes", size, "took", time.Since(start))
+	return nil
+}
+
+// run saves a snapshot every interval until ctx ends, when the index has
+// moved since the last one.
+func (s *snapshots) run(ctx context.Context, p *projection.Projector, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if seq := p.StreamSequence(); seq == last {
+			continue
+		}
+		if err := s.save(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("index snapshot failed", "error", err)
+			continue
+		}
+		last = p.StreamSequence()
+	}
+}
