@@ -153,7 +153,7 @@ func ReadSnapshot(r io.Reader, cfg Config) (*Index, error) {
 			if sr.err != nil {
 				break
 			}
-			if id >= uint64(npods) {
+			if id >= npods {
 				return nil, fmt.Errorf("%w: key %x held by pod %d of %d", ErrSnapshot, k, id, npods)
 			}
 			s := x.shardOf(k)

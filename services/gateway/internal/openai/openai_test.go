@@ -226,13 +226,18 @@ func FuzzResponseUsage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, ok := ResponseUsage(body) // never panics
-		var doc struct {
-			Usage *Usage `json:"usage"`
-		}
+		// the oracle: the top-level key exactly "usage" (encoding/json would
+		// match struct fields case-insensitively; servers send "usage")
 		var top map[string]json.RawMessage
-		if json.Unmarshal(body, &top) != nil || json.Unmarshal(body, &doc) != nil || doc.Usage == nil {
+		if json.Unmarshal(body, &top) != nil {
 			return
 		}
+		raw, exact := top["usage"]
+		var u *Usage
+		if !exact || json.Unmarshal(raw, &u) != nil || u == nil {
+			return
+		}
+		doc := struct{ Usage *Usage }{u}
 		// The tail reading is exact when "usage" is there once.
 		if bytes.Count(body, []byte(`"usage"`)) != 1 {
 			return
