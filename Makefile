@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench microbench clean help
+.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix microbench clean help
 
 all: build
 
@@ -38,6 +38,7 @@ help:
 	@echo "make lint         golangci-lint over every module"
 	@echo "make bench        the routing benchmark: round-robin against load-aware on reference/000's workload"
 	@echo "                  (report in bench-out/routing; BENCH_ARGS='--speed 5' passes flags to hermod-bench)"
+	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 
@@ -122,6 +123,12 @@ test: vet lint proto-check build unit fuzz-smoke
 BENCH_ARGS ?=
 bench: apt-deps binaries
 	$(BIN)/hermod-bench routing --out bench-out/routing $(BENCH_ARGS)
+
+# The prefix benchmark: random, load-only, approximate prefix + load and
+# precise prefix + load on a shared-prefix chat workload over 8 pods;
+# writes to bench-out/prefix.
+bench-prefix: apt-deps binaries
+	$(BIN)/hermod-bench prefix --out bench-out/prefix $(BENCH_ARGS)
 
 microbench:
 	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done

@@ -5,13 +5,13 @@ import (
 	"log/slog"
 	"testing"
 
-	_ "github.com/hermod/hermod/libs/plugins/standard" // every plugin type
+	"github.com/hermod/hermod/libs/plugins/standard" // every plugin type
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // The benchmark's configurations load in the picker's scheduler.
 func TestConfigsBuild(t *testing.T) {
-	for _, name := range []string{"round-robin", "load-aware"} {
+	for _, name := range append([]string{"round-robin", "load-aware"}, PrefixPolicies...) {
 		text, err := Config(name)
 		if err != nil {
 			t.Fatal(err)
@@ -20,7 +20,7 @@ func TestConfigsBuild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		s, err := scheduling.New(cfg, scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		s, err := scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -45,6 +45,13 @@ type Row struct {
 	Bound float64 `json:"bound_s"`
 	// PerPod is how many requests each pod served.
 	PerPod map[string]int `json:"per_pod"`
+	// Streamed runs: time to first token, throughput and prefix-cache hit
+	// rate.
+	TTFTP50    float64 `json:"ttft_p50_s,omitempty"`
+	TTFTP90    float64 `json:"ttft_p90_s,omitempty"`
+	Throughput float64 `json:"throughput_rps"`
+	OutputTPS  float64 `json:"output_tokens_per_s"`
+	HitRate    float64 `json:"prefix_hit_rate"`
 }
 
 // NewReport compares runs against the baseline run (by name; empty: the
@@ -67,6 +74,7 @@ func NewReport(title, baseline string, runs []*RunResult) (*Report, error) {
 		row := Row{
 			Run: run.Spec.Name, Policy: run.Spec.Stack.Policy, Total: s.TotalE2E, Avg: s.Avg, P50: s.P50, P95: s.P95, P99: s.P99,
 			Count: s.Count, Failed: s.Failed, Bound: run.Bound.Total, PerPod: s.PerPod,
+			TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, Throughput: s.Throughput, OutputTPS: s.OutputTokens, HitRate: s.HitRate,
 		}
 		if base > 0 {
 			row.VsBaseline = (base - s.TotalE2E) / base
@@ -131,6 +139,11 @@ func (r *Report) Write(dir string) (string, error) {
 		}
 		r.Charts[run.Spec.Name] = name
 	}
+	if r.Runs[0].Spec.Stream {
+		if err := r.writeTTFTChart(dir); err != nil {
+			return "", err
+		}
+	}
 	if err := writeJSON(filepath.Join(dir, "report.json"), r); err != nil {
 		return "", err
 	}
@@ -163,6 +176,18 @@ func (r *Report) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %.1f s | %s | %+.1f%% | %.2f s | %.2f s | %.2f s | %.2f s | %d | %d |\n",
 			row.Policy, row.Total, vs, 100*row.OverBound, row.Avg, row.P50, row.P95, row.P99, row.Count, row.Failed)
 	}
+	if first.Spec.Stream {
+		fmt.Fprintf(w, "\n| policy | TTFT p50 | TTFT p90 | p90 vs %s | throughput | output tokens/s | prefix cache hit rate |\n", r.Baseline)
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+		base := r.Rows[slices.IndexFunc(r.Rows, func(row Row) bool { return row.Run == r.Baseline })].TTFTP90
+		for _, row := range r.Rows {
+			ratio := "—"
+			if row.Run != r.Baseline && row.TTFTP90 > 0 {
+				ratio = fmt.Sprintf("%.1fx lower", base/row.TTFTP90)
+			}
+			fmt.Fprintf(w, "| %s | %.3f s | %.3f s | %s | %.2f req/s | %.0f | %.1f%% |\n", row.Policy, row.TTFTP50, row.TTFTP90, ratio, row.Throughput, row.OutputTPS, 100*row.HitRate)
+		}
+	}
 	b := first.Bound
 	fmt.Fprintf(w, "\nIdeal lower bound: %.1f s = max(work %.0f pod-s / capacity %g = %.1f s, latest request alone %.1f s [%s]).\n",
 		b.Total, b.Work, b.Capacity, b.FleetLimit, b.RequestLimit, b.RequestLimitID)
@@ -181,6 +206,9 @@ func (r *Report) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "- %s: %s\n", row.Policy, strings.Join(parts, ", "))
 	}
 	if len(r.Charts) > 0 {
+		if c, ok := r.Charts[ttftChart]; ok {
+			fmt.Fprintf(w, "\nTime to first token, distribution per policy:\n\n![TTFT](%s)\n", c)
+		}
 		fmt.Fprintln(w, "\nRequests pending per pod (waiting + running) over time:")
 		fmt.Fprintln(w)
 		for _, run := range r.Runs {
@@ -216,4 +244,52 @@ func ReadResult(path string) (*RunResult, error) {
 		return nil, fmt.Errorf("results %s: not a run's results", path)
 	}
 	return &r, nil
+}
+
+// ttftChart names the TTFT distribution chart in Report.Charts.
+const ttftChart = "ttft"
+
+// writeTTFTChart draws every run's TTFT distribution (share of requests
+// with a TTFT at most x) on one chart.
+func (r *Report) writeTTFTChart(dir string) error {
+	c := &chart.Chart{Title: "time to first token: share of requests at most x", XLabel: "TTFT (simulated s)", YLabel: "share", YMax: 1}
+	var xMax float64
+	for _, run := range r.Runs {
+		var ttft []float64
+		for _, q := range run.Results.Requests {
+			if q.OK() && q.TTFT != nil {
+				ttft = append(ttft, *q.TTFT)
+			}
+		}
+		if len(ttft) == 0 {
+			continue
+		}
+		slices.Sort(ttft)
+		// the 99th percentile bounds the axis: a few outliers would
+		// flatten the curves
+		xMax = max(xMax, ttft[len(ttft)*99/100])
+		s := chart.Series{Name: run.Spec.Stack.Policy}
+		for i, v := range ttft {
+			s.X, s.Y = append(s.X, v), append(s.Y, float64(i+1)/float64(len(ttft)))
+		}
+		c.Series = append(c.Series, s)
+	}
+	if len(c.Series) == 0 {
+		return nil
+	}
+	c.XMax = xMax
+	name := "ttft-cdf.png"
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	err = c.WritePNG(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("report: chart %s: %w", name, err)
+	}
+	r.Charts[ttftChart] = name
+	return nil
 }

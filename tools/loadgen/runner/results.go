@@ -32,6 +32,9 @@ type Result struct {
 	RequestID        string `json:"request_id,omitempty"`
 	PromptTokens     int    `json:"prompt_tokens,omitempty"`
 	CompletionTokens int    `json:"completion_tokens,omitempty"`
+	// CachedTokens are the prompt tokens the engine found in its prefix
+	// cache (usage.prompt_tokens_details.cached_tokens).
+	CachedTokens int `json:"cached_tokens,omitempty"`
 	Error            string `json:"error,omitempty"`
 	Text             string `json:"resp_text,omitempty"`
 }
@@ -67,7 +70,14 @@ type Summary struct {
 	Max      float64 `json:"max"`
 	TotalE2E float64 `json:"total_e2e"`
 	TTFTP50  float64 `json:"ttft_p50,omitempty"`
+	TTFTP90  float64 `json:"ttft_p90,omitempty"`
 	TTFTP99  float64 `json:"ttft_p99,omitempty"`
+	// Throughput is successful requests per second of TotalE2E, and
+	// OutputTokens their completion tokens per second.
+	Throughput   float64 `json:"throughput_rps"`
+	OutputTokens float64 `json:"output_tokens_per_s"`
+	// HitRate is the share of prompt tokens served from prefix caches.
+	HitRate float64 `json:"prefix_hit_rate"`
 	// PerPod counts the requests each pod served.
 	PerPod map[string]int `json:"per_pod,omitempty"`
 }
@@ -107,6 +117,18 @@ func Summarize(reqs []Result, totalE2E float64) Summary {
 	if len(lat) == 0 {
 		return s
 	}
+	var prompt, cached, output int
+	for i := range reqs {
+		if r := &reqs[i]; r.OK() {
+			prompt, cached, output = prompt+r.PromptTokens, cached+r.CachedTokens, output+r.CompletionTokens
+		}
+	}
+	if prompt > 0 {
+		s.HitRate = float64(cached) / float64(prompt)
+	}
+	if totalE2E > 0 {
+		s.Throughput, s.OutputTokens = float64(len(lat))/totalE2E, float64(output)/totalE2E
+	}
 	slices.Sort(lat)
 	var sum float64
 	for _, l := range lat {
@@ -116,7 +138,7 @@ func Summarize(reqs []Result, totalE2E float64) Summary {
 	s.P95, s.P99 = rank(lat, 0.95), rank(lat, 0.99)
 	if len(ttft) > 0 {
 		slices.Sort(ttft)
-		s.TTFTP50, s.TTFTP99 = median(ttft), rank(ttft, 0.99)
+		s.TTFTP50, s.TTFTP90, s.TTFTP99 = median(ttft), rank(ttft, 0.90), rank(ttft, 0.99)
 	}
 	return s
 }
@@ -140,8 +162,9 @@ func (r *Results) PrintSummary(w io.Writer) {
 		fmt.Fprintln(w, "\n=== Latency Summary (successful requests) ===")
 		fmt.Fprintf(w, "count=%d avg=%.3fs p50=%.3fs p95=%.3fs p99=%.3fs\n", s.Count, s.Avg, s.P50, s.P95, s.P99)
 		if s.TTFTP50 > 0 {
-			fmt.Fprintf(w, "ttft p50=%.3fs p99=%.3fs\n", s.TTFTP50, s.TTFTP99)
+			fmt.Fprintf(w, "ttft p50=%.3fs p90=%.3fs p99=%.3fs\n", s.TTFTP50, s.TTFTP90, s.TTFTP99)
 		}
+		fmt.Fprintf(w, "throughput=%.2f req/s %.0f output tokens/s prefix cache hit rate=%.1f%%\n", s.Throughput, s.OutputTokens, 100*s.HitRate)
 	}
 	if s.Failed > 0 {
 		fmt.Fprintf(w, "failed=%d\n", s.Failed)

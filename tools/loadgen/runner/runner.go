@@ -279,8 +279,11 @@ type answer struct {
 		Text string `json:"text"`
 	} `json:"choices"`
 	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 }
 
@@ -374,9 +377,7 @@ func (r *run) readStream(body io.Reader, t0 time.Time, res *Result) {
 		if r.o.KeepText && len(a.Choices) > 0 {
 			text.WriteString(a.Choices[0].Text)
 		}
-		if a.Usage != nil {
-			res.PromptTokens, res.CompletionTokens = a.Usage.PromptTokens, a.Usage.CompletionTokens
-		}
+		r.usage(&a, res)
 	}
 	if err := sc.Err(); err != nil {
 		res.Error = fmt.Sprintf("reading the stream: %v", err)
@@ -388,10 +389,18 @@ func (r *run) readStream(body io.Reader, t0 time.Time, res *Result) {
 	res.Text = text.String()
 }
 
-func (r *run) take(a *answer, res *Result) {
-	if a.Usage != nil {
-		res.PromptTokens, res.CompletionTokens = a.Usage.PromptTokens, a.Usage.CompletionTokens
+// usage takes the token counts of an answer (or of a stream's usage chunk).
+func (r *run) usage(a *answer, res *Result) {
+	if u := a.Usage; u != nil {
+		res.PromptTokens, res.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		if u.PromptTokensDetails != nil {
+			res.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
 	}
+}
+
+func (r *run) take(a *answer, res *Result) {
+	r.usage(a, res)
 	if r.o.KeepText && len(a.Choices) > 0 {
 		res.Text = strings.TrimSpace(a.Choices[0].Text)
 	}

@@ -69,7 +69,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(f.delay)
-	fmt.Fprint(w, `{"choices":[{"text":" hello "}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`)
+	fmt.Fprint(w, `{"choices":[{"text":" hello "}],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}`)
 }
 
 func testWorkload() *workload.Workload {
@@ -116,7 +116,7 @@ func TestRunSendsOnScheduleInOrderAndScalesTimes(t *testing.T) {
 		if r.Sent < r.Scheduled-1e-9 {
 			t.Errorf("%s sent at %.3fs, scheduled %.3fs", r.ID, r.Sent, r.Scheduled)
 		}
-		if r.ID != "R5" && (r.Latency < 0.4 || r.Status != 200 || r.Pod != "pod-b" || r.RequestID != "req-"+r.ID || r.PromptTokens != 9 || r.CompletionTokens != 2 || r.Text != "hello") {
+		if r.ID != "R5" && (r.Latency < 0.4 || r.Status != 200 || r.Pod != "pod-b" || r.RequestID != "req-"+r.ID || r.PromptTokens != 9 || r.CompletionTokens != 2 || r.CachedTokens != 4 || r.Text != "hello") {
 			t.Errorf("result %+v", r)
 		}
 	}
@@ -124,7 +124,7 @@ func TestRunSendsOnScheduleInOrderAndScalesTimes(t *testing.T) {
 		t.Fatalf("failed request recorded as %+v", f)
 	}
 	s := res.Summary
-	if s.Count != 5 || s.Failed != 1 || s.PerPod["pod-b"] != 5 || s.TotalE2E < 2.4 {
+	if s.Count != 5 || s.Failed != 1 || s.PerPod["pod-b"] != 5 || s.TotalE2E < 2.4 || s.HitRate != 4.0/9 || s.Throughput != 5/s.TotalE2E {
 		t.Fatalf("summary %+v", s)
 	}
 	if len(res.Queues) != 2 || len(res.Queues[0].Samples) < 2 || res.Queues[0].Samples[0].Running != 3 || res.Queues[1].Errors == 0 {

@@ -150,3 +150,36 @@ func TestReferenceIsDeterministicAndSeeded(t *testing.T) {
 		t.Fatalf("same options same workload: %v; another seed another workload: %v", same, differs)
 	}
 }
+
+func TestSharedPrefixConversationsGrowFromTheirSystemPrompt(t *testing.T) {
+	o := DefaultSharedPrefix()
+	o.Customers, o.Turns = 5, 3
+	w, err := SharedPrefix(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Validate(); err != nil || len(w.Requests) != 15 {
+		t.Fatalf("%d requests, %v", len(w.Requests), err)
+	}
+	for c := range 5 {
+		t1, t2, t3 := w.Requests[3*c], w.Requests[3*c+1], w.Requests[3*c+2]
+		// each turn's prompt extends the previous one's (plus its answer)
+		if !strings.HasPrefix(t2.Prompt, t1.Prompt) || !strings.HasPrefix(t3.Prompt, t2.Prompt) || t1.Kind != KindFirstTurn || t2.Kind != KindFollowUp {
+			t.Fatalf("customer %d: turns do not share their prefix", c)
+		}
+		if len(t1.Prompt) < 4*o.SystemTokens || t2.At-t1.At != o.ThinkTime {
+			t.Fatalf("customer %d: prompt of %d chars, turns %v apart", c, len(t1.Prompt), t2.At-t1.At)
+		}
+		if c > 0 && strings.HasPrefix(t1.Prompt[:200], w.Requests[0].Prompt[:200]) {
+			t.Fatal("two customers share a system prompt")
+		}
+	}
+	again, _ := SharedPrefix(o)
+	if again.Requests[7].Prompt != w.Requests[7].Prompt || again.Requests[7].At != w.Requests[7].At {
+		t.Fatal("not deterministic")
+	}
+	o.Rate = 0
+	if _, err := SharedPrefix(o); err == nil || !strings.Contains(err.Error(), "rate") {
+		t.Fatalf("rate 0: %v", err)
+	}
+}

@@ -3,6 +3,7 @@
 // workload and records the results; a report compares the runs.
 //
 //	hermod-bench routing [flags]          round-robin against load-aware (make bench)
+//	hermod-bench prefix [flags]           random, load-only, approximate and precise prefix (make bench-prefix)
 //	hermod-bench report --out DIR FILE... a report from saved results
 package main
 
@@ -24,6 +25,7 @@ func main() { cmdline.Main("hermod-bench", run) }
 
 const usage = `Usage:
   hermod-bench routing [flags]           round-robin against load-aware on reference/000's workload
+  hermod-bench prefix [flags]            random, load-only, approximate and precise prefix routing on shared prefixes
   hermod-bench report --out DIR FILE...  compare saved results (results-*.json)
 `
 
@@ -35,6 +37,8 @@ func run() error {
 	switch os.Args[1] {
 	case "routing":
 		return routing(os.Args[2:])
+	case "prefix":
+		return prefix(os.Args[2:])
 	case "report":
 		return report(os.Args[2:])
 	case "-h", "--help", "help":
@@ -65,37 +69,80 @@ func routing(args []string) error {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
-	if *binDir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("--bin-dir: %w", err)
-		}
-		*binDir = filepath.Dir(exe)
-	}
 	specs, err := bench.RoutingSpecs(o)
 	if err != nil {
 		return err
+	}
+	_, err = runAll(specs, *binDir, *out, *stackLog, "Routing benchmark: round-robin against load-aware (reference/000)", "round-robin")
+	return err
+}
+
+// runAll runs the specs one after the other and writes their report.
+func runAll(specs []bench.Spec, binDir, out string, stackLog bool, title, baseline string) (*bench.Report, error) {
+	if binDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("--bin-dir: %w", err)
+		}
+		binDir = filepath.Dir(exe)
 	}
 	ctx, stop := cmdline.SignalContext(context.Background())
 	defer stop()
 	began := time.Now()
 	var runs []*bench.RunResult
 	for _, spec := range specs {
-		r, err := runLogged(ctx, *binDir, *out, spec, *stackLog)
+		r, err := runLogged(ctx, binDir, out, spec, stackLog)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		runs = append(runs, r)
 	}
-	rep, err := bench.NewReport("Routing benchmark: round-robin against load-aware (reference/000)", "round-robin", runs)
+	rep, err := bench.NewReport(title, baseline, runs)
+	if err != nil {
+		return nil, err
+	}
+	md, err := rep.Write(out)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("\n%s\nWrote %s (report.md, report.json, results and charts) in %s.\n", md, out, time.Since(began).Round(time.Second))
+	return rep, nil
+}
+
+func prefix(args []string) error {
+	o := bench.DefaultPrefix()
+	fs := flag.NewFlagSet("hermod-bench prefix", flag.ContinueOnError)
+	out := fs.String("out", "bench-out/prefix", "directory of the results, charts and report")
+	binDir := fs.String("bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
+	stackLog := fs.Bool("stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	fs.Float64Var(&o.Fleet.Speed, "speed", o.Fleet.Speed, "the simulator's speed factor")
+	fs.IntVar(&o.Fleet.Pods, "pods", o.Fleet.Pods, "pods in the fleet")
+	fs.IntVar(&o.Fleet.Cost.NumGPUBlocks, "kv-blocks", o.Fleet.Cost.NumGPUBlocks, "KV-cache blocks per pod")
+	fs.IntVar(&o.Pickers, "pickers", o.Pickers, "picker replicas of each stack")
+	fs.IntVar(&o.Workload.Customers, "customers", o.Workload.Customers, "customers, each with a system prompt of its own")
+	fs.IntVar(&o.Workload.SystemTokens, "system-tokens", o.Workload.SystemTokens, "tokens of each system prompt")
+	fs.IntVar(&o.Workload.Turns, "turns", o.Workload.Turns, "requests per customer")
+	fs.Float64Var(&o.Workload.Rate, "rate", o.Workload.Rate, "conversations starting per second")
+	fs.DurationVar(&o.Workload.ThinkTime, "think-time", o.Workload.ThinkTime, "time between a customer's turns")
+	fs.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "the workload's seed")
+	if err := cmdline.Parse(fs, args); err != nil {
+		return err
+	}
+	specs, err := bench.PrefixSpecs(o)
 	if err != nil {
 		return err
 	}
-	md, err := rep.Write(*out)
+	rep, err := runAll(specs, *binDir, *out, *stackLog, "Prefix benchmark: random, load-only, approximate and precise prefix-cache routing", "load-only")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n%s\nWrote %s (report.md, report.json, results and charts) in %s.\n", md, *out, time.Since(began).Round(time.Second))
+	p90 := map[string]float64{}
+	for _, row := range rep.Rows {
+		p90[row.Run] = row.TTFTP90
+	}
+	if p := p90["precise-prefix"]; p > 0 {
+		fmt.Printf("precise-prefix p90 TTFT: %.1fx lower than load-only, %.1fx lower than approx-prefix.\n", p90["load-only"]/p, p90["approx-prefix"]/p)
+	}
 	return nil
 }
 

@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/hermod/hermod/tools/loadgen/workload"
+)
+
+// PrefixOptions shape the prefix benchmark.
+type PrefixOptions struct {
+	Workload workload.SharedPrefixOptions
+	Fleet    Fleet
+	Pickers  int
+	// SampleInterval is how often queues are sampled (simulated).
+	SampleInterval time.Duration
+}
+
+// PrefixFleet is the fleet of the prefix benchmark: eight pods of the
+// simulator's 8B-class model, each with room for about six customers'
+// conversations in its KV cache (4000 blocks of 16 tokens): every customer
+// fits somewhere, but not everywhere.
+func PrefixFleet() Fleet {
+	c := CostModel{
+		StepOverhead: 10 * time.Millisecond, PrefillPerToken: 35 * time.Microsecond, DecodePerSeq: 200 * time.Microsecond,
+		AttentionPerKVToken: 100 * time.Nanosecond, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, NumGPUBlocks: 4000, BlockSize: 16,
+	}
+	// speed 3: faster, the 2-core machine cannot keep the eight pods, the
+	// stack and the client in time with long prompts (latencies blur)
+	return Fleet{Model: "meta-llama/Llama-3.1-8B-Instruct", Pods: 8, Speed: 3, Cost: c, Seed: 1}
+}
+
+// DefaultPrefix returns the prefix benchmark's defaults.
+func DefaultPrefix() PrefixOptions {
+	w := workload.DefaultSharedPrefix()
+	// 32 customers with 8000-token system prompts, 12 turns each: first
+	// turns, always cold, stay under a tenth of the requests
+	w.Customers, w.SystemTokens, w.Turns = 32, 8000, 12
+	return PrefixOptions{Workload: w, Fleet: PrefixFleet(), Pickers: 1, SampleInterval: time.Second}
+}
+
+// PrefixPolicies are the prefix benchmark's runs, in order.
+var PrefixPolicies = []string{"random", "load-only", "approx-prefix", "precise-prefix"}
+
+// PrefixSpecs returns the prefix benchmark's runs: random, load-only,
+// approximate prefix + load and precise prefix + load, streaming, on the
+// same fleet and workload.
+func PrefixSpecs(o PrefixOptions) ([]Spec, error) {
+	w, err := workload.SharedPrefix(o.Workload)
+	if err != nil {
+		return nil, err
+	}
+	var specs []Spec
+	for _, policy := range PrefixPolicies {
+		cfg, err := Config(policy)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, Spec{
+			Name: policy, Stack: Stack{Policy: policy, Config: cfg, Pickers: o.Pickers},
+			Fleet: o.Fleet, Workload: w, Stream: true, SampleInterval: o.SampleInterval,
+		})
+	}
+	return specs, nil
+}
