@@ -202,9 +202,20 @@ func (p *Plugin) tokenize(dst []uint32, req *scheduling.Request) []uint32 {
 		for i, m := range req.Body.Messages {
 			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
 		}
-		return p.tok.Encode(dst, p.tmpl.Apply(msgs, true))
+		text := p.tmpl.Apply(msgs, true)
+		// a rendered chat carries its own special tokens (vLLM tokenizes it
+		// without adding more)
+		if t, ok := p.tok.(specialEncoder); ok {
+			return t.EncodeWithSpecial(dst, text, false)
+		}
+		return p.tok.Encode(dst, text)
 	}
 	return p.tok.Encode(dst, req.Body.Prompt)
+}
+
+// specialEncoder is a tokenizer that can leave out its special tokens.
+type specialEncoder interface {
+	EncodeWithSpecial(dst []uint32, text string, addSpecialTokens bool) []uint32
 }
 
 // Score implements scheduling.Scorer: an endpoint's tier-weighted run of

@@ -3,6 +3,8 @@ package preciseprefix_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -171,4 +173,44 @@ func equal(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// A model's Hugging Face files on local disk: the tokenizer and the chat
+// template beside it.
+func TestDefaultTokenizersLoadLocalFiles(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "acme", "tiny")
+	if err := os.MkdirAll(model, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := os.ReadFile("../../tokenizer/hf/testdata/added/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"chat_template": "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"}`
+	for name, data := range map[string][]byte{"tokenizer.json": tok, "tokenizer_config.json": []byte(cfg)} {
+		if err := os.WriteFile(filepath.Join(model, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := preciseprefix.TokenizersPoolConfig{ModelName: "acme/tiny", Local: &preciseprefix.LocalTokenizer{AutoDiscoveryDir: dir}}
+	tk, tmpl, err := preciseprefix.DefaultTokenizers{}.Tokenizer(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tmpl.Apply([]tokenizer.Message{{Role: "user", Content: "hi"}}, true); got != "<user>hi<assistant>" {
+		t.Fatalf("template rendered %q", got)
+	}
+	if ids := tk.Encode(nil, "hello"); len(ids) == 0 {
+		t.Fatal("no ids")
+	}
+	// by the model map, to the directory
+	pool = preciseprefix.TokenizersPoolConfig{ModelName: "tiny", Local: &preciseprefix.LocalTokenizer{ModelTokenizerMap: map[string]string{"tiny": model}}}
+	if _, _, err := (preciseprefix.DefaultTokenizers{}).Tokenizer(pool); err != nil {
+		t.Fatal(err)
+	}
+	pool = preciseprefix.TokenizersPoolConfig{ModelName: "missing/model", Local: &preciseprefix.LocalTokenizer{AutoDiscoveryDir: dir}}
+	if _, _, err := (preciseprefix.DefaultTokenizers{}).Tokenizer(pool); err == nil || !strings.Contains(err.Error(), "missing/model") {
+		t.Fatalf("missing files: %v", err)
+	}
 }

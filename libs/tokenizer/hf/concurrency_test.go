@@ -1,0 +1,44 @@
+package hf
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/hermod/hermod/libs/tokenizer/hf/internal/npmtokenizers"
+)
+
+// Many goroutines encoding at once (sharing the word cache) get the ids
+// one goroutine gets alone. Run with -race.
+func TestConcurrentEncode(t *testing.T) {
+	corpus := readCorpus(t)
+	toks := map[string]*Tokenizer{"tiny": tiny(t, nil)}
+	if files, err := tryPackageFiles(npmtokenizers.Qwen3); err == nil {
+		tok, err := Load(files.TokenizerJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks["qwen3"] = tok
+	}
+	for name, tok := range toks {
+		t.Run(name, func(t *testing.T) {
+			want := make([][]uint32, len(corpus))
+			for i, text := range corpus {
+				want[i] = tok.Encode(nil, text)
+			}
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					for k := range len(corpus) {
+						i := (k*7 + g*13) % len(corpus)
+						if got := tok.Encode(nil, corpus[i]); !slices.Equal(got, want[i]) {
+							t.Errorf("goroutine %d, %q: %v, want %v", g, corpus[i], got, want[i])
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}

