@@ -78,9 +78,6 @@ func decodeParams(raw json.RawMessage, h scheduling.Handle) (Params, time.Durati
 	if len(p.IndexerConfig.KVBlockIndexConfig) > 0 || len(p.KVEventsConfig) > 0 {
 		h.Warn("indexerConfig.kvBlockIndexConfig and kvEventsConfig configure hermod-indexer (its flags), not the picker; ignored here")
 	}
-	if p.SpeculativeIndexing {
-		h.Warn("speculativeIndexing is not implemented yet: decisions wait for the engines' events")
-	}
 	if p.IndexerConfig.TokenizersPoolConfig.WorkersCount < 0 {
 		return p, 0, scheduling.ParamErrorf("indexerConfig.tokenizersPoolConfig.workersCount", "must not be negative (got %d)", p.IndexerConfig.TokenizersPoolConfig.WorkersCount)
 	}

@@ -213,6 +213,31 @@ func (p *Plugin) tokenize(dst []uint32, req *scheduling.Request) []uint32 {
 	return p.tok.Encode(dst, req.Body.Prompt)
 }
 
+// PreRequest implements scheduling.PreRequest: with speculativeIndexing,
+// the decision records that its targets will hold the prompt's blocks;
+// hermod-indexer reads the effect from the decision stream and counts them
+// as held until the engines' events confirm them or speculativeTTL passes
+// (the effect's capacity carries the TTL, in milliseconds).
+func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, _ *scheduling.Request, res *scheduling.Result) {
+	if !p.params.SpeculativeIndexing {
+		return
+	}
+	m, ok := scheduling.ReadState[*match](cs, p.key)
+	if !ok || len(m.wire) == 0 {
+		return
+	}
+	var buf [2]string
+	names := buf[:0]
+	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
+		if t, ok := pr.Target(); ok {
+			names = append(names, t.Endpoint.Name)
+		}
+	}
+	if len(names) > 0 {
+		res.RecordEffect(p, names, m.wire, p.ttl.Milliseconds())
+	}
+}
+
 // specialEncoder is a tokenizer that can leave out its special tokens.
 type specialEncoder interface {
 	EncodeWithSpecial(dst []uint32, text string, addSpecialTokens bool) []uint32

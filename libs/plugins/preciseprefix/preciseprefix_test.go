@@ -214,3 +214,32 @@ func TestDefaultTokenizersLoadLocalFiles(t *testing.T) {
 		t.Fatalf("missing files: %v", err)
 	}
 }
+
+// With speculativeIndexing a decision records its target and the prompt's
+// keys, the TTL in milliseconds as the effect's capacity.
+func TestSpeculativeIndexingRecordsAnEffect(t *testing.T) {
+	idx := &fakeIndexer{blocks: map[string]int{}}
+	cfg := `
+plugins:
+- type: precise-prefix-cache-scorer
+  parameters:
+    speculativeIndexing: true
+    speculativeTTL: 3s
+    indexerConfig: {tokenizersPoolConfig: {modelName: builtin}}
+    tokenProcessorConfig: {blockSize: 4}
+- type: max-score-picker
+`
+	s := schedulingtest.Scheduler(t, cfg, scheduling.WithService(preciseprefix.IndexerService, idx))
+	res, err := s.Schedule(context.Background(), schedulingtest.Completion("r", "m", strings.Repeat("abc def ", 30)), schedulingtest.Endpoints(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, _ := res.Primary.Target()
+	if len(res.Effects) != 1 {
+		t.Fatalf("effects %+v", res.Effects)
+	}
+	e := res.Effects[0]
+	if e.Plugin.Type != preciseprefix.Type || len(e.Endpoints) != 1 || e.Endpoints[0] != tg.Endpoint.Name || e.Capacity != 3000 || len(e.Blocks) != len(idx.reqs[0].GetBlockKeys()) || e.Blocks[0] != idx.reqs[0].GetBlockKeys()[0] {
+		t.Fatalf("effect %+v", e)
+	}
+}

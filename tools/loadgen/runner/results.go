@@ -34,9 +34,9 @@ type Result struct {
 	CompletionTokens int    `json:"completion_tokens,omitempty"`
 	// CachedTokens are the prompt tokens the engine found in its prefix
 	// cache (usage.prompt_tokens_details.cached_tokens).
-	CachedTokens int `json:"cached_tokens,omitempty"`
-	Error            string `json:"error,omitempty"`
-	Text             string `json:"resp_text,omitempty"`
+	CachedTokens int    `json:"cached_tokens,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Text         string `json:"resp_text,omitempty"`
 }
 
 // OK reports whether the request succeeded.

@@ -31,6 +31,7 @@ func run() error {
 	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
 	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
 	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its pods move to the others this long after it dies)")
+	fs.StringVar(&cfg.ZMQBind, "zmq-bind", "", "also bind a SUB socket here for pods that connect to the indexer (centralized mode, e.g. tcp://*:5557; their topics kv@<pod>@<model> name them)")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", app.DefaultSnapshotInterval, "how often to snapshot the index into the HERMOD_KV_SNAPSHOTS object store (0: never); a starting replica loads the newest and replays only the stream after it")
 	fs.IntVar(&cfg.Index.Size, "index-size", index.DefaultSize, "most block keys the index holds (inMemoryConfig.size)")
 	fs.IntVar(&cfg.Index.PodCacheSize, "pod-cache-size", index.DefaultPodCacheSize, "most pods listed per block key (inMemoryConfig.podCacheSize)")

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,9 @@ type Config struct {
 	MemberTTL     time.Duration
 	// Index bounds the in-memory index.
 	Index index.Config
+	// ZMQBind, when set, binds a SUB socket there for pods that connect
+	// to the indexer (centralized mode, e.g. tcp://*:5557).
+	ZMQBind string
 	// SnapshotInterval is how often this replica snapshots its index into
 	// the object store (0: never).
 	SnapshotInterval time.Duration
@@ -159,6 +163,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("the projection did not catch up with the KV stream within %v", catchUpTimeout)
 	}
 	log.Info("index caught up with the stream", "stream_sequence", proj.StreamSequence(), "keys", idx.Len(), "restored_at", restoredAt)
+	spec, err := followSpeculation(ctx, js, cfg.Pool, idx, reg, log)
+	if err != nil {
+		return err
+	}
+	defer spec.Close()
 	if cfg.SnapshotInterval > 0 {
 		sctx, stopSnapshots := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -187,7 +196,31 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer mw.Close()
-	ew, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) { own.SetEndpoints(s.Sorted()) }, coord.WithLogger(log))
+	var central *ingest.Central
+	if cfg.ZMQBind != "" {
+		central = mg.NewCentral(cfg.ZMQBind, ingest.DefaultTopicPrefix)
+		cctx, stopCentral := context.WithCancel(ctx)
+		done, bound := make(chan error, 1), make(chan error, 1)
+		go func() { done <- central.Run(cctx, bound) }()
+		if err := <-bound; err != nil {
+			stopCentral()
+			return fmt.Errorf("--zmq-bind: %w", errors.Join(err, <-done))
+		}
+		defer func() {
+			stopCentral()
+			if err := <-done; err != nil {
+				log.Warn("centralized ingest stopped with an error", "error", err)
+			}
+		}()
+	}
+	ew, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
+		eps := s.Sorted()
+		own.SetEndpoints(eps)
+		if central != nil {
+			ts, addrs := centralPods(eps, proj)
+			central.SetPods(ts, addrs)
+		}
+	}, coord.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -246,6 +279,24 @@ func targets(mine []*registryv1.Endpoint, proj *projection.Projector) []ingest.T
 		out = append(out, t)
 	}
 	return out
+}
+
+// centralPods are every registered endpoint as a pod that may connect to
+// this replica's socket, with the addresses its topic may name it by.
+func centralPods(eps []*registryv1.Endpoint, proj *projection.Projector) ([]ingest.Target, map[string][]string) {
+	ts := make([]ingest.Target, 0, len(eps))
+	addrs := make(map[string][]string, len(eps))
+	for _, ep := range eps {
+		t := ingest.Target{Pod: ep.GetName(), Model: ep.GetModel(), Replay: ep.GetKvReplayEndpoint()}
+		if seq, ok := proj.PodSeq(ep.GetName()); ok {
+			t.Resume = &seq
+		}
+		ts = append(ts, t)
+		if a := ep.GetAddress(); a != "" {
+			addrs[t.Pod] = []string{a, net.JoinHostPort(a, strconv.Itoa(int(ep.GetPort())))}
+		}
+	}
+	return ts, addrs
 }
 
 // streamSink appends ingested batches to the pod's subject of HERMOD_KV.

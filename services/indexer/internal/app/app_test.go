@@ -19,9 +19,13 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/bus/bustest"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/coord/coordtest"
@@ -351,4 +355,50 @@ func metricOf(t *testing.T, r *replica, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// A routing decision with precise-prefix-cache-scorer's speculative effect
+// makes its target hold the prompt's keys until the TTL passes.
+func TestSpeculativeEntriesFromDecisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded servers")
+	}
+	srv := bustest.Start(t)
+	pool := "spec"
+	r := startReplica(t, srv.ClientURL(), pool, "indexer-a")
+	defer r.stop(t)
+	_, js := bustest.Connect(t, srv)
+	subject, _ := bus.DecisionsSubject(pool)
+	keys := []uint64{11, 22, 33}
+	d := &eventsv1.RoutingDecision{DecisionId: "d1", Pool: pool, Time: timestamppb.Now(), Effects: []*eventsv1.PluginEffect{
+		{Plugin: "precise-prefix-cache-scorer", Type: "precise-prefix-cache-scorer", Endpoints: []string{"pod-9"}, Blocks: keys, Capacity: 1500},
+	}}
+	b, err := proto.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cli := indexerv1.NewIndexerServiceClient(conn)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// published until seen: the consumer starts at the stream's end
+		if _, err := js.Publish(context.Background(), subject, b); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{BlockKeys: keys, Candidates: []string{"pod-9", "pod-8"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetScores()[0].GetBlocks() == 3 && resp.GetScores()[1].GetBlocks() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("speculative blocks not seen: %v", resp.GetScores())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -51,8 +51,12 @@ type Config struct {
 const DefaultTopicPrefix = "kv@"
 
 // pollInterval is how long a follower waits on its socket before it looks
-// at its context.
-const pollInterval = 200 * time.Millisecond
+// at its context; idleCheck is how long a pod's socket may stay quiet
+// before the follower asks its replay socket for missed batches.
+const (
+	pollInterval = 200 * time.Millisecond
+	idleCheck    = time.Second
+)
 
 // Manager runs one follower per target.
 type Manager struct {
@@ -189,7 +193,7 @@ func (f *follower) run() {
 			} else {
 				f.seq.begin()
 			}
-			f.countRepairs()
+			f.countRepairs(f.seq.stats)
 			f.caughtUp = true
 		}
 		f.receive(sub)
@@ -198,18 +202,28 @@ func (f *follower) run() {
 }
 
 func (f *follower) receive(sub *kvzmq.Subscriber) {
+	lastHeard := time.Now()
 	for f.ctx.Err() == nil {
 		m, err := sub.Recv(pollInterval)
 		if errors.Is(err, kvzmq.ErrTimeout) {
+			// A gap is seen when a later batch arrives; batches lost at the
+			// end of a burst are followed by none. When the socket has
+			// been quiet a while, ask the replay socket for anything newer.
+			if f.seq.started && f.t.Replay != "" && time.Since(lastHeard) >= idleCheck {
+				f.seq.resume()
+				f.countRepairs(f.seq.stats)
+				lastHeard = time.Now()
+			}
 			continue
 		}
+		lastHeard = time.Now()
 		if err != nil {
 			f.mg.m.errors.WithLabelValues("receive").Inc()
 			f.log.Warn("dropped a malformed KV event message", "error", err)
 			continue
 		}
 		f.seq.receive(m)
-		f.countRepairs()
+		f.countRepairs(f.seq.stats)
 	}
 }
 
@@ -238,9 +252,9 @@ func (f *follower) emit(m kvzmq.Message, reset bool) {
 	})
 }
 
-// countRepairs moves the sequencer's counts to the metrics.
-func (f *follower) countRepairs() {
-	s, l := f.seq.stats, f.last
+// countRepairs moves a sequencer's new counts to the metrics.
+func (f *follower) countRepairs(s seqStats) {
+	l := f.last
 	add := func(kind string, now, before uint64) {
 		if now > before {
 			f.mg.m.repairs.WithLabelValues(kind).Add(float64(now - before))

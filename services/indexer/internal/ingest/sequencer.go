@@ -91,7 +91,6 @@ func (s *sequencer) emitLive(m kvzmq.Message, reset bool) {
 // pod's blocks are known before it publishes again. Without a replay (none
 // offered, nothing buffered) the first live batch starts the pod.
 func (s *sequencer) begin() {
-	s.stats.replays++
 	msgs, err := s.replay(0)
 	if err != nil {
 		s.stats.replayFailures++
@@ -99,6 +98,7 @@ func (s *sequencer) begin() {
 	if len(msgs) == 0 {
 		return
 	}
+	s.stats.replays++
 	s.started = true
 	for i, r := range msgs {
 		s.emit(r, i == 0)
@@ -123,10 +123,12 @@ func (s *sequencer) resume() {
 // to carry it).
 func (s *sequencer) catchUp(reset, emptyIsLoss bool) bool {
 	from := s.next
-	s.stats.replays++
 	msgs, err := s.replay(from)
 	if err != nil {
 		s.stats.replayFailures++
+	}
+	if len(msgs) > 0 {
+		s.stats.replays++ // replays that delivered something
 	}
 	lost := (len(msgs) == 0 && emptyIsLoss) || (len(msgs) > 0 && msgs[0].Seq > from && (from != 0 || !cleanStart(msgs[0].Seq)))
 	if lost && !reset {
