@@ -108,7 +108,7 @@ func TestRoundRobinAcrossPickerReplicas(t *testing.T) {
 		served = append(served, r.servedBy)
 		// the decision reaches the other replica in about a millisecond;
 		// leave it more on a loaded machine
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	for i := 3; i < len(served); i++ {
 		if served[i] != served[i-3] {
