@@ -277,7 +277,7 @@ func FuzzBuildConfig(f *testing.F) {
 		"testdata/reference/001-disagg-canonical.yaml",
 		"testdata/reference/003-pd-context-length.yaml",
 		"testdata/reference/003-deployment-values.yaml",
-		"testdata/unavailable/001-tokenizer.yaml",
+		"testdata/reference/001-tokenizer.yaml",
 	} {
 		data, err := os.ReadFile(p)
 		if err != nil {

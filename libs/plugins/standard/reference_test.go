@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/hermod/hermod/libs/plugins/standard"
+	"github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -24,7 +24,8 @@ func load(t testing.TB, path string) (*scheduling.Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return scheduling.New(cfg, scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	// as hermodctl validates: no indexer, any tokenizer model
+	return scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))...)
 }
 
 // resolvedSummary renders what a config resolves to: plugins in order with
@@ -75,6 +76,13 @@ handler disagg-profile-handler
 profile prefill: filters [prefill-filter] scorers [] picker max-score-picker
 profile decode: filters [decode-filter] scorers [] picker max-score-picker
 `, nil},
+		{"001-tokenizer.yaml", `plugin tokenizer (tokenizer) plugins[0]
+plugin queue-scorer (queue-scorer) plugins[1]
+plugin max-score-picker (max-score-picker) default
+plugin single-profile-handler (single-profile-handler) default
+handler single-profile-handler
+profile default: filters [] scorers [queue-scorer*1] picker max-score-picker
+`, []string{"plugins[0] (tokenizer): udsTokenizerConfig: Hermod tokenizes in process; the socket is not used"}},
 		{"003-pd-context-length.yaml", `plugin prefix-based-pd-decider (prefix-based-pd-decider) made by plugins[0] (pd-profile-handler)
 plugin pd-profile-handler (pd-profile-handler) plugins[0]
 plugin prefill-filter (prefill-filter) plugins[1]

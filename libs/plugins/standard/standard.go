@@ -17,6 +17,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/prefix"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
+	_ "github.com/hermod/hermod/libs/plugins/tokenize"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
@@ -27,7 +28,6 @@ import (
 // enable are skipped with a warning, as they would be anyway.
 var Unavailable = []scheduling.Registration{
 	{Type: "predicted-latency-scorer"},
-	{Type: "tokenizer", Gate: scheduling.GatePrepareDataPlugins},
 	{Type: "responses-store", Gate: scheduling.GatePrepareDataPlugins},
 	{Type: "models-data-source"},
 	{Type: "model-server-protocol-models"},

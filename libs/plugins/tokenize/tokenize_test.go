@@ -1,0 +1,52 @@
+package tokenize_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hermod/hermod/libs/plugins/tokenize"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+	"github.com/hermod/hermod/libs/tokenizer"
+)
+
+func TestTokenizesPromptsOnce(t *testing.T) {
+	h := schedulingtest.NewHandle(scheduling.GatePrepareDataPlugins)
+	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.Type, "", `{"modelName": "builtin", "udsTokenizerConfig": {"socketFile": "/tmp/x.sock"}}`)
+	if len(h.Warnings) != 1 {
+		t.Fatalf("warnings %v", h.Warnings)
+	}
+	req := schedulingtest.Completion("r", "m", "hello there, general routing")
+	if err := p.PrepareData(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if want := (tokenizer.Builtin{}).Encode(nil, "hello there, general routing"); len(req.TokenIDs) != len(want) || req.TokenIDs[0] != want[0] {
+		t.Fatalf("ids %v, want %v", req.TokenIDs, want)
+	}
+	chat := schedulingtest.Chat("r", "m", "be terse", "what is a KV cache?")
+	if err := p.PrepareData(context.Background(), chat); err != nil {
+		t.Fatal(err)
+	}
+	rendered := tokenizer.Llama3Template{}.Apply([]tokenizer.Message{{Role: chat.Body.Messages[0].Role, Content: "be terse"}, {Role: chat.Body.Messages[1].Role, Content: "what is a KV cache?"}}, true)
+	if want := (tokenizer.Builtin{}).Encode(nil, rendered); len(chat.TokenIDs) != len(want) {
+		t.Fatalf("chat ids %d, want %d", len(chat.TokenIDs), len(want))
+	}
+	// ids the client sent are kept
+	pre := schedulingtest.Completion("r", "m", "ignored")
+	pre.TokenIDs = []uint32{7, 8, 9}
+	_ = p.PrepareData(context.Background(), pre)
+	if len(pre.TokenIDs) != 3 {
+		t.Fatal("client token ids replaced")
+	}
+}
+
+func TestParametersAndGate(t *testing.T) {
+	h := schedulingtest.NewHandle(scheduling.GatePrepareDataPlugins)
+	if _, err := schedulingtest.NewErr(h, tokenize.Type, "", `{}`); err == nil || !strings.Contains(err.Error(), "modelName") {
+		t.Fatalf("no model: %v", err)
+	}
+	if _, err := schedulingtest.NewErr(h, tokenize.Type, "", `{"modelName": "no/such-model"}`); err == nil || !strings.Contains(err.Error(), "no/such-model") {
+		t.Fatalf("unknown model: %v", err)
+	}
+}
