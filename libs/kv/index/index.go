@@ -80,6 +80,10 @@ type Config struct {
 	// PodCacheSize is the most pods a key lists (default 10); the pod that
 	// stored it least recently goes first.
 	PodCacheSize int
+	// MaxBytes, when positive, also bounds the index's estimated memory
+	// (reference/001's costAwareMemoryConfig.size): the least recently
+	// stored keys go first.
+	MaxBytes int64
 	// BlockSize is the index's tokens per block (default 16).
 	BlockSize int
 	// Seed seeds the block keys.
@@ -128,6 +132,9 @@ func (c *Config) defaults() error {
 	if c.Shards < 1 {
 		errs = append(errs, fmt.Errorf("shards: must be positive (got %d)", c.Shards))
 	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("size (bytes): must not be negative (got %d)", c.MaxBytes))
+	}
 	n := 1
 	for n < c.Shards {
 		n <<= 1
@@ -161,8 +168,12 @@ func New(cfg Config) (*Index, error) {
 	}
 	x := &Index{cfg: cfg, keyer: keyer, shards: make([]shard, cfg.Shards), mask: uint64(cfg.Shards - 1), pods: map[string]*pod{}}
 	perShard := max(1, (cfg.Size+cfg.Shards-1)/cfg.Shards)
+	var perShardBytes int64
+	if cfg.MaxBytes > 0 {
+		perShardBytes = max(1, cfg.MaxBytes/int64(cfg.Shards))
+	}
 	for i := range x.shards {
-		x.shards[i].init(perShard, cfg.PodCacheSize)
+		x.shards[i].init(perShard, cfg.PodCacheSize, perShardBytes)
 	}
 	x.spec.init(cfg.Shards)
 	return x, nil
@@ -237,7 +248,20 @@ func (x *Index) Lookup(k blockkey.Key) []Holder {
 	return out
 }
 
-// Evicted returns how many keys the size bound has pushed out.
+// Bytes returns the index's estimated memory (the cost-aware bound's
+// measure).
+func (x *Index) Bytes() int64 {
+	var n int64
+	for i := range x.shards {
+		s := &x.shards[i]
+		s.mu.RLock()
+		n += s.bytes
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// Evicted returns how many keys the size bounds have pushed out.
 func (x *Index) Evicted() uint64 {
 	var n uint64
 	for i := range x.shards {

@@ -187,6 +187,13 @@ func TestIndexEqualsModelUnderRandomEvents(t *testing.T) {
 			if x.Len() != len(want) {
 				t.Fatalf("index has %d keys, model %d", x.Len(), len(want))
 			}
+			var bytes int64
+			for _, pods := range want {
+				bytes += entryBytes + holderBytes*int64(len(pods))
+			}
+			if x.Bytes() != bytes {
+				t.Fatalf("index estimates %d bytes, its keys and holders make %d", x.Bytes(), bytes)
+			}
 			for key, pods := range want {
 				got := map[string]map[Tier]bool{}
 				for _, h := range x.Lookup(key) {

@@ -251,3 +251,29 @@ func BenchmarkMatch512Blocks100Pods(b *testing.B) {
 		b.Fatalf("pod-90 matched %d blocks", dst[90].Blocks)
 	}
 }
+
+func TestMemoryBound(t *testing.T) {
+	// room for 10 keys held by one pod each
+	x := newIndex(t, Config{BlockSize: 1, MaxBytes: 10 * (entryBytes + holderBytes), Shards: 1})
+	hashes := make([]uint64, 25)
+	for i := range hashes {
+		hashes[i] = uint64(i + 1)
+	}
+	x.Apply("pod-a", model, batch(stored(hashes, 0, false, seq(0, 25), 1, "")))
+	if x.Len() != 10 || x.Evicted() != 15 || x.Bytes() > 10*(entryBytes+holderBytes) {
+		t.Fatalf("%d keys, %d evicted, %d bytes", x.Len(), x.Evicted(), x.Bytes())
+	}
+	// the newest stay
+	keys := x.Keyer().Prompt(nil, model, seq(0, 25))
+	if len(x.Lookup(keys[24])) != 1 || len(x.Lookup(keys[14])) != 0 {
+		t.Fatal("the bound did not push out the oldest keys")
+	}
+	// removals give the bytes back
+	x.Apply("pod-a", model, batch(removed("", hashes[15:]...)))
+	if x.Len() != 0 || x.Bytes() != 0 {
+		t.Fatalf("%d keys and %d bytes after removing everything", x.Len(), x.Bytes())
+	}
+	if _, err := New(Config{MaxBytes: -1}); err == nil {
+		t.Fatal("negative bytes accepted")
+	}
+}

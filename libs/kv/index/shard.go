@@ -48,12 +48,27 @@ type shard struct {
 	max        int
 	podCap     int
 	evicted    uint64
+	// bytes estimates the memory the shard's keys take (entryBytes each
+	// plus holderBytes per holder); maxBytes bounds it (0: no bound).
+	bytes, maxBytes int64
 }
 
-func (s *shard) init(maxKeys, podCap int) {
+// Memory estimates of the cost-aware bound: a key's map entry, slab entry
+// and LRU links, and each holder in its list.
+const (
+	entryBytes  = 96
+	holderBytes = 16
+)
+
+func (s *shard) init(maxKeys, podCap int, maxBytes int64) {
 	s.slots = make(map[blockkey.Key]int32)
 	s.head, s.tail = none, none
-	s.max, s.podCap = maxKeys, podCap
+	s.max, s.podCap, s.maxBytes = maxKeys, podCap, maxBytes
+}
+
+// full reports whether a new key must first push out the oldest.
+func (s *shard) full() bool {
+	return len(s.slots) >= s.max || (s.maxBytes > 0 && s.bytes+entryBytes+holderBytes > s.maxBytes)
 }
 
 func (s *shard) unlink(i int32) {
@@ -88,6 +103,7 @@ func (s *shard) drop(i int32) {
 	s.unlink(i)
 	e := &s.entries[i]
 	delete(s.slots, e.key)
+	s.bytes -= entryBytes + holderBytes*int64(len(e.pods))
 	e.pods = e.pods[:0]
 	s.free = append(s.free, i)
 }
@@ -99,7 +115,7 @@ func (s *shard) store(key blockkey.Key, pod uint32, tier Tier) bool {
 	i, ok := s.slots[key]
 	created := false
 	if !ok {
-		if len(s.slots) >= s.max && s.tail != none {
+		for s.full() && s.tail != none {
 			s.drop(s.tail)
 			s.evicted++
 		}
@@ -112,6 +128,7 @@ func (s *shard) store(key blockkey.Key, pod uint32, tier Tier) bool {
 		}
 		s.entries[i].key = key
 		s.slots[key] = i
+		s.bytes += entryBytes
 		s.pushFront(i)
 		created = true
 	} else if s.head != i {
@@ -133,10 +150,12 @@ func (s *shard) store(key blockkey.Key, pod uint32, tier Tier) bool {
 	if len(e.pods) >= s.podCap {
 		copy(e.pods, e.pods[1:])
 		e.pods = e.pods[:len(e.pods)-1]
+		s.bytes -= holderBytes
 	}
 	ref := podRef{pod: pod}
 	ref.refs[tier] = 1
 	e.pods = append(e.pods, ref)
+	s.bytes += holderBytes
 	return created
 }
 
@@ -161,6 +180,7 @@ func (s *shard) remove(key blockkey.Key, pod uint32, tiers tierSet) bool {
 		}
 		if r.tiers() == 0 {
 			e.pods = append(e.pods[:j], e.pods[j+1:]...)
+			s.bytes -= holderBytes
 			if len(e.pods) == 0 {
 				s.drop(i)
 			}

@@ -34,6 +34,8 @@ func run() error {
 	fs.StringVar(&cfg.ZMQBind, "zmq-bind", "", "also bind a SUB socket here for pods that connect to the indexer (centralized mode, e.g. tcp://*:5557; their topics kv@<pod>@<model> name them)")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", app.DefaultSnapshotInterval, "how often to snapshot the index into the HERMOD_KV_SNAPSHOTS object store (0: never); a starting replica loads the newest and replays only the stream after it")
 	fs.IntVar(&cfg.Index.Size, "index-size", index.DefaultSize, "most block keys the index holds (inMemoryConfig.size)")
+	var memory cmdline.ByteSize
+	fs.Var(&memory, "index-memory", "also bound the index's estimated memory, e.g. 2GiB (costAwareMemoryConfig.size; 0: no bound)")
 	fs.IntVar(&cfg.Index.PodCacheSize, "pod-cache-size", index.DefaultPodCacheSize, "most pods listed per block key (inMemoryConfig.podCacheSize)")
 	fs.IntVar(&cfg.Index.BlockSize, "block-size", 16, "tokens per index block (tokenProcessorConfig.blockSize); engine blocks must be multiples of it")
 	fs.Uint64Var(&cfg.Index.Seed, "key-seed", 0, "seed of the block keys (every indexer and picker of a pool must agree)")
@@ -42,6 +44,7 @@ func run() error {
 		return err
 	}
 	cfg.EtcdEndpoints = etcd
+	cfg.Index.MaxBytes = int64(memory)
 	if len(cfg.EtcdEndpoints) == 0 {
 		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
 	}

@@ -14,6 +14,7 @@ import (
 type IndexState struct {
 	StreamSequence uint64      `json:"stream_sequence"`
 	Keys           int         `json:"keys"`
+	Bytes          int64       `json:"bytes"`
 	Evicted        uint64      `json:"evicted"`
 	Digest         string      `json:"digest"`
 	Applied        index.Stats `json:"applied"`
@@ -27,7 +28,7 @@ func indexState(p *projection.Projector, restoredAt uint64) IndexState {
 	seq := p.StreamSequence()
 	idx := p.Index()
 	return IndexState{
-		StreamSequence: seq, Keys: idx.Len(), Evicted: idx.Evicted(),
+		StreamSequence: seq, Keys: idx.Len(), Bytes: idx.Bytes(), Evicted: idx.Evicted(),
 		Digest: strconv.FormatUint(idx.Digest(), 16), Applied: p.Stats(), RestoredAt: restoredAt,
 	}
 }
