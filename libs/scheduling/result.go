@@ -124,6 +124,18 @@ func (r *Result) Target() Target {
 	return t
 }
 
+// ServingNames appends the names of the endpoints that serve the request:
+// the primary target, then the prefill target of a disaggregated request.
+// Stateful plugins record their effects on them.
+func (r *Result) ServingNames(dst []string) []string {
+	for _, pr := range []*ProfileResult{r.Primary, r.Prefill} {
+		if t, ok := pr.Target(); ok {
+			dst = append(dst, t.Endpoint.Name)
+		}
+	}
+	return dst
+}
+
 // Result returns the result of the named profile, if it ran.
 func (r *Result) Result(profile string) *ProfileResult {
 	for _, p := range r.Profiles {

@@ -202,13 +202,7 @@ func (s *Scorer) PreRequest(ctx context.Context, cs *scheduling.CycleState, req 
 		return
 	}
 	var buf [2]string
-	names := buf[:0]
-	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
-		if t, ok := pr.Target(); ok {
-			names = append(names, t.Endpoint.Name)
-		}
-	}
-	res.RecordEffect(s, names, nil, 0)
+	res.RecordEffect(s, res.ServingNames(buf[:0]), nil, 0)
 }
 
 // ApplyEffect implements scheduling.Projection: the effect's endpoints were

@@ -227,13 +227,7 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, _ *sch
 		return
 	}
 	var buf [2]string
-	names := buf[:0]
-	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
-		if t, ok := pr.Target(); ok {
-			names = append(names, t.Endpoint.Name)
-		}
-	}
-	if len(names) > 0 {
+	if names := res.ServingNames(buf[:0]); len(names) > 0 {
 		res.RecordEffect(p, names, m.wire, p.ttl.Milliseconds())
 	}
 }

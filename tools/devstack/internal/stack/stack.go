@@ -228,6 +228,10 @@ func (s *stack) children() error {
 	etcd := strings.Join(s.state.EtcdEndpoints, ",")
 	v := strconv.Itoa(s.o.Verbosity)
 	bin := func(name string) string { return filepath.Join(s.o.BinDir, name) }
+	addrs, err := s.planAddrs(3 + 2*s.o.Pickers) // collector, indexer (2), pickers (2 each)
+	if err != nil {
+		return err
+	}
 	for i := range s.o.Pods {
 		speed := 1.0
 		if i >= s.o.Pods-s.o.SlowPods {
@@ -251,7 +255,7 @@ func (s *stack) children() error {
 		s.state.PIDs[name] = p.pid()
 	}
 	common := []string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}
-	s.state.Collector = stackstate.Service{Name: "collector", Ops: freeAddr()}
+	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
 	p, err := start("collector", true, s.out, bin("hermod-collector"), append(common, "--metrics-listen", s.state.Collector.Ops)...)
 	if err != nil {
 		return err
@@ -260,7 +264,7 @@ func (s *stack) children() error {
 	s.state.PIDs["collector"] = p.pid()
 	// The indexer is not core: routing goes on without it (precise prefix
 	// scoring fails open), so the stack outlives it.
-	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: freeAddr(), Ops: freeAddr()}
+	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
 	p, err = start("indexer", false, s.out, bin("hermod-indexer"), append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer")...)
 	if err != nil {
 		return err
@@ -269,7 +273,7 @@ func (s *stack) children() error {
 	s.state.PIDs["indexer"] = p.pid()
 	var pickerAddrs []string
 	for i := range s.o.Pickers {
-		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: freeAddr(), Ops: freeAddr()}
+		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: addrs.next(), Ops: addrs.next()}
 		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
 		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(common, "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
 			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin")...)
@@ -474,13 +478,48 @@ func addrFree(addr string) error {
 
 // freeAddr returns a loopback address with a port that was free a moment
 // ago.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:0"
+// addrPlan hands out the services' addresses. They are all chosen before
+// any child starts, each held open until every one is chosen (so no two
+// are the same), and none in the pods' HTTP and KV-event port ranges,
+// which the pods bind only once they run.
+type addrPlan struct {
+	addrs []string
+}
+
+func (s *stack) planAddrs(n int) (*addrPlan, error) {
+	reserved := func(port int) bool {
+		return (port >= s.o.SimBasePort && port < s.o.SimBasePort+s.o.Pods) ||
+			(port >= s.o.KVBasePort && port < s.o.KVBasePort+2*s.o.Pods)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	p := &addrPlan{}
+	for attempts := 0; len(p.addrs) < n; attempts++ {
+		if attempts > 100*n {
+			return nil, fmt.Errorf("no %d free ports outside the pods' ranges", n)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("choosing service ports: %w", err)
+		}
+		held = append(held, l)
+		if reserved(l.Addr().(*net.TCPAddr).Port) {
+			continue
+		}
+		p.addrs = append(p.addrs, l.Addr().String())
+	}
+	return p, nil
+}
+
+// next returns the next planned address.
+func (p *addrPlan) next() string {
+	a := p.addrs[0]
+	p.addrs = p.addrs[1:]
+	return a
 }
 
 func mustGetwd() string {
