@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hermod/hermod/libs/kv/kvzmq"
 )
@@ -29,9 +30,10 @@ type Central struct {
 }
 
 type centralPod struct {
-	t   Target
-	seq sequencer
-	f   *follower // for emit, replay and the metrics
+	t     Target
+	seq   sequencer
+	f     *follower // for emit, replay and the metrics
+	heard time.Time // the last batch off the socket
 }
 
 // NewCentral returns a centralized ingest on bind (e.g. tcp://*:5557).
@@ -89,8 +91,13 @@ func (c *Central) Run(ctx context.Context, bound chan<- error) error {
 	}
 	defer func() { _ = sub.Close() }()
 	c.mg.log.Info("receiving KV events from connecting pods", "bind", c.bind)
+	lastCheck := time.Now()
 	for ctx.Err() == nil {
 		m, err := sub.Recv(pollInterval)
+		if time.Since(lastCheck) >= idleCheck {
+			c.checkQuiet()
+			lastCheck = time.Now()
+		}
 		if errors.Is(err, kvzmq.ErrTimeout) {
 			continue
 		}
@@ -125,7 +132,27 @@ func (c *Central) receive(ctx context.Context, m kvzmq.Message) {
 		}
 		c.seqs[t.Pod] = p
 	}
+	p.heard = time.Now()
 	c.mu.Unlock()
 	p.seq.receive(m)
 	p.f.countRepairs(p.seq.stats)
+}
+
+// checkQuiet asks the replay socket of every pod that has been quiet a
+// while for batches lost at the end of a burst (a gap is otherwise seen
+// only when a later batch arrives), as followers do.
+func (c *Central) checkQuiet() {
+	c.mu.Lock()
+	var quiet []*centralPod
+	for _, p := range c.seqs {
+		if p.seq.started && p.t.Replay != "" && time.Since(p.heard) >= idleCheck {
+			quiet = append(quiet, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range quiet {
+		p.seq.resume()
+		p.f.countRepairs(p.seq.stats)
+		p.heard = time.Now()
+	}
 }

@@ -78,3 +78,61 @@ func TestCentralIngestsConnectingPods(t *testing.T) {
 		}
 	}
 }
+
+// A pod that connects loses batches to a slow indexer at the end of a
+// burst; the quiet pod's replay socket fills the tail.
+func TestCentralRepairsALostTail(t *testing.T) {
+	port, replay := freePort(t), freePort(t)
+	sink := newGatedSink()
+	mg, err := NewManager(Config{Pool: "p", Replica: "r", Sink: sink, HWM: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mg.Close()
+	c := mg.NewCentral(fmt.Sprintf("tcp://127.0.0.1:%d", port), "")
+	c.SetPods([]Target{{Pod: "pod-a", Model: model, Replay: fmt.Sprintf("tcp://127.0.0.1:%d", replay)}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done, bound := make(chan error, 1), make(chan error, 1)
+	go func() { done <- c.Run(ctx, bound) }()
+	if err := <-bound; err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	pub, err := kvzmq.NewPublisher(kvzmq.PublisherConfig{Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", port), ReplayEndpoint: fmt.Sprintf("tcp://*:%d", replay), Topic: "kv@pod-a@m", HWM: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	time.Sleep(200 * time.Millisecond)
+	payloads := workload(400, 5)
+	for _, p := range payloads {
+		if _, err := pub.Publish(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink.mu.Lock()
+	close(sink.gate) // the indexer was stuck while the burst went out
+	sink.mu.Unlock()
+	deadline := time.After(15 * time.Second)
+	for {
+		got := sink.batches()
+		if n := len(got); n > 0 && got[n-1].GetSeq() == uint64(len(payloads)-1) {
+			for i, b := range got {
+				if b.GetSeq() != uint64(i) {
+					t.Fatalf("batch %d has seq %d", i, b.GetSeq())
+				}
+			}
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d batches handed on, not up to seq %d", len(sink.batches()), len(payloads)-1)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
