@@ -101,3 +101,22 @@ func (x *Index) PurgeSpeculative(now int64) {
 		s.mu.Unlock()
 	}
 }
+
+// EachSpeculative calls fn with every pod that holds k speculatively at
+// now (Unix nanos). fn runs under the index's locks and must not call it.
+func (x *Index) EachSpeculative(k blockkey.Key, now int64, fn func(pod string)) {
+	s := x.spec.shardOf(k)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	refs := s.refs[k]
+	if len(refs) == 0 {
+		return
+	}
+	x.podsMu.RLock()
+	defer x.podsMu.RUnlock()
+	for _, r := range refs {
+		if r.expires > now && int(r.pod) < len(x.podNames) {
+			fn(x.podNames[r.pod])
+		}
+	}
+}

@@ -8,11 +8,13 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/services/indexer/internal/app"
+	"github.com/hermod/hermod/services/indexer/internal/backend"
 )
 
 func main() { cmdline.Main("hermod-indexer", run) }
@@ -39,6 +41,7 @@ func run() error {
 	fs.IntVar(&cfg.Index.PodCacheSize, "pod-cache-size", index.DefaultPodCacheSize, "most pods listed per block key (inMemoryConfig.podCacheSize)")
 	fs.IntVar(&cfg.Index.BlockSize, "block-size", 16, "tokens per index block (tokenProcessorConfig.blockSize); engine blocks must be multiples of it")
 	fs.Uint64Var(&cfg.Index.Seed, "key-seed", 0, "seed of the block keys (every indexer and picker of a pool must agree)")
+	indexConfig := fs.String("index-config", "", "the index backend as reference/001's kvBlockIndexConfig, YAML or JSON inline or @file: exactly one of inMemoryConfig {size, podCacheSize}, costAwareMemoryConfig {size}, redisConfig or valkeyConfig {address, backendType} (a Valkey/Redis index shared by the pool's replicas); it overrides --index-size, --pod-cache-size and --index-memory")
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
 		return err
@@ -52,6 +55,25 @@ func run() error {
 	log, err := common.Logger(os.Stderr)
 	if err != nil {
 		return err
+	}
+	if *indexConfig != "" {
+		r, err := backend.Read(*indexConfig)
+		if err != nil {
+			return fmt.Errorf("--index-config: %w", err)
+		}
+		for _, w := range r.Warnings {
+			log.Warn(w)
+		}
+		if r.Size > 0 {
+			cfg.Index.Size = r.Size
+		}
+		if r.PodCacheSize > 0 {
+			cfg.Index.PodCacheSize = r.PodCacheSize
+		}
+		if r.MaxBytes > 0 {
+			cfg.Index.MaxBytes = r.MaxBytes
+		}
+		cfg.SharedIndexURL, cfg.LogInterval = r.RedisURL, r.LogInterval
 	}
 	ctx, stop := cmdline.SignalContext(context.Background())
 	defer stop()

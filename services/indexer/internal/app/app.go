@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,7 +27,6 @@ import (
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/indexer/internal/ingest"
-	"github.com/hermod/hermod/services/indexer/internal/projection"
 	"github.com/hermod/hermod/services/indexer/internal/service"
 )
 
@@ -41,8 +39,15 @@ type Config struct {
 	NATSURL       string
 	Replica       string
 	MemberTTL     time.Duration
-	// Index bounds the in-memory index.
+	// Index bounds the in-memory index, and keys blocks.
 	Index index.Config
+	// SharedIndexURL, when set, keeps the index in this Valkey/Redis
+	// server, shared by the pool's replicas (redisConfig/valkeyConfig),
+	// instead of one in-memory copy per replica.
+	SharedIndexURL string
+	// LogInterval, when positive, logs the index's figures this often
+	// (metricsLoggingInterval).
+	LogInterval time.Duration
 	// ZMQBind, when set, binds a SUB socket there for pods that connect
 	// to the indexer (centralized mode, e.g. tcp://*:5557).
 	ZMQBind string
@@ -119,60 +124,49 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_ = pub.Close(cctx)
 	}()
 
-	// The projection first, from the newest snapshot and the stream after
-	// it: ingest resumes each pod after its last batch on the stream, so it
-	// waits until the projection has caught up.
-	snaps, err := openSnapshots(ctx, js, cfg.Pool, cfg.Replica, reg, log)
-	if err != nil {
-		return err
-	}
-	proj := snaps.load(ctx, cfg.Index, reg)
+	// The projection first (ingest resumes each pod after its last batch
+	// on the stream, so it waits until the projection has caught up).
+	var proj projected
 	var restoredAt uint64
-	if proj != nil {
-		restoredAt = proj.StreamSequence()
-	} else {
-		idx, err := index.New(cfg.Index)
+	var specIdx *index.Index
+	caughtUp := make(chan struct{})
+	if cfg.SharedIndexURL != "" {
+		shared, closeShared, err := openShared(ctx, cfg, reg, log)
 		if err != nil {
 			return err
 		}
-		if proj, err = projection.New(idx, reg); err != nil {
+		defer closeShared()
+		proj, specIdx = shared, shared.Speculation()
+		fctx, stopFollowing := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); followShared(fctx, js, cfg.Pool, shared, caughtUp, log) }()
+		defer func() { stopFollowing(); <-done }()
+	} else {
+		p, restored, stop, err := followLocal(ctx, js, cfg, reg, caughtUp, log)
+		if err != nil {
 			return err
 		}
+		defer stop()
+		proj, specIdx, restoredAt = p, p.Index(), restored
 	}
-	idx := proj.Index()
-	filter := bus.KVPrefix + cfg.Pool + ".>"
-	from := uint64(0) // the whole stream
-	if restoredAt > 0 {
-		from = restoredAt + 1
-	}
-	cons, err := bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.KVStream, FilterSubject: filter, StartSequence: from, Logger: log, Registerer: reg},
-		func(b *eventsv1.KVEventBatch, m bus.Meta) { proj.Apply(b, m.Sequence) })
-	if err != nil {
-		return err
-	}
-	defer cons.Close()
-	var caughtUp atomic.Bool
 	select {
-	case <-cons.CaughtUp():
-		caughtUp.Store(true)
-	case <-cons.Done():
-		return errors.New("the KV stream consumer stopped while catching up")
+	case <-caughtUp:
 	case <-ctx.Done():
 		return nil
 	case <-time.After(catchUpTimeout):
 		return fmt.Errorf("the projection did not catch up with the KV stream within %v", catchUpTimeout)
 	}
-	log.Info("index caught up with the stream", "stream_sequence", proj.StreamSequence(), "keys", idx.Len(), "restored_at", restoredAt)
-	spec, err := followSpeculation(ctx, js, cfg.Pool, idx, reg, log)
+	log.Info("index caught up with the stream", "stream_sequence", proj.StreamSequence(), "restored_at", restoredAt, "shared", cfg.SharedIndexURL != "")
+	spec, err := followSpeculation(ctx, js, cfg.Pool, specIdx, reg, log)
 	if err != nil {
 		return err
 	}
 	defer spec.Close()
-	if cfg.SnapshotInterval > 0 {
-		sctx, stopSnapshots := context.WithCancel(ctx)
+	if cfg.LogInterval > 0 {
+		lctx, stopLogging := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); snaps.run(sctx, proj, cfg.SnapshotInterval) }()
-		defer func() { stopSnapshots(); <-done }()
+		go func() { defer close(done); logIndex(lctx, proj, cfg.LogInterval, log) }()
+		defer func() { stopLogging(); <-done }()
 	}
 
 	mg, err := ingest.NewManager(ingest.Config{Pool: cfg.Pool, Replica: cfg.Replica, Sink: &streamSink{pub: pub, log: log}, Logger: log, Registerer: reg})
@@ -238,7 +232,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
 	}
 	ready := func() error {
-		if !caughtUp.Load() {
+		select {
+		case <-caughtUp:
+		default:
 			return errors.New("the index has not caught up with the stream")
 		}
 		return own.Ready()
@@ -266,7 +262,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // targets are the owned endpoints that publish KV events, each resuming
 // after its last batch on the stream.
-func targets(mine []*registryv1.Endpoint, proj *projection.Projector) []ingest.Target {
+func targets(mine []*registryv1.Endpoint, proj projected) []ingest.Target {
 	var out []ingest.Target
 	for _, ep := range mine {
 		if ep.GetKvEventsEndpoint() == "" {
@@ -283,7 +279,7 @@ func targets(mine []*registryv1.Endpoint, proj *projection.Projector) []ingest.T
 
 // centralPods are every registered endpoint as a pod that may connect to
 // this replica's socket, with the addresses its topic may name it by.
-func centralPods(eps []*registryv1.Endpoint, proj *projection.Projector) ([]ingest.Target, map[string][]string) {
+func centralPods(eps []*registryv1.Endpoint, proj projected) ([]ingest.Target, map[string][]string) {
 	ts := make([]ingest.Target, 0, len(eps))
 	addrs := make(map[string][]string, len(eps))
 	for _, ep := range eps {

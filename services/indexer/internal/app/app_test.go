@@ -18,7 +18,9 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
+	"github.com/hermod/hermod/libs/redistest"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
 
@@ -144,6 +147,15 @@ type replica struct {
 
 func startReplica(t *testing.T, natsURL, pool, name string, snapshotEvery ...time.Duration) *replica {
 	t.Helper()
+	return startReplicaWith(t, natsURL, pool, name, func(cfg *Config) {
+		if len(snapshotEvery) > 0 {
+			cfg.SnapshotInterval = snapshotEvery[0]
+		}
+	})
+}
+
+func startReplicaWith(t *testing.T, natsURL, pool, name string, configure func(*Config)) *replica {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
@@ -152,9 +164,7 @@ func startReplica(t *testing.T, natsURL, pool, name string, snapshotEvery ...tim
 		Replica: name, MemberTTL: 2 * time.Second, Index: index.Config{Shards: 8},
 		Ready: func(g, o string) { r.grpc, r.ops = g, o; close(ready) },
 	}
-	if len(snapshotEvery) > 0 {
-		cfg.SnapshotInterval = snapshotEvery[0]
-	}
+	configure(&cfg)
 	go func() { r.done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	select {
 	case <-ready:
@@ -196,6 +206,14 @@ func (r *replica) state(t *testing.T) IndexState {
 // want is the index of every batch the pods published, built directly.
 func want(t *testing.T, pods ...*pod) string {
 	t.Helper()
+	d, _ := wantStats(t, pods...)
+	return d
+}
+
+// wantStats is want with the totals of what the batches did.
+func wantStats(t *testing.T, pods ...*pod) (string, index.Stats) {
+	t.Helper()
+	var st index.Stats
 	x, err := index.New(index.Config{Shards: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -207,10 +225,10 @@ func want(t *testing.T, pods ...*pod) string {
 			if err := dec.Decode(payload, &b); err != nil {
 				t.Fatal(err)
 			}
-			x.Apply(p.name, model, &b)
+			st.Add(x.Apply(p.name, model, &b))
 		}
 	}
-	return strconv.FormatUint(x.Digest(), 16)
+	return strconv.FormatUint(x.Digest(), 16), st
 }
 
 // waitDigest waits until the replica's index has the wanted digest.
@@ -401,4 +419,69 @@ func TestSpeculativeEntriesFromDecisions(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// The shared index: two replicas project into one Valkey/Redis index,
+// each batch applied once; a replica stops and the other carries on; the
+// server restarts empty and the index is rebuilt from the stream.
+func TestSharedIndexAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded servers")
+	}
+	srv := bustest.Start(t)
+	rs := redistest.Start(t)
+	pool := "shared"
+	shared := func(cfg *Config) { cfg.SharedIndexURL = rs.URL() }
+	a := startReplicaWith(t, srv.ClientURL(), pool, "indexer-a", shared)
+	b := startReplicaWith(t, srv.ClientURL(), pool, "indexer-b", shared)
+	defer b.stop(t)
+	p1, p2 := startPod(t, pool, "pod-1"), startPod(t, pool, "pod-2")
+	ps := prompts(12)
+	time.Sleep(300 * time.Millisecond)
+	p1.publish(t, 150, ps)
+	p2.publish(t, 150, ps)
+	w, st := wantStats(t, p1, p2)
+	sa := waitDigest(t, a, w, "replica a")
+	sb := waitDigest(t, b, w, "replica b")
+	if !sa.Shared || sa.Keys == 0 {
+		t.Fatalf("state %+v", sa)
+	}
+	if got := sa.Applied.Stored + sb.Applied.Stored; got != st.Stored {
+		t.Fatalf("the replicas stored %d + %d blocks, the batches hold %d: each batch must be applied once", sa.Applied.Stored, sb.Applied.Stored, st.Stored)
+	}
+
+	a.stop(t)
+	p1.publish(t, 100, ps)
+	p2.publish(t, 100, ps)
+	waitDigest(t, b, want(t, p1, p2), "replica b alone")
+
+	// the server restarts empty: b rebuilds the index from the stream
+	rs.Stop()
+	rs.Restart()
+	p1.publish(t, 20, ps)
+	waitDigest(t, b, want(t, p1, p2), "rebuilt index")
+
+	conn, err := grpc.NewClient(b.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cli := indexerv1.NewIndexerServiceClient(conn)
+	best := 0
+	for _, pr := range ps {
+		resp, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: pool, Model: model, TokenIds: pr, Candidates: []string{"pod-1", "pod-2", "pod-x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		best = max(best, int(resp.GetScores()[0].GetBlocks()))
+	}
+	if best == 0 {
+		t.Fatal("no prompt matched a block of pod-1")
+	}
+	// the server gone: Score says unavailable (pickers fail open)
+	rs.Stop()
+	if _, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: pool, Model: model, TokenIds: ps[0], Candidates: []string{"pod-1"}}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("score without the server: %v, want Unavailable", err)
+	}
+	rs.Restart()
 }

@@ -5,6 +5,7 @@ package projection
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/kv/blockkey"
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
 )
@@ -121,6 +123,19 @@ func ReadSnapshot(r io.Reader, cfg index.Config, reg prometheus.Registerer) (*Pr
 
 // Index is the projected index.
 func (p *Projector) Index() *index.Index { return p.idx }
+
+// Keyer returns the block keyer of the index.
+func (p *Projector) Keyer() *blockkey.Keyer { return p.idx.Keyer() }
+
+// Match matches a prompt's keys (index.Index.Match).
+func (p *Projector) Match(_ context.Context, keys []blockkey.Key, candidates []string, now int64) ([]index.Match, error) {
+	return p.idx.Match(keys, candidates, now, nil), nil
+}
+
+// Lookup returns the holders of a key.
+func (p *Projector) Lookup(_ context.Context, k blockkey.Key) ([]index.Holder, error) {
+	return p.idx.Lookup(k), nil
+}
 
 // Apply applies one stream message stored at stream sequence streamSeq.
 // A payload that does not decode is counted and dropped; the rest of the

@@ -11,7 +11,7 @@ import (
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/kv/blockkey"
-	"github.com/hermod/hermod/services/indexer/internal/projection"
+	"github.com/hermod/hermod/libs/kv/index"
 )
 
 // Limits of one request.
@@ -21,16 +21,26 @@ const (
 	MaxCandidates = 1 << 14
 )
 
+// Source is the projected index the server answers from: the replica's
+// own (projection.Projector) or the pool's shared one (projection.Shared).
+type Source interface {
+	Keyer() *blockkey.Keyer
+	Match(ctx context.Context, keys []blockkey.Key, candidates []string, now int64) ([]index.Match, error)
+	Lookup(ctx context.Context, k blockkey.Key) ([]index.Holder, error)
+	// StreamSequence is the stream sequence the index covers.
+	StreamSequence() uint64
+}
+
 // Server serves IndexerService for one pool.
 type Server struct {
 	indexerv1.UnimplementedIndexerServiceServer
 	pool string
-	proj *projection.Projector
+	proj Source
 	now  func() time.Time
 }
 
 // New returns the server of pool over proj's index.
-func New(pool string, proj *projection.Projector) *Server {
+func New(pool string, proj Source) *Server {
 	return &Server{pool: pool, proj: proj, now: time.Now}
 }
 
@@ -42,7 +52,7 @@ func (s *Server) checkPool(pool string) error {
 }
 
 // Score implements IndexerService.
-func (s *Server) Score(_ context.Context, req *indexerv1.ScoreRequest) (*indexerv1.ScoreResponse, error) {
+func (s *Server) Score(ctx context.Context, req *indexerv1.ScoreRequest) (*indexerv1.ScoreResponse, error) {
 	if err := s.checkPool(req.GetPool()); err != nil {
 		return nil, err
 	}
@@ -59,7 +69,7 @@ func (s *Server) Score(_ context.Context, req *indexerv1.ScoreRequest) (*indexer
 	case len(tokens) > 0 && req.GetModel() == "" && req.GetLoraName() == "":
 		return nil, status.Error(codes.InvalidArgument, "model: required with token_ids (blocks chain from the model or adapter)")
 	}
-	idx := s.proj.Index()
+	idx := s.proj
 	var keys []blockkey.Key
 	if len(tokens) > 0 {
 		root := req.GetModel()
@@ -73,11 +83,15 @@ func (s *Server) Score(_ context.Context, req *indexerv1.ScoreRequest) (*indexer
 			keys[i] = blockkey.Key(k)
 		}
 	}
-	matches := idx.Match(keys, req.GetCandidates(), s.now().UnixNano(), nil)
+	seq := s.proj.StreamSequence()
+	matches, err := idx.Match(ctx, keys, req.GetCandidates(), s.now().UnixNano())
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the index: %v", err)
+	}
 	resp := &indexerv1.ScoreResponse{
 		Scores:         make([]*indexerv1.EndpointScore, len(matches)),
 		PromptBlocks:   int32(len(keys)),
-		StreamSequence: s.proj.StreamSequence(),
+		StreamSequence: seq,
 	}
 	for i, m := range matches {
 		resp.Scores[i] = &indexerv1.EndpointScore{Endpoint: req.GetCandidates()[i], Blocks: int32(m.Blocks), Score: m.Score}
@@ -86,18 +100,21 @@ func (s *Server) Score(_ context.Context, req *indexerv1.ScoreRequest) (*indexer
 }
 
 // Lookup implements IndexerService.
-func (s *Server) Lookup(_ context.Context, req *indexerv1.LookupRequest) (*indexerv1.LookupResponse, error) {
+func (s *Server) Lookup(ctx context.Context, req *indexerv1.LookupRequest) (*indexerv1.LookupResponse, error) {
 	if err := s.checkPool(req.GetPool()); err != nil {
 		return nil, err
 	}
 	if n := len(req.GetBlockKeys()); n > MaxBlockKeys {
 		return nil, status.Errorf(codes.InvalidArgument, "block_keys: at most %d (got %d)", MaxBlockKeys, n)
 	}
-	idx := s.proj.Index()
 	resp := &indexerv1.LookupResponse{StreamSequence: s.proj.StreamSequence()}
 	for _, k := range req.GetBlockKeys() {
 		bh := &indexerv1.BlockHolders{BlockKey: k}
-		for _, h := range idx.Lookup(blockkey.Key(k)) {
+		holders, err := s.proj.Lookup(ctx, blockkey.Key(k))
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "the index: %v", err)
+		}
+		for _, h := range holders {
 			holder := &indexerv1.Holder{Endpoint: h.Pod}
 			for _, t := range h.Tiers {
 				holder.Tiers = append(holder.Tiers, t.String())

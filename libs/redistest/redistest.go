@@ -1,0 +1,126 @@
+// Package redistest runs a real redis-server for tests: on a free loopback
+// port, without persistence, stopped when the test ends. Tests that need
+// the server to go away and come back use Stop and Start.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Server is a redis-server child process.
+type Server struct {
+	tb   testing.TB
+	port int
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// Start runs a redis-server (skipping the test when the binary is
+// missing: make deps installs it) and stops it when the test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		tb.Skip("redis-server is not installed (make deps installs it)")
+	}
+	s := &Server{tb: tb}
+	var lastErr error
+	for range 5 {
+		s.port = freePort(tb)
+		if lastErr = s.start(); lastErr == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+	}
+	tb.Fatalf("redis-server: %v", lastErr)
+	return nil
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Stop kills the server (its data goes with it).
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Restart starts an empty server on the same port after Stop.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	if err := s.start(); err != nil {
+		s.tb.Fatalf("redis-server restart: %v", err)
+	}
+}
+
+func (s *Server) start() error {
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("exited: %w", exitErr)
+		default:
+		}
+		if ping(s.Addr()) == nil {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	return fmt.Errorf("no answer on %s within 10s", s.Addr())
+}
+
+// ping sends PING and expects +PONG.
+func ping(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 7)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if string(buf[:n]) != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", buf[:n])
+	}
+	return nil
+}
+
+func freePort(tb testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
