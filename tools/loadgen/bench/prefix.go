@@ -16,13 +16,13 @@ type PrefixOptions struct {
 }
 
 // PrefixFleet is the fleet of the prefix benchmark: eight pods of the
-// simulator's 8B-class model, each with room for about six customers'
-// conversations in its KV cache (4000 blocks of 16 tokens): every customer
-// fits somewhere, but not everywhere.
+// simulator's 8B-class model, each with room for the common preamble and
+// about a dozen customers' conversations in its KV cache (8000 blocks of
+// 16 tokens): every customer fits somewhere, but not everywhere.
 func PrefixFleet() Fleet {
 	c := CostModel{
 		StepOverhead: 10 * time.Millisecond, PrefillPerToken: 35 * time.Microsecond, DecodePerSeq: 200 * time.Microsecond,
-		AttentionPerKVToken: 100 * time.Nanosecond, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, NumGPUBlocks: 4000, BlockSize: 16,
+		AttentionPerKVToken: 100 * time.Nanosecond, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, NumGPUBlocks: 8000, BlockSize: 16,
 	}
 	// speed 3: faster, the 2-core machine cannot keep the eight pods, the
 	// stack and the client in time with long prompts (latencies blur)
@@ -32,9 +32,14 @@ func PrefixFleet() Fleet {
 // DefaultPrefix returns the prefix benchmark's defaults.
 func DefaultPrefix() PrefixOptions {
 	w := workload.DefaultSharedPrefix()
-	// 32 customers with 8000-token system prompts, 12 turns each: first
-	// turns, always cold, stay under a tenth of the requests
-	w.Customers, w.SystemTokens, w.Turns = 32, 8000, 12
+	// 32 customers, 16 turns each (first turns, always cold, are a
+	// sixteenth of the requests), each with an 8000-token system prompt of
+	// its own after a 4500-token preamble common to all (an agent's shared
+	// instructions and tools): 18000 characters, beyond the approximate
+	// scorer's reach (maxPrefixBlocksToMatch 256 blocks of 64 characters),
+	// so it sees only the preamble and cannot tell customers apart, while
+	// the engines' events show where each customer's own prompt is
+	w.Customers, w.PreambleTokens, w.SystemTokens, w.Turns = 32, 4500, 8000, 16
 	return PrefixOptions{Workload: w, Fleet: PrefixFleet(), Pickers: 1, SampleInterval: time.Second}
 }
 

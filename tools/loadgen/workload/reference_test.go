@@ -174,6 +174,22 @@ func TestSharedPrefixConversationsGrowFromTheirSystemPrompt(t *testing.T) {
 			t.Fatal("two customers share a system prompt")
 		}
 	}
+	o.PreambleTokens = 500
+	pre, err := SharedPrefix(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := 1; c < 5; c++ {
+		a, b := pre.Requests[0].Prompt, pre.Requests[3*c].Prompt
+		n := 0
+		for n < len(a) && n < len(b) && a[n] == b[n] {
+			n++
+		}
+		if n < 4*o.PreambleTokens || n > 4*o.PreambleTokens+200 {
+			t.Fatalf("customers 0 and %d share %d characters, want the %d-token preamble", c, n, o.PreambleTokens)
+		}
+	}
+	o.PreambleTokens = 0
 	again, _ := SharedPrefix(o)
 	if again.Requests[7].Prompt != w.Requests[7].Prompt || again.Requests[7].At != w.Requests[7].At {
 		t.Fatal("not deterministic")

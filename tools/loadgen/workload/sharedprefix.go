@@ -17,6 +17,10 @@ import (
 type SharedPrefixOptions struct {
 	// Customers is how many customers converse.
 	Customers int
+	// PreambleTokens is the length of a preamble every customer's system
+	// prompt starts with (an agent's shared instructions and tool catalog),
+	// in tokens; 0 for none.
+	PreambleTokens int
 	// SystemTokens is the length of each customer's system prompt, in
 	// tokens (about 4 characters each).
 	SystemTokens int
@@ -54,6 +58,7 @@ func (o SharedPrefixOptions) Validate() error {
 	}
 	check(o.Customers > 0, "customers: must be positive (got %d)", o.Customers)
 	check(o.SystemTokens >= 0, "system tokens: must not be negative (got %d)", o.SystemTokens)
+	check(o.PreambleTokens >= 0, "preamble tokens: must not be negative (got %d)", o.PreambleTokens)
 	check(o.Turns > 0, "turns: must be positive (got %d)", o.Turns)
 	check(o.QuestionTokens > 0 && o.AnswerTokens > 0, "question and answer tokens: must be positive")
 	check(o.Rate > 0 && !math.IsInf(o.Rate, 0), "rate: must be positive (got %v)", o.Rate)
@@ -69,9 +74,14 @@ func SharedPrefix(o SharedPrefixOptions) (*Workload, error) {
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x5eed))
 	w := &Workload{Name: "shared-prefix"}
 	start := 0.0
+	preamble := ""
+	if o.PreambleTokens > 0 {
+		preamble = text(rng, "You are a support agent of the platform. Shared instructions and tool catalog follow.", o.PreambleTokens) + "\n"
+	}
 	for c := range o.Customers {
 		start += rng.ExpFloat64() / o.Rate
 		var convo strings.Builder
+		convo.WriteString(preamble)
 		convo.WriteString(text(rng, fmt.Sprintf("You are the support assistant of customer %d. Policies and manuals follow.", c), o.SystemTokens))
 		for turn := range o.Turns {
 			convo.WriteString("\nUser: ")
@@ -84,7 +94,7 @@ func SharedPrefix(o SharedPrefixOptions) (*Workload, error) {
 			at := start + float64(turn)*o.ThinkTime.Seconds()
 			w.Requests = append(w.Requests, Request{
 				ID: fmt.Sprintf("C%03d_T%d", c, turn+1), Kind: kind, At: seconds(at),
-				ISLWords: (o.SystemTokens + (turn+1)*(o.QuestionTokens+o.AnswerTokens)) / 4, MaxTokens: o.AnswerTokens, Prompt: convo.String(),
+				ISLWords: (o.PreambleTokens + o.SystemTokens + (turn+1)*(o.QuestionTokens+o.AnswerTokens)) / 4, MaxTokens: o.AnswerTokens, Prompt: convo.String(),
 			})
 			// the next turn resends this one with an answer (the model's
 			// real answer is not known in advance; any text of its length
@@ -93,8 +103,8 @@ func SharedPrefix(o SharedPrefixOptions) (*Workload, error) {
 			convo.WriteString(text(rng, "", o.AnswerTokens))
 		}
 	}
-	w.Summary = append(w.Summary, fmt.Sprintf("[Workload] shared-prefix: %d customers x %d turns, %d-token system prompts, %.1f conversations/s, %v between turns",
-		o.Customers, o.Turns, o.SystemTokens, o.Rate, o.ThinkTime))
+	w.Summary = append(w.Summary, fmt.Sprintf("[Workload] shared-prefix: %d customers x %d turns, %d-token system prompts after a %d-token preamble common to all, %.1f conversations/s, %v between turns",
+		o.Customers, o.Turns, o.SystemTokens, o.PreambleTokens, o.Rate, o.ThinkTime))
 	return w, nil
 }
 

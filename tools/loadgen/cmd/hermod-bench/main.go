@@ -121,6 +121,7 @@ func prefix(args []string) error {
 	fs.IntVar(&o.Pickers, "pickers", o.Pickers, "picker replicas of each stack")
 	fs.IntVar(&o.Workload.Customers, "customers", o.Workload.Customers, "customers, each with a system prompt of its own")
 	fs.IntVar(&o.Workload.SystemTokens, "system-tokens", o.Workload.SystemTokens, "tokens of each system prompt")
+	fs.IntVar(&o.Workload.PreambleTokens, "preamble-tokens", o.Workload.PreambleTokens, "tokens of the preamble every system prompt starts with (0: none)")
 	fs.IntVar(&o.Workload.Turns, "turns", o.Workload.Turns, "requests per customer")
 	fs.Float64Var(&o.Workload.Rate, "rate", o.Workload.Rate, "conversations starting per second")
 	fs.DurationVar(&o.Workload.ThinkTime, "think-time", o.Workload.ThinkTime, "time between a customer's turns")
