@@ -25,6 +25,47 @@ end
 return out
 `)
 
+// runScript counts, inside the server, each candidate's run of the
+// prompt's keys from the first. KEYS: the keys in order; ARGV: distinct
+// candidates. It returns, per candidate in order, {blocks, blocks on
+// tier 0, tier 1, tier 2} (each block counted on the best tier the pod
+// holds it on).
+var runScript = valkey.NewLuaScriptReadOnly(`
+local runs, alive, n = {}, {}, 0
+for i, p in ipairs(ARGV) do
+  runs[p] = {0, 0, 0, 0}
+  alive[p] = true
+  n = n + 1
+end
+for i = 1, #KEYS do
+  if n == 0 then break end
+  local h = redis.call('HGETALL', KEYS[i])
+  local best = {}
+  for j = 1, #h, 2 do
+    local f = h[j]
+    local pod = string.sub(f, 2)
+    if alive[pod] and tonumber(h[j+1]) > 0 then
+      local t = string.byte(f, 1)
+      if best[pod] == nil or t < best[pod] then best[pod] = t end
+    end
+  end
+  for pod in pairs(alive) do
+    local t = best[pod]
+    if t then
+      local r = runs[pod]
+      r[1] = r[1] + 1
+      r[t + 2] = r[t + 2] + 1
+    else
+      alive[pod] = nil
+      n = n - 1
+    end
+  end
+end
+local out = {}
+for i, p in ipairs(ARGV) do out[i] = runs[p] end
+return out
+`)
+
 // Speculation is the replica's speculative entries (index.Index keeps
 // them).
 type Speculation interface {
@@ -61,6 +102,10 @@ func (x *Index) Match(ctx context.Context, keys []blockkey.Key, candidates []str
 	names := make([]string, len(keys))
 	for i, k := range keys {
 		names[i] = x.blockKey(k)
+	}
+	if least == 0 {
+		// no speculative entry for a candidate: the server counts the runs
+		return x.matchRuns(ctx, names, candidates, slot, alive, out)
 	}
 	res, err := matchScript.Exec(ctx, x.c, names, []string{strconv.Itoa(least)}).ToArray()
 	if err != nil {
@@ -112,6 +157,37 @@ func (x *Index) Match(ctx context.Context, keys []blockkey.Key, candidates []str
 			}
 		}
 		alive = kept
+	}
+	for c, name := range candidates {
+		if first := slot[name]; first != c {
+			out[c] = out[first]
+		}
+	}
+	return out, nil
+}
+
+// matchRuns has the server count the runs (runScript).
+func (x *Index) matchRuns(ctx context.Context, names, candidates []string, slot map[string]int, distinct []int, out []index.Match) ([]index.Match, error) {
+	args := make([]string, len(distinct))
+	for i, c := range distinct {
+		args[i] = candidates[c]
+	}
+	res, err := runScript.Exec(ctx, x.c, names, args).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("valkey index: match: %w", err)
+	}
+	if len(res) != len(distinct) {
+		return nil, fmt.Errorf("valkey index: match: %d runs for %d candidates", len(res), len(distinct))
+	}
+	for i, c := range distinct {
+		run, err := res[i].AsIntSlice()
+		if err != nil || len(run) != 4 {
+			return nil, fmt.Errorf("valkey index: match: run %v: %w", run, err)
+		}
+		out[c].Blocks = int(run[0])
+		for t := range 3 {
+			out[c].Score += float64(run[t+1]) * x.w[t]
+		}
 	}
 	for c, name := range candidates {
 		if first := slot[name]; first != c {

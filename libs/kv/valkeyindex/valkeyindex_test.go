@@ -330,3 +330,40 @@ func TestSpeculativeEntriesCarryTheRunOn(t *testing.T) {
 		t.Fatalf("after expiry %+v, want 2 and 0", got)
 	}
 }
+
+// BenchmarkMatch512Blocks100Pods: a 512-block prompt against 100
+// candidates, ten of which hold runs of it, over loopback to a real
+// server (the Lua walk and the reply).
+func BenchmarkMatch512Blocks100Pods(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	x := open(b, client(b, srv))
+	const blocks = 512
+	toks := make([]uint32, blocks*bs)
+	for i := range toks {
+		toks[i] = uint32(i)
+	}
+	var pods []string
+	for p := range 100 {
+		pods = append(pods, fmt.Sprintf("pod-%02d", p))
+	}
+	for p := range 10 {
+		n := blocks * (p + 1) / 10
+		hashes := make([]uint64, n)
+		for i := range hashes {
+			hashes[i] = uint64(i + 1)
+		}
+		ev := events.Event{Kind: events.KindBlockStored, BlockSize: bs, BlockHashes: hashes, TokenIDs: toks[:n*bs]}
+		if _, _, err := x.Apply(ctx, valkeyindex.Batch{StreamSeq: uint64(p + 1), Pod: pods[p*10], Model: model, Events: &events.Batch{Events: []events.Event{ev}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	keys := x.Keyer().Prompt(nil, model, toks)
+	b.ResetTimer()
+	for b.Loop() {
+		m, err := x.Match(ctx, keys, pods, nil, 0)
+		if err != nil || m[90].Blocks != blocks {
+			b.Fatalf("%v %v", m[90], err)
+		}
+	}
+}
