@@ -11,6 +11,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/decider"
 	_ "github.com/hermod/hermod/libs/plugins/filter"
 	_ "github.com/hermod/hermod/libs/plugins/headers"
+	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
 	_ "github.com/hermod/hermod/libs/plugins/picker"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
@@ -41,6 +42,7 @@ func ValidationOptions() []scheduling.Option {
 	return []scheduling.Option{
 		scheduling.WithService(preciseprefix.IndexerService, preciseprefix.Offline{}),
 		scheduling.WithService(preciseprefix.TokenizerService, preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}),
+		scheduling.WithService(leastrequest.StoreService, leastrequest.Offline{}),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"time"
 
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/picker/internal/app"
@@ -33,6 +34,9 @@ func run() error {
 	fs.DurationVar(&cfg.ReplayWindow, "replay-window", app.DefaultReplayWindow, "how much of the decision and completion streams to replay at start")
 	fs.IntVar(&cfg.Fallbacks, "fallbacks", service.DefaultFallbacks, "fallback endpoints returned beyond the primary target (0: none)")
 	fs.StringVar(&cfg.IndexerAddress, "indexer-address", "", "hermod-indexer's gRPC address, for precise-prefix-cache-scorer (empty: configs using it do not load)")
+	fs.StringVar(&cfg.InflightValkeyURL, "inflight-valkey-address", "", "Valkey/Redis URL (valkey://host:6379) of the pool's global in-flight counts, for valkey-least-request-picker (empty: configs using it do not load)")
+	fs.DurationVar(&cfg.InflightLeaseTTL, "inflight-lease-ttl", 15*time.Minute, "how long a pick counts without its completion before it is repaired (a gateway that died)")
+	fs.BoolVar(&cfg.LocalView, "local-view", false, "fold only this replica's own decisions and completions: each replica sees only the requests it routed (the per-proxy view, for comparisons; not for production)")
 	fs.StringVar(&cfg.Tokenizer, "tokenizer", "", `override the tokenizer configs name: "builtin" (the simulator's) for vllm-sim fleets; empty: as configured`)
 	fs.IntVar(&cfg.MaxFailures, "max-scrape-failures", endpoints.DefaultMaxFailures, "failed scrapes in a row that take an endpoint out of routing (-1: never)")
 	common.Register(fs)

@@ -57,6 +57,16 @@ type Config struct {
 	// Tokenizer overrides the tokenizer configs name ("builtin": the
 	// simulator's); empty: as configured.
 	Tokenizer string
+	// InflightValkeyURL, when set, is the Valkey/Redis server of the
+	// pool's global in-flight counts (valkey-least-request-picker).
+	InflightValkeyURL string
+	// InflightLeaseTTL is how long a pick's count lives without its
+	// completion (a gateway that died): then it is repaired.
+	InflightLeaseTTL time.Duration
+	// LocalView folds only this replica's own decisions and completions:
+	// the per-gateway view of in-flight requests a proxy has alone, for
+	// comparisons (bench-multi); never for production.
+	LocalView bool
 	// FilePollInterval is how often the config file is checked for
 	// changes.
 	FilePollInterval time.Duration
@@ -120,6 +130,7 @@ type app struct {
 	loader    *schedconfig.Loader
 	set       *endpoints.Set
 	folder    *projection.Folder
+	inflight  *inflightSync
 	svc       *service.Server
 
 	stops []func() // in reverse start order
@@ -168,6 +179,11 @@ func (a *app) start(ctx context.Context) error {
 		return err
 	}
 	a.stops = append(a.stops, closeServices)
+	inflightOpts, err := a.inflightService()
+	if err != nil {
+		return err
+	}
+	services = append(services, inflightOpts...)
 	a.loader, err = schedconfig.New(schedconfig.Version{Source: schedconfig.SourceDefault}, schedconfig.Options{
 		Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
 		SchedulerOptions: append(services, scheduling.WithLogger(a.log), scheduling.WithMetrics(schedMetrics)),
@@ -259,6 +275,7 @@ func (a *app) apply(v schedconfig.Version) {
 func (a *app) watchEndpoints(ctx context.Context) error {
 	w, err := coord.WatchEndpoints(ctx, a.etcd, a.cfg.Pool, func(s coord.Snapshot) {
 		a.set.SetRegistry(s.Revision, s.Endpoints)
+		a.syncInflight(s)
 		if !a.endpointsListed.Swap(true) {
 			a.log.Info("endpoints listed", "endpoints", len(s.Endpoints), "revision", s.Revision)
 		}

@@ -34,13 +34,21 @@ func (a *app) followStreams(ctx context.Context) error {
 	window := a.replayWindow()
 	since := time.Now().Add(-window)
 	cc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: completions, Start: since, Logger: a.log, Registerer: a.reg},
-		func(c *eventsv1.RequestCompleted, _ bus.Meta) { a.folder.Completion(ctx, c, projection.SourceStream) })
+		func(c *eventsv1.RequestCompleted, _ bus.Meta) {
+			if !a.cfg.LocalView {
+				a.folder.Completion(ctx, c, projection.SourceStream)
+			}
+		})
 	if err != nil {
 		return fmt.Errorf("follow completions: %w", err)
 	}
 	a.stops = append(a.stops, cc.Close)
 	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisions, Start: since, Logger: a.log},
-		func(d *eventsv1.RoutingDecision, _ bus.Meta) { a.folder.Decision(d) })
+		func(d *eventsv1.RoutingDecision, _ bus.Meta) {
+			if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
+				a.folder.Decision(d)
+			}
+		})
 	if err != nil {
 		return fmt.Errorf("follow decisions: %w", err)
 	}
@@ -109,13 +117,21 @@ func (a *app) rebuild(s *scheduling.Scheduler) error {
 	since := time.Now().Add(-window)
 	start := time.Now()
 	cc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: completions, Start: since, Logger: a.log},
-		func(c *eventsv1.RequestCompleted, _ bus.Meta) { a.folder.ReplayCompletion(ctx, s, c) })
+		func(c *eventsv1.RequestCompleted, _ bus.Meta) {
+			if !a.cfg.LocalView {
+				a.folder.ReplayCompletion(ctx, s, c)
+			}
+		})
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
 	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisions, Start: since, Logger: a.log},
-		func(d *eventsv1.RoutingDecision, _ bus.Meta) { a.folder.Replay(s, d) })
+		func(d *eventsv1.RoutingDecision, _ bus.Meta) {
+			if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
+				a.folder.Replay(s, d)
+			}
+		})
 	if err != nil {
 		return err
 	}

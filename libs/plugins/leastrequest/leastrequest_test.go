@@ -1,0 +1,155 @@
+package leastrequest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/goleak"
+
+	"github.com/hermod/hermod/libs/inflight"
+	"github.com/hermod/hermod/libs/plugins/leastrequest"
+	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
+	_ "github.com/hermod/hermod/libs/plugins/scorer"
+	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const config = `
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: valkey-least-request-picker
+  parameters:
+    maxInflightPerEndpoint: 2
+    maxNumOfEndpoints: 2
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: valkey-least-request-picker
+`
+
+func newScheduler(t *testing.T, c leastrequest.Counter) *scheduling.Scheduler {
+	t.Helper()
+	cfg, err := scheduling.ParseConfig([]byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduling.New(cfg, scheduling.WithService(leastrequest.StoreService, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func fleet(waiting ...int) []*scheduling.Endpoint {
+	var eps []*scheduling.Endpoint
+	for i, w := range waiting {
+		e := scheduling.NewEndpoint(fmt.Sprintf("pod-%d", i), "10.0.0.1", 8000+i, nil)
+		eps = append(eps, e.WithMetrics(&scheduling.Metrics{WaitingRequests: w}))
+	}
+	return eps
+}
+
+func schedule(t *testing.T, s *scheduling.Scheduler, id string, eps []*scheduling.Endpoint) (*scheduling.Result, error) {
+	t.Helper()
+	req, err := scheduling.ParseRequest(scheduling.APICompletions, []byte(`{"model":"m","prompt":"hello"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ID = id
+	return s.Schedule(context.Background(), req, eps)
+}
+
+func TestPicksThroughTheServerAndFallsBackWithoutIt(t *testing.T) {
+	srv := redistest.Start(t)
+	opt, _ := valkey.ParseURL(srv.URL())
+	opt.DisableCache = true
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	store := inflight.New(c, "p", 0)
+	s := newScheduler(t, store)
+	eps := fleet(0, 3, 0) // pod-1 queues: scores order pod-0, pod-2 first
+	var picks []string
+	for i := range 6 {
+		res, err := schedule(t, s, fmt.Sprint("r", i), eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		picks = append(picks, res.Target().Endpoint.Name)
+		if len(res.Primary.Targets) != 2 {
+			t.Fatalf("targets %v: want a fallback", res.Primary.Targets)
+		}
+		res.Release()
+	}
+	// least in flight first, score order on ties; at most 2 each
+	if fmt.Sprint(picks) != "[pod-0 pod-2 pod-1 pod-0 pod-2 pod-1]" {
+		t.Fatalf("picks %v", picks)
+	}
+	if _, err := schedule(t, s, "r6", eps); err == nil {
+		t.Fatal("every pod at maxInflightPerEndpoint: the request must be shed")
+	}
+	// completions release (a second report counts once)
+	for _, id := range []string{"r0", "r0", "r3"} {
+		s.ResponseComplete(context.Background(), nil, &scheduling.Response{RequestID: id})
+	}
+	if m, _ := store.Counts(context.Background()); m["pod-0"] != 0 || m["pod-1"] != 2 {
+		t.Fatalf("counts %v", m)
+	}
+	// the server goes away: picks keep coming, from scores
+	srv.Stop()
+	start := time.Now()
+	for i := range 5 {
+		res, err := schedule(t, s, fmt.Sprint("down", i), eps)
+		if err != nil {
+			t.Fatalf("pick without the server: %v", err)
+		}
+		if name := res.Target().Endpoint.Name; name == "pod-1" {
+			t.Fatalf("fallback picked %s, want the best score", name)
+		}
+		res.Release()
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("5 picks without the server took %v", d)
+	}
+	// it comes back (empty): picks go through it again after retryInterval
+	srv.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := schedule(t, s, fmt.Sprint("back", time.Now().UnixNano()), eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Release()
+		if m, _ := store.Counts(context.Background()); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("picks did not return to the server")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestValidatesOffline(t *testing.T) {
+	s := newScheduler(t, leastrequest.Offline{})
+	res, err := schedule(t, s, "r", fleet(1, 0))
+	if err != nil || res.Target().Endpoint.Name != "pod-1" {
+		t.Fatalf("offline: %v %v", res, err)
+	}
+	res.Release()
+	cfg, _ := scheduling.ParseConfig([]byte(config))
+	if _, err := scheduling.New(cfg); err == nil {
+		t.Fatal("loaded without the in-flight service")
+	}
+}
