@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix microbench clean help
+.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi microbench clean help
 
 all: build
 
@@ -39,6 +39,7 @@ help:
 	@echo "make bench        the routing benchmark: round-robin against load-aware on reference/000's workload"
 	@echo "                  (report in bench-out/routing; BENCH_ARGS='--speed 5' passes flags to hermod-bench)"
 	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing"
+	@echo "make bench-multi  4 gateways: per-gateway least-request against the events and Valkey global views"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 
@@ -129,6 +130,12 @@ bench: apt-deps binaries
 # writes to bench-out/prefix.
 bench-prefix: apt-deps binaries
 	$(BIN)/hermod-bench prefix --out bench-out/prefix $(BENCH_ARGS)
+
+# The many-gateways benchmark: 4 gateways each with its own picker, 8 pods
+# serving one ~1 s request at a time, at 80% of capacity; per-gateway
+# least-request against the events and Valkey global views.
+bench-multi: apt-deps binaries
+	$(BIN)/hermod-bench multi --out bench-out/multi $(BENCH_ARGS)
 
 microbench:
 	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done

@@ -7,6 +7,7 @@ require (
 	github.com/hermod/hermod/tools/devstack v0.0.0
 	github.com/hermod/hermod/tools/loadgen v0.0.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/valkey-io/valkey-go v1.0.79
 	google.golang.org/grpc v1.85.0
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -208,4 +209,30 @@ func TestScriptFlushRecovers(t *testing.T) {
 	if m := counts(t, s); m["a"] != 0 || m["b"] != 0 {
 		t.Fatalf("counts %v", m)
 	}
+}
+
+// BenchmarkPickRelease: the atomic pick over 8 candidates and its release
+// on a real server over loopback; reports the pick's round-trip p50/p99.
+func BenchmarkPickRelease(b *testing.B) {
+	srv := redistest.Start(b)
+	s := inflight.New(client(b, srv), "p", 0)
+	ctx := context.Background()
+	eps := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"}
+	var rtts []time.Duration
+	i := 0
+	for b.Loop() {
+		id := fmt.Sprint("r", i)
+		i++
+		start := time.Now()
+		if _, _, err := s.Pick(ctx, id, eps, 0); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(start))
+		if _, err := s.Release(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "pick-p50-µs")
+	b.ReportMetric(float64(rtts[len(rtts)*99/100].Microseconds()), "pick-p99-µs")
 }

@@ -11,9 +11,14 @@ import (
 
 // State is the running stack.
 type State struct {
-	Pool          string         `json:"pool"`
-	Model         string         `json:"model"`
-	Gateway       string         `json:"gateway"` // host:port of the OpenAI API
+	Pool    string `json:"pool"`
+	Model   string `json:"model"`
+	Gateway string `json:"gateway"` // host:port of the OpenAI API
+	// Gateways are every gateway replica's host:port (the first is
+	// Gateway).
+	Gateways []string `json:"gateways"`
+	// Valkey is the in-flight server's host:port (devstack --valkey).
+	Valkey        string         `json:"valkey,omitempty"`
 	NATSURL       string         `json:"nats_url"`
 	EtcdEndpoints []string       `json:"etcd_endpoints"`
 	Pickers       []Service      `json:"pickers"`

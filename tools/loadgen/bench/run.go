@@ -62,7 +62,7 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		fmt.Fprintf(env.Progress, "run %s: %s routing, %d pods, speed %g, %d requests\n", spec.Name, spec.Stack.Policy, spec.Fleet.Pods, spec.Fleet.Speed, len(spec.Workload.Requests))
 	}
 	res, runErr := runner.Run(ctx, spec.Workload, runner.Options{
-		BaseURL: "http://" + st.state.Gateway, Model: spec.Fleet.Model, Stream: spec.Stream,
+		BaseURL: "http://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap, Pods: pods, SampleInterval: spec.SampleInterval,
 		Progress: env.Progress,
 	})
@@ -78,4 +78,15 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		res.PrintSummary(env.Progress)
 	}
 	return out, nil
+}
+
+// moreGateways are the base URLs of the gateways after the first.
+func moreGateways(all []string) []string {
+	var out []string
+	for i, g := range all {
+		if i > 0 {
+			out = append(out, "http://"+g)
+		}
+	}
+	return out
 }

@@ -100,6 +100,14 @@ type Stack struct {
 	// Config is the EndpointPickerConfig YAML.
 	Config  string `json:"config"`
 	Pickers int    `json:"pickers"`
+	// Gateways is how many gateway replicas the client spreads its
+	// requests over (default 1); PairGateways gives each its own picker.
+	Gateways     int  `json:"gateways,omitempty"`
+	PairGateways bool `json:"pair_gateways,omitempty"`
+	// Valkey runs the in-flight server (valkey-least-request-picker).
+	Valkey bool `json:"valkey,omitempty"`
+	// PickerArgs are more picker arguments (e.g. --local-view).
+	PickerArgs []string `json:"picker_args,omitempty"`
 }
 
 // Spec is one run: a stack, a fleet and a workload (built from its seed).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -64,6 +65,12 @@ func startStack(ctx context.Context, binDir, dir string, spec *Spec, log io.Writ
 	}
 	if f.SlowPods > 0 {
 		args = append(args, "--slow-speed", strconv.FormatFloat(f.SlowSpeed, 'g', -1, 64))
+	}
+	if st := spec.Stack; st.Gateways > 1 || st.PairGateways || st.Valkey || len(st.PickerArgs) > 0 {
+		args = append(args, "--gateways", strconv.Itoa(max(st.Gateways, 1)), "--pair-gateways="+strconv.FormatBool(st.PairGateways), "--valkey="+strconv.FormatBool(st.Valkey))
+		if len(st.PickerArgs) > 0 {
+			args = append(args, "--picker-args", strings.Join(st.PickerArgs, ","))
+		}
 	}
 	tail := &tailBuffer{max: 64 << 10}
 	var out io.Writer = tail
@@ -170,20 +177,19 @@ func isInterrupt(err error) bool {
 }
 
 // freePortRuns finds runs of consecutive free ports of the given lengths
-// (pods take consecutive ports from a base).
+// (pods take consecutive ports from a base), below the ephemeral range:
+// a port there is never taken by an outgoing connection between the
+// search and the pod's bind (a stack's children connect to each other
+// all the time).
 func freePortRuns(lengths []int) ([]int, error) {
+	const lo, hi = 20000, 32000 // below Linux's default 32768-60999
 	out := make([]int, len(lengths))
 	used := map[int]bool{}
 	for i, n := range lengths {
 		found := false
-		for attempt := 0; attempt < 50 && !found; attempt++ {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			base := l.Addr().(*net.TCPAddr).Port
-			_ = l.Close()
-			found = base+n < 65536
+		for attempt := 0; attempt < 200 && !found; attempt++ {
+			base := lo + rand.IntN(hi-lo-n)
+			found = true
 			for p := base; found && p < base+n; p++ {
 				if used[p] || !portFree(p) {
 					found = false
@@ -197,7 +203,7 @@ func freePortRuns(lengths []int) ([]int, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("no run of %d free ports", n)
+			return nil, fmt.Errorf("no run of %d free ports between %d and %d", n, lo, hi)
 		}
 	}
 	return out, nil

@@ -65,6 +65,7 @@ type Summary struct {
 	Failed   int     `json:"failed"`
 	Avg      float64 `json:"avg"`
 	P50      float64 `json:"p50"`
+	P90      float64 `json:"p90"`
 	P95      float64 `json:"p95"`
 	P99      float64 `json:"p99"`
 	Max      float64 `json:"max"`
@@ -135,7 +136,7 @@ func Summarize(reqs []Result, totalE2E float64) Summary {
 		sum += l
 	}
 	s.Avg, s.P50, s.Max = sum/float64(len(lat)), median(lat), lat[len(lat)-1]
-	s.P95, s.P99 = rank(lat, 0.95), rank(lat, 0.99)
+	s.P90, s.P95, s.P99 = rank(lat, 0.90), rank(lat, 0.95), rank(lat, 0.99)
 	if len(ttft) > 0 {
 		slices.Sort(ttft)
 		s.TTFTP50, s.TTFTP90, s.TTFTP99 = median(ttft), rank(ttft, 0.90), rank(ttft, 0.99)

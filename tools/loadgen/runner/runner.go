@@ -40,8 +40,12 @@ type Pod struct {
 type Options struct {
 	// BaseURL is the OpenAI API, e.g. http://127.0.0.1:8080.
 	BaseURL string
-	APIKey  string
-	Model   string
+	// MoreBaseURLs are more replicas of the API: the requests go to
+	// BaseURL and these in turn (request i to the (i mod n)th), as a
+	// client spreading its load over several gateways does.
+	MoreBaseURLs []string
+	APIKey       string
+	Model        string
 	// Stream sends streaming requests (and records TTFT).
 	Stream bool
 	// Speed is the simulator's speed factor (1: real time).
@@ -101,7 +105,8 @@ func (o *Options) defaults() error {
 // run is one run in progress.
 type run struct {
 	o     Options
-	url   string
+	urls  []string
+	sent  atomic.Uint64 // requests handed a URL, for the rotation
 	start time.Time
 	done  atomic.Int64
 	fail  atomic.Int64
@@ -128,7 +133,10 @@ func Run(ctx context.Context, w *workload.Workload, o Options) (*Results, error)
 	if o.ownClient {
 		defer o.Client.CloseIdleConnections()
 	}
-	r := &run{o: o, url: strings.TrimRight(o.BaseURL, "/") + "/v1/completions", pods: map[string]string{}}
+	r := &run{o: o, pods: map[string]string{}}
+	for _, u := range append([]string{o.BaseURL}, o.MoreBaseURLs...) {
+		r.urls = append(r.urls, strings.TrimRight(u, "/")+"/v1/completions")
+	}
 	for _, p := range o.Pods {
 		r.pods[p.Address] = p.Name
 	}
@@ -304,7 +312,8 @@ func (r *run) send(ctx context.Context, q *workload.Request, res *Result, writte
 	ctx, cancel := context.WithTimeout(ctx, r.wall(r.o.Timeout))
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(b))
+	url := r.urls[(r.sent.Add(1)-1)%uint64(len(r.urls))]
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		res.Error = err.Error()
 		return

@@ -199,3 +199,20 @@ func TestSharedPrefixConversationsGrowFromTheirSystemPrompt(t *testing.T) {
 		t.Fatalf("rate 0: %v", err)
 	}
 }
+
+func TestSteadyArrivesAtItsRate(t *testing.T) {
+	w, err := Steady(SteadyOptions{Requests: 2000, Rate: 5, PromptTokens: 40, MaxTokens: 10, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rate := float64(len(w.Requests)) / w.Duration().Seconds()
+	if rate < 4.5 || rate > 5.5 {
+		t.Fatalf("%.2f requests/s, want about 5", rate)
+	}
+	if _, err := Steady(SteadyOptions{Requests: 1, Rate: 0, PromptTokens: 1, MaxTokens: 1}); err == nil || !strings.Contains(err.Error(), "rate") {
+		t.Fatalf("rate 0: %v", err)
+	}
+}

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -14,14 +16,37 @@ import (
 )
 
 // inflightSync keeps the global in-flight set's members equal to the
-// registry's endpoints and repairs expired leases.
+// registry's endpoints and repairs expired leases. Until the server has
+// been reached once, picks fall back to scores (store is nil).
 type inflightSync struct {
-	store   *inflight.Store
+	store   atomic.Pointer[inflight.Store]
 	changed chan []string // the registry's endpoint names, latest only
 }
 
-// inflightService connects to the in-flight server (with
-// --inflight-valkey-address) and provides it to valkey-least-request-picker.
+var errNotConnected = errors.New("the in-flight server has not been reached yet")
+
+// Pick implements leastrequest.Counter.
+func (s *inflightSync) Pick(ctx context.Context, requestID string, candidates []string, limit int) (string, int64, error) {
+	st := s.store.Load()
+	if st == nil {
+		return "", 0, errNotConnected
+	}
+	return st.Pick(ctx, requestID, candidates, limit)
+}
+
+// Release implements leastrequest.Counter.
+func (s *inflightSync) Release(ctx context.Context, requestIDs ...string) (int, error) {
+	st := s.store.Load()
+	if st == nil {
+		return 0, errNotConnected
+	}
+	return st.Release(ctx, requestIDs...)
+}
+
+// inflightService provides the in-flight server (with
+// --inflight-valkey-address) to valkey-least-request-picker. The picker
+// starts whether the server answers or not: it connects in the
+// background, and picks fall back to scores meanwhile.
 func (a *app) inflightService() ([]scheduling.Option, error) {
 	for _, c := range leastrequest.Collectors() {
 		if err := a.reg.Register(c); err != nil {
@@ -37,20 +62,46 @@ func (a *app) inflightService() ([]scheduling.Option, error) {
 	}
 	opt.DisableCache = true
 	opt.ClientName = "hermod-picker-" + a.cfg.Replica
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("--inflight-valkey-address %s: %w", a.cfg.InflightValkeyURL, err)
-	}
-	a.stops = append(a.stops, c.Close)
 	ttl := a.cfg.InflightLeaseTTL
 	if ttl <= 0 {
 		ttl = inflight.DefaultLeaseTTL
 	}
-	s := &inflightSync{store: inflight.New(c, a.cfg.Pool, ttl), changed: make(chan []string, 1)}
+	s := &inflightSync{changed: make(chan []string, 1)}
 	a.inflight = s
 	a.bg.Add(1)
-	go func() { defer a.bg.Done(); a.runInflight(a.bgCtx, s, min(max(ttl/4, time.Second), 30*time.Second)) }()
-	return []scheduling.Option{scheduling.WithService(leastrequest.StoreService, s.store)}, nil
+	go func() {
+		defer a.bg.Done()
+		c := a.connectInflight(a.bgCtx, opt)
+		if c == nil {
+			return
+		}
+		defer c.Close()
+		s.store.Store(inflight.New(c, a.cfg.Pool, ttl))
+		a.runInflight(a.bgCtx, s, min(max(ttl/4, time.Second), 30*time.Second))
+	}()
+	return []scheduling.Option{scheduling.WithService(leastrequest.StoreService, leastrequest.Counter(s))}, nil
+}
+
+// connectInflight dials the server until it answers or ctx ends.
+func (a *app) connectInflight(ctx context.Context, opt valkey.ClientOption) valkey.Client {
+	for warned := false; ; {
+		c, err := valkey.NewClient(opt)
+		if err == nil {
+			if warned {
+				a.log.Info("the in-flight server answers", "address", a.cfg.InflightValkeyURL)
+			}
+			return c
+		}
+		if !warned {
+			a.log.Warn("the in-flight server does not answer: picking from scores until it does", "address", a.cfg.InflightValkeyURL, "error", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // syncInflight hands the registry's endpoints to the sync loop.
@@ -82,7 +133,7 @@ func (a *app) runInflight(ctx context.Context, s *inflightSync, repairEvery time
 			pending = names
 		case <-t.C:
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if n, err := s.store.Repair(cctx); err != nil {
+			if n, err := s.store.Load().Repair(cctx); err != nil {
 				a.log.Debug("in-flight lease repair failed", "error", err)
 			} else if n > 0 {
 				a.log.Info("in-flight counts repaired: leases expired without their completion", "leases", n)
@@ -91,7 +142,7 @@ func (a *app) runInflight(ctx context.Context, s *inflightSync, repairEvery time
 		}
 		if pending != nil {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if _, err := s.store.Sync(cctx, pending); err != nil {
+			if _, err := s.store.Load().Sync(cctx, pending); err != nil {
 				a.log.Debug("in-flight endpoint sync failed (retried)", "error", err)
 			} else {
 				pending = nil

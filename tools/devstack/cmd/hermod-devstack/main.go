@@ -31,6 +31,11 @@ func run() error {
 	fs.Float64Var(&o.SlowSpeed, "slow-speed", 0.5, "speed factor of the slower pods")
 	fs.Float64Var(&o.Speed, "speed", 1, "simulated time runs this many times faster than real time")
 	fs.IntVar(&o.Pickers, "pickers", 1, "picker replicas")
+	fs.IntVar(&o.Gateways, "gateways", 1, "gateway replicas (the first on --listen, the others on free ports; the state file lists them)")
+	fs.BoolVar(&o.PairGateways, "pair-gateways", false, "give gateway i picker i alone (modulo --pickers) instead of every picker")
+	fs.BoolVar(&o.Valkey, "valkey", false, "run a redis-server for the pool's global in-flight counts (valkey-least-request-picker) and hand it to the pickers")
+	var pickerArgs cmdline.List
+	fs.Var(&pickerArgs, "picker-args", "more hermod-picker arguments, comma-separated (e.g. --picker-args=--local-view)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the gateway's OpenAI API")
 	fs.IntVar(&o.SimBasePort, "sim-base-port", 8000, "pod i serves HTTP on this port + i")
 	fs.IntVar(&o.KVBasePort, "kv-base-port", 5557, "pod i publishes KV events on this port + 2i (replay + 2i + 1)")
@@ -47,7 +52,7 @@ func run() error {
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
 		return err
 	}
-	o.EtcdEndpoints, o.SimArgs, o.Verbosity = etcd, simArgs, common.Verbosity
+	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
 	if o.BinDir == "" {
 		exe, err := os.Executable()
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,6 +46,17 @@ type Options struct {
 	SlowSpeed float64 // pod speed factor of the slow pods
 	Speed     float64 // simulated time factor of every pod
 	Pickers   int     // picker replicas
+	// Gateways is how many gateway replicas run (the first on Listen).
+	Gateways int
+	// PairGateways gives gateway i picker i (modulo the pickers) alone,
+	// instead of every picker: one picker per gateway, as a proxy with
+	// its own balancer.
+	PairGateways bool
+	// Valkey runs a redis-server for the pool's global in-flight counts
+	// and hands it to the pickers (--inflight-valkey-address).
+	Valkey bool
+	// PickerArgs are more hermod-picker arguments (e.g. --local-view).
+	PickerArgs []string
 
 	Listen        string // the gateway's OpenAI API
 	SimBasePort   int    // pod i listens on SimBasePort+i
@@ -228,7 +240,10 @@ func (s *stack) children() error {
 	etcd := strings.Join(s.state.EtcdEndpoints, ",")
 	v := strconv.Itoa(s.o.Verbosity)
 	bin := func(name string) string { return filepath.Join(s.o.BinDir, name) }
-	addrs, err := s.planAddrs(3 + 2*s.o.Pickers) // collector, indexer (2), pickers (2 each)
+	gateways := max(s.o.Gateways, 1)
+	// collector, indexer (2), pickers (2 each), the gateways after the
+	// first, the in-flight server
+	addrs, err := s.planAddrs(3 + 2*s.o.Pickers + gateways - 1 + 1)
 	if err != nil {
 		return err
 	}
@@ -271,12 +286,34 @@ func (s *stack) children() error {
 	}
 	s.procs = append(s.procs, p)
 	s.state.PIDs["indexer"] = p.pid()
+	valkeyAddr := addrs.next()
+	var pickerExtra []string
+	if s.o.Valkey {
+		redis, err := exec.LookPath("redis-server")
+		if err != nil {
+			return errors.New("--valkey needs redis-server (make deps installs it)")
+		}
+		host, port, _ := net.SplitHostPort(valkeyAddr)
+		p, err := start("valkey", true, s.out, redis, "--port", port, "--bind", host, "--save", "", "--appendonly", "no", "--protected-mode", "no")
+		if err != nil {
+			return err
+		}
+		s.procs = append(s.procs, p)
+		s.state.PIDs["valkey"] = p.pid()
+		s.state.Valkey = valkeyAddr
+		if err := waitPong(valkeyAddr, 10*time.Second); err != nil {
+			return fmt.Errorf("valkey: %w", err)
+		}
+		pickerExtra = append(pickerExtra, "--inflight-valkey-address", "redis://"+valkeyAddr)
+	}
+	pickerExtra = append(pickerExtra, s.o.PickerArgs...)
 	var pickerAddrs []string
 	for i := range s.o.Pickers {
 		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: addrs.next(), Ops: addrs.next()}
 		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
-		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(common, "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
-			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin")...)
+		args := append(append([]string(nil), common...), "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
+			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin")
+		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(args, pickerExtra...)...)
 		if err != nil {
 			return err
 		}
@@ -286,18 +323,31 @@ func (s *stack) children() error {
 		pickerAddrs = append(pickerAddrs, svc.GRPC)
 	}
 	s.state.Gateway = s.o.Listen
-	p, err = start("gateway", true, s.out, bin("hermod-gateway"), append(common, "--listen", s.o.Listen, "--picker-addrs", strings.Join(pickerAddrs, ","), "--replica", "gateway")...)
-	if err != nil {
-		return err
+	for i := range gateways {
+		name, listen, pickers := "gateway", s.o.Listen, pickerAddrs
+		if i > 0 {
+			name, listen = fmt.Sprintf("gateway-%d", i), addrs.next()
+		}
+		if s.o.PairGateways && len(pickerAddrs) > 0 {
+			pickers = pickerAddrs[i%len(pickerAddrs) : i%len(pickerAddrs)+1]
+		}
+		p, err = start(name, true, s.out, bin("hermod-gateway"), append(common, "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name)...)
+		if err != nil {
+			return err
+		}
+		s.procs = append(s.procs, p)
+		s.state.PIDs[name] = p.pid()
+		s.state.Gateways = append(s.state.Gateways, listen)
 	}
-	s.procs = append(s.procs, p)
-	s.state.PIDs["gateway"] = p.pid()
 	return nil
 }
 
 // waitReady waits until every service answers ready.
 func (s *stack) waitReady(ctx context.Context) error {
-	urls := map[string]string{"gateway": "http://" + s.state.Gateway + "/ready", "collector": "http://" + s.state.Collector.Ops + "/ready", "indexer": "http://" + s.state.Indexer.Ops + "/ready"}
+	urls := map[string]string{"collector": "http://" + s.state.Collector.Ops + "/ready", "indexer": "http://" + s.state.Indexer.Ops + "/ready"}
+	for i, g := range s.state.Gateways {
+		urls[fmt.Sprintf("gateway-%d", i)] = "http://" + g + "/ready"
+	}
 	for _, p := range s.state.Pickers {
 		urls[p.Name] = "http://" + p.Ops + "/ready"
 	}
@@ -525,4 +575,28 @@ func (p *addrPlan) next() string {
 func mustGetwd() string {
 	wd, _ := os.Getwd()
 	return wd
+}
+
+// waitPong waits until a Valkey/Redis server at addr answers PING.
+func waitPong(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 7)
+			_, err = c.Write([]byte("PING\r\n"))
+			if err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			_ = c.Close()
+			if err == nil && string(buf) == "+PONG\r\n" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer on %s within %v", addr, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -4,6 +4,7 @@
 //
 //	hermod-bench routing [flags]          round-robin against load-aware (make bench)
 //	hermod-bench prefix [flags]           random, load-only, approximate and precise prefix (make bench-prefix)
+//	hermod-bench multi [flags]            4 gateways: per-gateway least-request, events and Valkey global views (make bench-multi)
 //	hermod-bench report --out DIR FILE... a report from saved results
 package main
 
@@ -26,6 +27,7 @@ func main() { cmdline.Main("hermod-bench", run) }
 const usage = `Usage:
   hermod-bench routing [flags]           round-robin against load-aware on reference/000's workload
   hermod-bench prefix [flags]            random, load-only, approximate and precise prefix routing on shared prefixes
+  hermod-bench multi [flags]             many gateways: per-gateway least-request against the global views (events, Valkey)
   hermod-bench report --out DIR FILE...  compare saved results (results-*.json)
 `
 
@@ -39,6 +41,8 @@ func run() error {
 		return routing(os.Args[2:])
 	case "prefix":
 		return prefix(os.Args[2:])
+	case "multi":
+		return multi(os.Args[2:])
 	case "report":
 		return report(os.Args[2:])
 	case "-h", "--help", "help":
@@ -143,6 +147,42 @@ func prefix(args []string) error {
 	}
 	if p := p90["precise-prefix"]; p > 0 {
 		fmt.Printf("precise-prefix p90 TTFT: %.1fx lower than load-only, %.1fx lower than approx-prefix.\n", p90["load-only"]/p, p90["approx-prefix"]/p)
+	}
+	return nil
+}
+
+func multi(args []string) error {
+	o := bench.DefaultMulti()
+	fs := flag.NewFlagSet("hermod-bench multi", flag.ContinueOnError)
+	out := fs.String("out", "bench-out/multi", "directory of the results, charts and report")
+	binDir := fs.String("bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
+	stackLog := fs.Bool("stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	fs.Float64Var(&o.Fleet.Speed, "speed", o.Fleet.Speed, "the simulator's speed factor")
+	fs.IntVar(&o.Fleet.Pods, "pods", o.Fleet.Pods, "pods in the fleet")
+	fs.IntVar(&o.Gateways, "gateways", o.Gateways, "gateway replicas, each with its own picker")
+	fs.IntVar(&o.Workload.Requests, "requests", o.Workload.Requests, "requests sent")
+	fs.Float64Var(&o.Workload.Rate, "rate", o.Workload.Rate, "mean arrivals per second (simulated; the fleet serves about 1 per pod per second)")
+	fs.IntVar(&o.Workload.MaxTokens, "max-tokens", o.Workload.MaxTokens, "output tokens per request (20 ms each)")
+	fs.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "the workload's seed")
+	if err := cmdline.Parse(fs, args); err != nil {
+		return err
+	}
+	specs, err := bench.MultiSpecs(o)
+	if err != nil {
+		return err
+	}
+	rep, err := runAll(specs, *binDir, *out, *stackLog, "Many gateways: per-gateway least-request against the global views (events, Valkey)", "local-view")
+	if err != nil {
+		return err
+	}
+	p99 := map[string]float64{}
+	for _, row := range rep.Rows {
+		p99[row.Run] = row.P99
+	}
+	for _, global := range []string{"events", "valkey"} {
+		if p := p99[global]; p > 0 {
+			fmt.Printf("%s p99 latency: %.1fx lower than the per-gateway local view.\n", global, p99["local-view"]/p)
+		}
 	}
 	return nil
 }

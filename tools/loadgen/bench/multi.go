@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/hermod/hermod/tools/loadgen/workload"
+)
+
+// MultiOptions shape the many-gateways benchmark (reference/002's local
+// view problem).
+type MultiOptions struct {
+	Workload workload.SteadyOptions
+	Fleet    Fleet
+	// Gateways is how many gateway replicas the client spreads requests
+	// over, each with its own picker.
+	Gateways int
+	// SampleInterval is how often queues are sampled (simulated).
+	SampleInterval time.Duration
+}
+
+// MultiFleet is eight pods that each serve one request at a time (as an
+// image model's pods do in reference/002), about a second each: 48 output
+// tokens at 20 ms a step.
+func MultiFleet() Fleet {
+	c := CostModel{
+		StepOverhead: 19 * time.Millisecond, PrefillPerToken: 35 * time.Microsecond, DecodePerSeq: time.Millisecond,
+		AttentionPerKVToken: 100 * time.Nanosecond, MaxNumSeqs: 1, MaxNumBatchedTokens: 8192, NumGPUBlocks: 4000, BlockSize: 16,
+	}
+	return Fleet{Model: "meta-llama/Llama-3.1-8B-Instruct", Pods: 8, Speed: 2, Cost: c, Seed: 1}
+}
+
+// DefaultMulti returns the benchmark's defaults: 4 gateways, requests of
+// about a second arriving at 80% of the fleet's capacity (8 requests/s).
+func DefaultMulti() MultiOptions {
+	return MultiOptions{
+		Workload: workload.SteadyOptions{Requests: 600, Rate: 6.4, PromptTokens: 200, MaxTokens: 48, Seed: 1},
+		Fleet:    MultiFleet(), Gateways: 4, SampleInterval: 500 * time.Millisecond,
+	}
+}
+
+// MultiPolicies are the runs: per-gateway least-request (each picker sees
+// only what its gateway sent), the event-projected global view, and the
+// Valkey global view.
+var MultiPolicies = []string{"local-view", "events", "valkey"}
+
+// MultiSpecs returns the runs, each with Gateways gateways and as many
+// pickers, gateway i asking picker i.
+func MultiSpecs(o MultiOptions) ([]Spec, error) {
+	w, err := workload.Steady(o.Workload)
+	if err != nil {
+		return nil, err
+	}
+	var specs []Spec
+	for _, policy := range MultiPolicies {
+		name := "least-request"
+		st := Stack{Policy: policy, Pickers: o.Gateways, Gateways: o.Gateways, PairGateways: true}
+		switch policy {
+		case "local-view":
+			st.PickerArgs = []string{"--local-view"}
+		case "valkey":
+			name, st.Valkey = "valkey-least-request", true
+		}
+		if st.Config, err = Config(name); err != nil {
+			return nil, err
+		}
+		specs = append(specs, Spec{Name: policy, Stack: st, Fleet: o.Fleet, Workload: w, SampleInterval: o.SampleInterval})
+	}
+	return specs, nil
+}
