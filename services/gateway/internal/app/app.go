@@ -40,6 +40,9 @@ type Config struct {
 	PickTimeout   time.Duration
 	Replica       string
 	OTLPEndpoint  string
+	// FlowControlFile, when set, is the flow-control configuration
+	// (shedding, queueing by priority; flowcontrol.FileConfig).
+	FlowControlFile string
 	// Ready, when set, is called with the listen address once the gateway
 	// serves (tests).
 	Ready func(addr string)
@@ -123,8 +126,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer w.Close()
 
+	var flow *proxy.Flow
+	if cfg.FlowControlFile != "" {
+		f, stop, err := startFlowControl(ctx, cfg, nc, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		flow = f
+	}
 	h := proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Logger: log, Metrics: proxy.NewMetrics(reg)})
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: log, Metrics: proxy.NewMetrics(reg)})
 	ready := func() error {
 		if !modelsListed.Load() {
 			return errors.New("endpoints not listed yet")

@@ -26,6 +26,7 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
 	"github.com/hermod/hermod/services/gateway/internal/openai"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
@@ -65,8 +66,18 @@ type Options struct {
 	// MaxAttempts bounds the endpoints tried per request (default
 	// DefaultMaxAttempts).
 	MaxAttempts int
-	Logger      *slog.Logger
-	Metrics     *Metrics
+	// Flow, when set, admits requests before they are picked (shedding,
+	// queueing by priority); nil admits every request.
+	Flow    *Flow
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// Flow is the gateway's flow control: the controller and how requests
+// are classified.
+type Flow struct {
+	Controller *flowcontrol.Controller
+	Settings   flowcontrol.Settings
 }
 
 // Handler serves /v1/completions and /v1/chat/completions.
@@ -132,6 +143,10 @@ type request struct {
 	events     int
 	pickedAt   time.Time
 	clientGone bool
+	// keepable: flow control classified the request as not sheddable
+	// (priority >= 0): when the picker sheds it, it is refused with 503
+	// to retry, not 429
+	keepable bool
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, am *apiMetrics) {
@@ -162,6 +177,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 		return
 	}
 	req.info = info
+	if f := h.o.Flow; f != nil {
+		if !h.admit(w, r, req, f) {
+			return
+		}
+		defer f.Controller.Release()
+	}
 
 	// The pick is not canceled with the client: a decision taken after the
 	// client left is completed (as canceled) like any other, so that its
@@ -453,7 +474,13 @@ func (h *Handler) pickFailed(w http.ResponseWriter, r *http.Request, req *reques
 	case codes.NotFound:
 		h.fail(w, req, http.StatusNotFound, "model_not_found", "model", msg)
 	case codes.ResourceExhausted:
-		h.failRetry(w, req, http.StatusTooManyRequests, msg)
+		// every candidate is full: the sheddable go (429), the others are
+		// refused fast, to retry (503)
+		code := http.StatusTooManyRequests
+		if req.keepable {
+			code = http.StatusServiceUnavailable
+		}
+		h.failRetry(w, req, code, msg)
 	case codes.Unavailable, codes.Canceled:
 		h.failRetry(w, req, http.StatusServiceUnavailable, "no endpoint available: "+msg)
 	case codes.DeadlineExceeded:
@@ -461,6 +488,31 @@ func (h *Handler) pickFailed(w http.ResponseWriter, r *http.Request, req *reques
 	default:
 		h.fail(w, req, http.StatusInternalServerError, "", "", "picking an endpoint failed: "+msg)
 	}
+}
+
+// admit runs the request through flow control; false when it was
+// answered (shed, refused, timed out in the queue, or its client left).
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f *Flow) bool {
+	prio, flow, err := f.Settings.Classify(r.Header)
+	if err != nil {
+		h.fail(w, req, http.StatusBadRequest, "", "", err.Error())
+		return false
+	}
+	req.keepable = prio >= 0
+	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, flowcontrol.ErrShed):
+		h.failRetry(w, req, http.StatusTooManyRequests, "the pool is saturated and the request is sheddable")
+	case errors.Is(err, flowcontrol.ErrSaturated), errors.Is(err, flowcontrol.ErrQueueFull):
+		h.failRetry(w, req, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, flowcontrol.ErrTTL):
+		h.failRetry(w, req, http.StatusServiceUnavailable, "the request waited its time to live in the queue")
+	default: // the client left while queued
+		req.m.requests.WithLabelValues("499").Inc()
+	}
+	return false
 }
 
 func (h *Handler) failRetry(w http.ResponseWriter, req *request, code int, msg string) {

@@ -1,0 +1,140 @@
+package flowcontrol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Request headers of flow control.
+const (
+	ObjectiveHeader = "x-gateway-inference-objective"
+	PriorityHeader  = "x-gateway-inference-priority"
+	FairnessHeader  = "x-gateway-inference-fairness-id"
+)
+
+// FileConfig is the gateway's --flow-control file.
+type FileConfig struct {
+	// Queueing holds requests while the pool is saturated (off: shed
+	// sheddable ones with 429, refuse the others with 503 at once).
+	Queueing bool `json:"queueing"`
+	// MaxConcurrency bounds this gateway's requests in flight (0: none).
+	MaxConcurrency int `json:"maxConcurrency"`
+	// DefaultRequestTTL bounds a request's wait in the queue (default 30s).
+	DefaultRequestTTL string `json:"defaultRequestTTL"`
+	// MaxQueued bounds the requests waiting (default 10000).
+	MaxQueued int `json:"maxQueued"`
+	// Objectives name priorities for x-gateway-inference-objective.
+	Objectives map[string]int `json:"objectives"`
+	// BandShares give priority bands a least share of the dispatches.
+	BandShares map[string]float64 `json:"bandShares"`
+	// Saturation is the queue/kv rule's thresholds.
+	Saturation struct {
+		QueueDepthThreshold  int     `json:"queueDepthThreshold"`
+		KVCacheUtilThreshold float64 `json:"kvCacheUtilThreshold"`
+	} `json:"saturation"`
+}
+
+// Settings are a checked FileConfig.
+type Settings struct {
+	Config         Config
+	MaxConcurrency int
+	Objectives     map[string]int
+	QueueDepth     int
+	KVCacheUtil    float64
+}
+
+// ReadFile reads and checks a --flow-control file (YAML or JSON); errors
+// name the field.
+func ReadFile(name string) (Settings, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return Settings{}, fmt.Errorf("flow control: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse reads and checks a flow-control configuration.
+func Parse(data []byte) (Settings, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return Settings{}, fmt.Errorf("flow control: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var f FileConfig
+	if err := dec.Decode(&f); err != nil {
+		return Settings{}, fmt.Errorf("flow control: %w", err)
+	}
+	s := Settings{Config: Config{Queueing: f.Queueing, MaxQueued: f.MaxQueued, Shares: map[int]float64{}},
+		MaxConcurrency: f.MaxConcurrency, Objectives: f.Objectives, QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil}
+	var errs []error
+	if f.DefaultRequestTTL != "" {
+		d, err := time.ParseDuration(f.DefaultRequestTTL)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("defaultRequestTTL: %q is not a positive duration like 30s", f.DefaultRequestTTL))
+		}
+		s.Config.DefaultTTL = d
+	}
+	if f.MaxConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("maxConcurrency: must not be negative (got %d)", f.MaxConcurrency))
+	}
+	if f.MaxQueued < 0 {
+		errs = append(errs, fmt.Errorf("maxQueued: must not be negative (got %d)", f.MaxQueued))
+	}
+	total := 0.0
+	for band, share := range f.BandShares {
+		p, err := strconv.Atoi(band)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bandShares.%s: a band is a priority, an integer", band))
+			continue
+		}
+		if share <= 0 || share >= 1 {
+			errs = append(errs, fmt.Errorf("bandShares.%s: a share is between 0 and 1 (got %v)", band, share))
+		}
+		s.Config.Shares[p] = share
+		total += share
+	}
+	if total >= 1 {
+		errs = append(errs, fmt.Errorf("bandShares: the shares add up to %v, at least 1", total))
+	}
+	if v := f.Saturation.QueueDepthThreshold; v != 0 {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("saturation.queueDepthThreshold: must be positive (got %d)", v))
+		}
+		s.QueueDepth = v
+	}
+	if v := f.Saturation.KVCacheUtilThreshold; v != 0 {
+		if v < 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("saturation.kvCacheUtilThreshold: must be in (0, 1] (got %v)", v))
+		}
+		s.KVCacheUtil = v
+	}
+	return s, errors.Join(errs...)
+}
+
+// Classify reads a request's priority (the named objective's, else the
+// numeric header, else 0) and flow from its headers.
+func (s Settings) Classify(h http.Header) (priority int, flow string, err error) {
+	if name := h.Get(ObjectiveHeader); name != "" {
+		p, ok := s.Objectives[name]
+		if !ok {
+			return 0, "", fmt.Errorf("%s: unknown objective %q", ObjectiveHeader, name)
+		}
+		priority = p
+	} else if v := h.Get(PriorityHeader); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, "", fmt.Errorf("%s: %q is not an integer", PriorityHeader, v)
+		}
+		priority = p
+	}
+	return priority, h.Get(FairnessHeader), nil
+}

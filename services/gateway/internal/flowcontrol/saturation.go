@@ -1,0 +1,73 @@
+package flowcontrol
+
+import (
+	"sync"
+	"time"
+)
+
+// Saturation thresholds of the queue/kv rule: an endpoint is saturated
+// when its waiting queue reaches QueueDepth or its KV cache KVCacheUtil.
+const (
+	DefaultQueueDepth  = 5
+	DefaultKVCacheUtil = 0.8
+	// staleAfter: an endpoint whose metrics are older does not count
+	// (it left, or its collector lags).
+	staleAfter = 5 * time.Second
+)
+
+// PoolSaturation folds the pool's endpoint metrics into one signal: the
+// pool is saturated when every endpoint with fresh metrics is.
+type PoolSaturation struct {
+	QueueDepth  int
+	KVCacheUtil float64
+	now         func() time.Time
+
+	mu   sync.Mutex
+	pods map[string]podLoad
+}
+
+type podLoad struct {
+	saturated bool
+	at        time.Time
+}
+
+// NewPoolSaturation returns a tracker with the default thresholds.
+func NewPoolSaturation() *PoolSaturation {
+	return &PoolSaturation{QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil, now: time.Now, pods: map[string]podLoad{}}
+}
+
+// Update records an endpoint's latest metrics; it reports whether the
+// pool's saturation may have changed.
+func (p *PoolSaturation) Update(endpoint string, waiting int64, kvUsage float64) bool {
+	sat := waiting >= int64(p.QueueDepth) || kvUsage >= p.KVCacheUtil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old, ok := p.pods[endpoint]
+	p.pods[endpoint] = podLoad{saturated: sat, at: p.now()}
+	return !ok || old.saturated != sat
+}
+
+// Remove forgets an endpoint.
+func (p *PoolSaturation) Remove(endpoint string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pods, endpoint)
+}
+
+// Saturated reports whether every endpoint with fresh metrics is
+// saturated (false when none has any: nothing to go by).
+func (p *PoolSaturation) Saturated() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now, fresh := p.now(), 0
+	for _, l := range p.pods {
+		if now.Sub(l.at) > staleAfter {
+			continue
+		}
+		fresh++
+		if !l.saturated {
+			return false
+		}
+	}
+	return fresh > 0
+}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
+)
+
+// slowUpstream answers after release is closed.
+func slowUpstream(t *testing.T) (string, chan struct{}) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return hostPort(srv.URL), release
+}
+
+func flowGateway(t *testing.T, cfg string, target string) *gw {
+	t.Helper()
+	st, err := flowcontrol.Parse([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := flowcontrol.New(st.Config, flowcontrol.NewSlots(st.MaxConcurrency, nil))
+	return newGatewayWith(t, func(o *Options) { o.Flow = &Flow{Controller: ctrl, Settings: st} }, target)
+}
+
+// answer is what a client got.
+type answer struct {
+	code   int
+	header http.Header
+}
+
+func post(t *testing.T, url string, headers map[string]string) (answer, string, time.Duration) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return answer{code: resp.StatusCode, header: resp.Header}, string(b), time.Since(start)
+}
+
+func TestFlowControlShedsAndRefusesFast(t *testing.T) {
+	target, release := slowUpstream(t)
+	g := flowGateway(t, "maxConcurrency: 1\nobjectives: {batch: -1, chat: 5}\n", target)
+	first := make(chan int, 1)
+	go func() { resp, _, _ := post(t, g.url, nil); first <- resp.code }()
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(g.metrics.inflight) < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the first holds the only slot
+	resp, body, took := post(t, g.url, map[string]string{"X-Gateway-Inference-Objective": "batch"})
+	if resp.code != http.StatusTooManyRequests || resp.header.Get("Retry-After") == "" || !strings.Contains(body, "sheddable") {
+		t.Fatalf("sheddable on a full pool: %d %s", resp.code, body)
+	}
+	t.Logf("shed in %v", took)
+	resp, body, _ = post(t, g.url, map[string]string{"X-Gateway-Inference-Objective": "chat"})
+	if resp.code != http.StatusServiceUnavailable || resp.header.Get("Retry-After") == "" {
+		t.Fatalf("queueing off, full pool: %d %s", resp.code, body)
+	}
+	resp, body, _ = post(t, g.url, map[string]string{"X-Gateway-Inference-Objective": "nope"})
+	if resp.code != http.StatusBadRequest || !strings.Contains(body, "unknown objective") {
+		t.Fatalf("unknown objective: %d %s", resp.code, body)
+	}
+	close(release)
+	if code := <-first; code != 200 {
+		t.Fatalf("first request: %d", code)
+	}
+	// the picker sheds a request flow control kept: 503, not 429
+	g.picker.mu.Lock()
+	g.picker.err = status.Error(codes.ResourceExhausted, "every endpoint is at maxInflightPerEndpoint")
+	g.picker.mu.Unlock()
+	if resp, body, _ := post(t, g.url, map[string]string{"X-Gateway-Inference-Priority": "3"}); resp.code != http.StatusServiceUnavailable {
+		t.Fatalf("kept request shed by the picker: %d %s", resp.code, body)
+	}
+	if resp, body, _ := post(t, g.url, map[string]string{"X-Gateway-Inference-Priority": "-2"}); resp.code != http.StatusTooManyRequests {
+		t.Fatalf("sheddable request shed by the picker: %d %s", resp.code, body)
+	}
+}
+
+func TestFlowControlQueuesUntilASlotFrees(t *testing.T) {
+	target, release := slowUpstream(t)
+	g := flowGateway(t, "queueing: true\nmaxConcurrency: 1\ndefaultRequestTTL: 10s\n", target)
+	var wg sync.WaitGroup
+	codes := make(chan int, 3)
+	for range 3 {
+		wg.Add(1)
+		go func() { defer wg.Done(); resp, _, _ := post(t, g.url, nil); codes <- resp.code }()
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("a queued request got %d", c)
+		}
+	}
+	// a queued request whose TTL passes gets 503
+	target2, release2 := slowUpstream(t)
+	defer close(release2)
+	g2 := flowGateway(t, "queueing: true\nmaxConcurrency: 1\ndefaultRequestTTL: 50ms\n", target2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g2.url+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	resp, body, _ := post(t, g2.url, nil)
+	if resp.code != http.StatusServiceUnavailable || !strings.Contains(body, "time to live") {
+		t.Fatalf("TTL in the queue: %d %s", resp.code, body)
+	}
+}
