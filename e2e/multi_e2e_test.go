@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/hermod/hermod/libs/inflight"
+	"github.com/hermod/hermod/libs/redistest"
 	"github.com/hermod/hermod/tools/loadgen/bench"
 )
 
@@ -57,16 +56,7 @@ func TestValkeyGlobalViewAcrossGateways(t *testing.T) {
 			t.Fatalf("%s picked %v times without the server", p.Name, n)
 		}
 	}
-	opt, err := valkey.ParseURL("redis://" + s.state.Valkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := redistest.Connect(t, "redis://"+s.state.Valkey)
 	store := inflight.New(c, s.state.Pool, 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

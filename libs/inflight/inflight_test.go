@@ -19,20 +19,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func client(t testing.TB, srv *redistest.Server) valkey.Client {
-	t.Helper()
-	opt, err := valkey.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func client(t testing.TB, srv *redistest.Server) valkey.Client { return srv.Client(t) }
 
 func counts(t testing.TB, s *inflight.Store) map[string]int64 {
 	t.Helper()

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/valkey-io/valkey-go"
 )
 
 // Server is a redis-server child process.
@@ -123,4 +125,28 @@ func freePort(tb testing.TB) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Client returns a valkey-go client of the server, closed when the test
+// ends.
+func (s *Server) Client(tb testing.TB) valkey.Client {
+	tb.Helper()
+	return Connect(tb, s.URL())
+}
+
+// Connect returns a valkey-go client of the server at url (redis:// or
+// valkey://), without client-side caching, closed when the test ends.
+func Connect(tb testing.TB, url string) valkey.Client {
+	tb.Helper()
+	opt, err := valkey.ParseURL(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opt.DisableCache = true
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
 }

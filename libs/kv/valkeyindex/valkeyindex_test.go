@@ -25,20 +25,7 @@ const (
 	bs    = 4
 )
 
-func client(t testing.TB, srv *redistest.Server) valkey.Client {
-	t.Helper()
-	opt, err := valkey.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func client(t testing.TB, srv *redistest.Server) valkey.Client { return srv.Client(t) }
 
 func open(t testing.TB, c valkey.Client) *valkeyindex.Index {
 	t.Helper()

@@ -297,24 +297,8 @@ func TestReplicaRestartRebuildsTheSameIndex(t *testing.T) {
 	}
 
 	// Score answers from the index: a prompt whose first blocks pod-1 stored
-	conn, err := grpc.NewClient(b.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cli := indexerv1.NewIndexerServiceClient(conn)
-	best := 0
-	for _, pr := range ps {
-		resp, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: pool, Model: model, TokenIds: pr, Candidates: []string{"pod-1", "pod-2", "pod-x"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.GetScores()) != 3 || resp.GetScores()[2].GetBlocks() != 0 {
-			t.Fatalf("scores %v", resp.GetScores())
-		}
-		best = max(best, int(resp.GetScores()[0].GetBlocks()))
-	}
-	if best == 0 {
+	cli := scoreClient(t, b)
+	if mostBlocks(t, cli, pool, ps) == 0 {
 		t.Fatal("no prompt matched a block of pod-1")
 	}
 	if _, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: "other"}); err == nil {
@@ -461,21 +445,8 @@ func TestSharedIndexAcrossReplicas(t *testing.T) {
 	p1.publish(t, 20, ps)
 	waitDigest(t, b, want(t, p1, p2), "rebuilt index")
 
-	conn, err := grpc.NewClient(b.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cli := indexerv1.NewIndexerServiceClient(conn)
-	best := 0
-	for _, pr := range ps {
-		resp, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: pool, Model: model, TokenIds: pr, Candidates: []string{"pod-1", "pod-2", "pod-x"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		best = max(best, int(resp.GetScores()[0].GetBlocks()))
-	}
-	if best == 0 {
+	cli := scoreClient(t, b)
+	if mostBlocks(t, cli, pool, ps) == 0 {
 		t.Fatal("no prompt matched a block of pod-1")
 	}
 	// the server gone: Score says unavailable (pickers fail open)
@@ -484,4 +455,34 @@ func TestSharedIndexAcrossReplicas(t *testing.T) {
 		t.Fatalf("score without the server: %v, want Unavailable", err)
 	}
 	rs.Restart()
+}
+
+// scoreClient is an IndexerService client of the replica, closed when the
+// test ends.
+func scoreClient(t *testing.T, r *replica) indexerv1.IndexerServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return indexerv1.NewIndexerServiceClient(conn)
+}
+
+// mostBlocks scores each prompt for pod-1, pod-2 and an unknown pod and
+// returns the most blocks pod-1 matched (the unknown pod must match none).
+func mostBlocks(t *testing.T, cli indexerv1.IndexerServiceClient, pool string, prompts [][]uint32) int {
+	t.Helper()
+	best := 0
+	for _, pr := range prompts {
+		resp, err := cli.Score(context.Background(), &indexerv1.ScoreRequest{Pool: pool, Model: model, TokenIds: pr, Candidates: []string{"pod-1", "pod-2", "pod-x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetScores()) != 3 || resp.GetScores()[2].GetBlocks() != 0 {
+			t.Fatalf("scores %v", resp.GetScores())
+		}
+		best = max(best, int(resp.GetScores()[0].GetBlocks()))
+	}
+	return best
 }
