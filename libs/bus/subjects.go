@@ -15,6 +15,7 @@ const (
 	CompletionsPrefix = "hermod.completions."
 	ScalingPrefix     = "hermod.scaling."
 	ConfigPrefix      = "hermod.config."
+	FlowControlPrefix = "hermod.flowcontrol."
 )
 
 // ErrEmptyName is returned by the subject and key builders for an empty pool
@@ -65,6 +66,22 @@ func ScalingSubject(pool string) (string, error) {
 // publish ConfigStatus events (core NATS, not a stream).
 func ConfigSubject(pool string) (string, error) {
 	return poolSubject(ConfigPrefix, pool)
+}
+
+// FlowControlSubject returns hermod.flowcontrol.<pool>.<replica>, on which
+// a gateway replica publishes its FlowControlQueue (core NATS).
+func FlowControlSubject(pool, replica string) (string, error) {
+	return endpointSubject(FlowControlPrefix, pool, replica)
+}
+
+// FlowControlFilter returns hermod.flowcontrol.<pool>.*, every gateway
+// replica's queue of a pool.
+func FlowControlFilter(pool string) (string, error) {
+	p, err := poolToken(pool)
+	if err != nil {
+		return "", fmt.Errorf("flow control filter: %w", err)
+	}
+	return FlowControlPrefix + p + ".*", nil
 }
 
 // ParseMetricsSubject returns the pool and endpoint names of a

@@ -20,6 +20,8 @@ func TestSubjectBuilders(t *testing.T) {
 		{"completions", func() (string, error) { return CompletionsSubject(pool) }, "hermod.completions.pool%2Ea"},
 		{"scaling", func() (string, error) { return ScalingSubject(pool) }, "hermod.scaling.pool%2Ea"},
 		{"config", func() (string, error) { return ConfigSubject(pool) }, "hermod.config.pool%2Ea"},
+		{"flow control", func() (string, error) { return FlowControlSubject(pool, "gateway-1") }, "hermod.flowcontrol.pool%2Ea.gateway-1"},
+		{"flow control filter", func() (string, error) { return FlowControlFilter(pool) }, "hermod.flowcontrol.pool%2Ea.*"},
 		{"plain names", func() (string, error) { return MetricsSubject("default", "vllm-0") }, "hermod.metrics.default.vllm-0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,6 +46,8 @@ func TestSubjectBuildersRejectEmptyNames(t *testing.T) {
 		{"completions", func() (string, error) { return CompletionsSubject("") }},
 		{"scaling", func() (string, error) { return ScalingSubject("") }},
 		{"config", func() (string, error) { return ConfigSubject("") }},
+		{"flow control replica", func() (string, error) { return FlowControlSubject("p", "") }},
+		{"flow control filter", func() (string, error) { return FlowControlFilter("") }},
 		{"metrics key pool", func() (string, error) { return MetricsKey("", "e") }},
 		{"metrics key endpoint", func() (string, error) { return MetricsKey("p", "") }},
 		{"metrics key filter", func() (string, error) { return MetricsKeyFilter("") }},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
@@ -29,7 +31,15 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 	if err := reg.Register(queueSize); err != nil {
 		return nil, nil, err
 	}
-	st.Config.Observe = func(model string, n int) { queueSize.WithLabelValues(model).Set(float64(n)) }
+	subject, err := bus.FlowControlSubject(cfg.Pool, cfg.Replica)
+	if err != nil {
+		return nil, nil, err
+	}
+	q := &queueReport{sizes: map[string]int64{}, changed: make(chan struct{}, 1)}
+	st.Config.Observe = func(model string, n int) {
+		queueSize.WithLabelValues(model).Set(float64(n))
+		q.set(model, n)
+	}
 	sat := flowcontrol.NewPoolSaturation()
 	sat.QueueDepth, sat.KVCacheUtil = st.QueueDepth, st.KVCacheUtil
 	ctrl := flowcontrol.New(st.Config, flowcontrol.NewSlots(st.MaxConcurrency, sat.Saturated))
@@ -46,13 +56,88 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 		return nil, nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); ctrl.Run(rctx, 100*time.Millisecond) }()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); ctrl.Run(rctx, 100*time.Millisecond) }()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		q.run(rctx, func(sizes map[string]int64) {
+			ev := &eventsv1.FlowControlQueue{Pool: cfg.Pool, Replica: cfg.Replica, Queued: sizes, Time: timestamppb.Now()}
+			if err := bus.PublishCore(nc, subject, ev); err != nil {
+				log.Debug("publishing the queue size failed", "error", err)
+			}
+		})
+	}()
 	log.Info("flow control", "queueing", st.Config.Queueing, "max_concurrency", st.MaxConcurrency, "objectives", len(st.Objectives))
 	stop := func() {
 		_ = sub.Close()
 		cancel()
 		<-done
+		<-done
 	}
 	return &proxy.Flow{Controller: ctrl, Settings: st}, stop, nil
+}
+
+// Queue reports: at most every queueReportMin while the sizes change, and
+// every queueReportEvery regardless.
+const (
+	queueReportMin   = 100 * time.Millisecond
+	queueReportEvery = 5 * time.Second
+)
+
+// queueReport holds the queue sizes per model for the publisher.
+type queueReport struct {
+	mu      sync.Mutex
+	sizes   map[string]int64
+	changed chan struct{}
+}
+
+// set records a model's queue size (called under the controller's lock:
+// it does not block).
+func (q *queueReport) set(model string, n int) {
+	q.mu.Lock()
+	if n == 0 {
+		delete(q.sizes, model)
+	} else {
+		q.sizes[model] = int64(n)
+	}
+	q.mu.Unlock()
+	select {
+	case q.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queueReport) snapshot() map[string]int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[string]int64, len(q.sizes))
+	for m, n := range q.sizes {
+		out[m] = n
+	}
+	return out
+}
+
+// run publishes the sizes until ctx ends.
+func (q *queueReport) run(ctx context.Context, publish func(map[string]int64)) {
+	every := time.NewTicker(queueReportEvery)
+	defer every.Stop()
+	publish(q.snapshot())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-every.C:
+		case <-q.changed:
+			select { // coalesce a burst of changes
+			case <-ctx.Done():
+				return
+			case <-time.After(queueReportMin):
+			}
+			select { // the burst's later changes are in this report
+			case <-q.changed:
+			default:
+			}
+		}
+		publish(q.snapshot())
+	}
 }
