@@ -2,8 +2,19 @@ package app
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
 )
 
 // The queue sizes are published once at the start, then once per burst
@@ -37,4 +48,70 @@ func TestQueueReportCoalescesChanges(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// startFlowControl follows the pool's metrics (a saturated pool holds
+// requests back) and publishes the queue on the flow-control subject.
+func TestFlowControlFollowsMetricsAndPublishesTheQueue(t *testing.T) {
+	srv := bustest.Start(t)
+	nc, _ := bustest.Connect(t, srv)
+	file := filepath.Join(t.TempDir(), "flow.yaml")
+	if err := os.WriteFile(file, []byte("queueing: true\ndefaultRequestTTL: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan *eventsv1.FlowControlQueue, 16)
+	subject, _ := bus.FlowControlSubject("pool", "gw-1")
+	sub, err := bus.Subscribe(nc, subject, func(q *eventsv1.FlowControlQueue, _ string) { reports <- q })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	flow, stop, err := startFlowControl(ctx, Config{Pool: "pool", Replica: "gw-1", FlowControlFile: file}, nc, prometheus.NewRegistry(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	// the only endpoint's queue is long: the pool is saturated
+	metrics, _ := bus.MetricsSubject("pool", "pod-0")
+	saturate := func(waiting int64) {
+		if err := bus.PublishCore(nc, metrics, &eventsv1.PodMetrics{Pool: "pool", Endpoint: "pod-0", WaitingRequests: waiting}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admitted := make(chan error, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for flow.Controller.Queued() == 0 {
+		saturate(9)
+		select {
+		case err := <-admitted:
+			if err != nil {
+				t.Fatal(err)
+			}
+			flow.Controller.Release()
+		default:
+		}
+		if len(admitted) == 0 {
+			go func() { admitted <- flow.Controller.Acquire(ctx, flowcontrol.Request{Model: "llama"}) }()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a saturated pool admitted every request")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for seen := false; !seen; {
+		select {
+		case q := <-reports:
+			seen = q.GetQueued()["llama"] == 1 && q.GetReplica() == "gw-1"
+		case <-time.After(3 * time.Second):
+			t.Fatal("no report of the queued request")
+		}
+	}
+	saturate(0) // room again: the queued request goes
+	if err := <-admitted; err != nil {
+		t.Fatal(err)
+	}
+	flow.Controller.Release()
 }
