@@ -60,8 +60,9 @@ func FuzzParse(f *testing.F) {
 }
 
 // quotedNamePart reports whether a line's metric name is a legacy name
-// with a quoted part (foo"bar", which expfmt reads as foobar): the one
-// quirk of expfmt that Parse does not follow.
+// with a quoted part (foo"bar", which expfmt reads as foobar, also as the
+// first name in braces, {foo"bar"}): the one quirk of expfmt that Parse
+// does not follow.
 func quotedNamePart(line []byte) bool {
 	s := strings.TrimLeft(string(line), " \t")
 	for _, kw := range []string{"# HELP", "# TYPE", "#HELP", "#TYPE"} {
@@ -69,6 +70,9 @@ func quotedNamePart(line []byte) bool {
 			s = strings.TrimLeft(rest, " \t")
 			break
 		}
+	}
+	if rest, ok := strings.CutPrefix(s, "{"); ok {
+		s = strings.TrimLeft(rest, " \t")
 	}
 	n := 0
 	for n < len(s) && (isNameStart(s[n]) || s[n] == ':' || n > 0 && isDigit(s[n])) {
