@@ -73,7 +73,9 @@ func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 
 func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	level := slogLevel(e.Level)
-	if !c.h.Enabled(context.Background(), level) {
+	// checked again: the level may have been raised (or the server begun
+	// to stop) since Check let the entry through
+	if !c.enabled.Enabled(e.Level) || !c.h.Enabled(context.Background(), level) {
 		return nil
 	}
 	r := slog.NewRecord(e.Time, level, e.Message, 0)
