@@ -56,9 +56,7 @@ func run() error {
 func routing(args []string) error {
 	o := bench.DefaultRouting()
 	fs := flag.NewFlagSet("hermod-bench routing", flag.ContinueOnError)
-	out := fs.String("out", "bench-out/routing", "directory of the results, charts and report")
-	binDir := fs.String("bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
-	stackLog := fs.Bool("stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	rf := addRunFlags(fs, "bench-out/routing")
 	fs.Float64Var(&o.Fleet.Speed, "speed", o.Fleet.Speed, "the simulator's speed factor (simulated seconds per wall-clock second)")
 	fs.IntVar(&o.Fleet.Pods, "pods", o.Fleet.Pods, "pods in the fleet")
 	fs.IntVar(&o.Fleet.SlowPods, "slow-pods", o.Fleet.SlowPods, "pods running at --slow-speed")
@@ -77,7 +75,7 @@ func routing(args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = runAll(specs, *binDir, *out, *stackLog, "Routing benchmark: round-robin against load-aware (reference/000)", "round-robin")
+	_, err = runAll(specs, rf.binDir, rf.out, rf.stackLog, "Routing benchmark: round-robin against load-aware (reference/000)", "round-robin")
 	return err
 }
 
@@ -116,9 +114,7 @@ func runAll(specs []bench.Spec, binDir, out string, stackLog bool, title, baseli
 func prefix(args []string) error {
 	o := bench.DefaultPrefix()
 	fs := flag.NewFlagSet("hermod-bench prefix", flag.ContinueOnError)
-	out := fs.String("out", "bench-out/prefix", "directory of the results, charts and report")
-	binDir := fs.String("bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
-	stackLog := fs.Bool("stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	rf := addRunFlags(fs, "bench-out/prefix")
 	fs.Float64Var(&o.Fleet.Speed, "speed", o.Fleet.Speed, "the simulator's speed factor")
 	fs.IntVar(&o.Fleet.Pods, "pods", o.Fleet.Pods, "pods in the fleet")
 	fs.IntVar(&o.Fleet.Cost.NumGPUBlocks, "kv-blocks", o.Fleet.Cost.NumGPUBlocks, "KV-cache blocks per pod")
@@ -137,7 +133,7 @@ func prefix(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := runAll(specs, *binDir, *out, *stackLog, "Prefix benchmark: random, load-only, approximate and precise prefix-cache routing", "load-only")
+	rep, err := runAll(specs, rf.binDir, rf.out, rf.stackLog, "Prefix benchmark: random, load-only, approximate and precise prefix-cache routing", "load-only")
 	if err != nil {
 		return err
 	}
@@ -154,9 +150,7 @@ func prefix(args []string) error {
 func multi(args []string) error {
 	o := bench.DefaultMulti()
 	fs := flag.NewFlagSet("hermod-bench multi", flag.ContinueOnError)
-	out := fs.String("out", "bench-out/multi", "directory of the results, charts and report")
-	binDir := fs.String("bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
-	stackLog := fs.Bool("stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	rf := addRunFlags(fs, "bench-out/multi")
 	fs.Float64Var(&o.Fleet.Speed, "speed", o.Fleet.Speed, "the simulator's speed factor")
 	fs.IntVar(&o.Fleet.Pods, "pods", o.Fleet.Pods, "pods in the fleet")
 	fs.IntVar(&o.Gateways, "gateways", o.Gateways, "gateway replicas, each with its own picker")
@@ -171,7 +165,7 @@ func multi(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := runAll(specs, *binDir, *out, *stackLog, "Many gateways: per-gateway least-request against the global views (events, Valkey)", "local-view")
+	rep, err := runAll(specs, rf.binDir, rf.out, rf.stackLog, "Many gateways: per-gateway least-request against the global views (events, Valkey)", "local-view")
 	if err != nil {
 		return err
 	}
@@ -234,4 +228,19 @@ func report(args []string) error {
 	}
 	fmt.Print(md)
 	return nil
+}
+
+// runFlags are the flags every benchmark run takes.
+type runFlags struct {
+	out, binDir string
+	stackLog    bool
+}
+
+// addRunFlags defines --out (default out), --bin-dir and --stack-logs on fs.
+func addRunFlags(fs *flag.FlagSet, out string) *runFlags {
+	rf := &runFlags{}
+	fs.StringVar(&rf.out, "out", out, "directory of the results, charts and report")
+	fs.StringVar(&rf.binDir, "bin-dir", "", "directory of hermod-devstack and the binaries it runs (default: this binary's)")
+	fs.BoolVar(&rf.stackLog, "stack-logs", false, "also print the stacks' logs (they always go to <out>/<run>/stack.log)")
+	return rf
 }
