@@ -152,11 +152,11 @@ func Run(ctx context.Context, w *workload.Workload, o Options) (*Results, error)
 	go func() { defer close(progressDone); r.progress(len(w.Requests), stopProgress) }()
 
 	var wg sync.WaitGroup
-	r.dispatch(ctx, w, func(i int, written chan struct{}) {
+	r.dispatch(ctx, w, func(i int, sent time.Time, written chan struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.Requests[i] = r.launch(ctx, &w.Requests[i], written)
+			res.Requests[i] = r.launch(ctx, &w.Requests[i], sent, written)
 		}()
 	})
 	wg.Wait()
@@ -181,7 +181,7 @@ const sendOrderWait = 5 * time.Millisecond
 // loop, requests due at once leave in order: the next one starts when the
 // previous one is written (or after sendOrderWait) and at least SendGap
 // after it.
-func (r *run) dispatch(ctx context.Context, w *workload.Workload, start func(i int, written chan struct{})) {
+func (r *run) dispatch(ctx context.Context, w *workload.Workload, start func(i int, sent time.Time, written chan struct{})) {
 	order := make([]int, len(w.Requests))
 	for i := range order {
 		order[i] = i
@@ -192,7 +192,7 @@ func (r *run) dispatch(ctx context.Context, w *workload.Workload, start func(i i
 		if ctx.Err() != nil {
 			// the rest fail at once, as cancelled
 			for _, j := range order[n:] {
-				start(j, nil)
+				start(j, time.Time{}, nil)
 			}
 			return
 		}
@@ -206,15 +206,17 @@ func (r *run) dispatch(ctx context.Context, w *workload.Workload, start func(i i
 			case <-ctx.Done():
 				t.Stop()
 				for _, j := range order[n:] {
-					start(j, nil)
+					start(j, time.Time{}, nil)
 				}
 				return
 			case <-t.C:
 			}
 		}
 		written := make(chan struct{})
+		// the send time is taken here, not in the request's goroutine,
+		// so that goroutine start-up does not blur the launch order
 		last = time.Now()
-		start(i, written)
+		start(i, last, written)
 		t := time.NewTimer(sendOrderWait)
 		select {
 		case <-written:
@@ -232,9 +234,9 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// launch sends the request (it is due) and closes written once the
-// request is on the wire.
-func (r *run) launch(ctx context.Context, q *workload.Request, written chan<- struct{}) Result {
+// launch sends the request (the dispatcher let it go at sent) and closes
+// written once the request is on the wire.
+func (r *run) launch(ctx context.Context, q *workload.Request, sent time.Time, written chan<- struct{}) Result {
 	res := Result{ID: q.ID, Kind: q.Kind, Scheduled: q.At.Seconds()}
 	if written == nil || ctx.Err() != nil {
 		res.Error = "the run was interrupted before this request was sent"
@@ -242,7 +244,7 @@ func (r *run) launch(ctx context.Context, q *workload.Request, written chan<- st
 		r.done.Add(1)
 		return res
 	}
-	res.Sent = r.sim(time.Since(r.start))
+	res.Sent = r.sim(sent.Sub(r.start))
 	r.logf("[SEND] %-15s scheduled=%.3fs actual=%.3fs", q.ID, res.Scheduled, res.Sent)
 	r.send(ctx, q, &res, written)
 	if !res.OK() {
