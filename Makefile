@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi microbench clean help
+.PHONY: mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi microbench clean help
 
 all: build
 
@@ -80,15 +80,20 @@ proto-check: proto
 PURE_BINARIES := ./services/gateway/cmd/hermod-gateway ./services/picker/cmd/hermod-picker \
                  ./services/collector/cmd/hermod-collector ./tools/devstack/cmd/hermod-devstack \
                  ./tools/hermodctl/cmd/hermodctl ./tools/loadgen/cmd/hermod-loadgen \
-                 ./tools/loadgen/cmd/hermod-bench
+                 ./tools/loadgen/cmd/hermod-bench ./services/responses/cmd/hermod-responses
 CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim ./services/indexer/cmd/hermod-indexer
 
 build: binaries
 	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && $(GO) build ./...); done
 
-binaries:
+binaries: mongotest
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(PURE_BINARIES)
 	CGO_ENABLED=1 $(GO) build -o $(BIN)/ $(CGO_BINARIES)
+
+# The MongoDB wire-protocol server tests run (FerretDB, SQLite): a module
+# outside the workspace, so that FerretDB's dependencies stay out of it.
+mongotest:
+	cd tools/ferretdb && GOWORK=off CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/hermod-mongotest
 
 # The embedded default: everything on this machine until Ctrl-C.
 RUN_ARGS ?=
@@ -106,7 +111,7 @@ fmt: tools
 
 # Unit and integration tests of every module, with the race detector; then
 # the timing tests (TestTiming*), which skip under -race, without it.
-unit:
+unit: mongotest
 	@for m in $(MODULES); do echo "test $$m"; (cd "$$m" && $(GO) test -race -count=1 ./...); done
 	@for m in $(MODULES); do echo "timing tests $$m"; (cd "$$m" && $(GO) test -count=1 -run '^TestTiming' ./... > .timing.log 2>&1 || { cat .timing.log; rm -f .timing.log; exit 1; }; rm -f .timing.log); done
 

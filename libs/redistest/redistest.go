@@ -7,8 +7,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,20 +20,28 @@ import (
 
 // Server is a redis-server child process.
 type Server struct {
-	tb   testing.TB
-	port int
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	tb    testing.TB
+	port  int
+	extra []string
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when the process has exited
 }
 
 // Start runs a redis-server (skipping the test when the binary is
 // missing: make deps installs it) and stops it when the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return StartArgs(tb)
+}
+
+// StartArgs is Start with further redis-server arguments (a config file
+// first, then "--name value" pairs): "--cluster-enabled", "yes", say.
+func StartArgs(tb testing.TB, args ...string) *Server {
+	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		tb.Skip("redis-server is not installed (make deps installs it)")
 	}
-	s := &Server{tb: tb}
+	s := &Server{tb: tb, extra: args}
 	var lastErr error
 	for range 5 {
 		s.port = freePort(tb)
@@ -68,8 +79,19 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	var args []string
+	if len(s.extra) > 0 && !strings.HasPrefix(s.extra[0], "--") {
+		args = append(args, s.extra[0]) // the config file comes first
+	}
+	args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	for _, a := range s.extra {
+		if len(args) > 0 && a == args[0] {
+			continue
+		}
+		args = append(args, a)
+	}
+	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -149,4 +171,16 @@ func Connect(tb testing.TB, url string) valkey.Client {
 	}
 	tb.Cleanup(c.Close)
 	return c
+}
+
+// StartSentinel runs a Sentinel (redis-server --sentinel) watching master
+// under name, with a quorum of one.
+func StartSentinel(tb testing.TB, master *Server, name string) *Server {
+	tb.Helper()
+	conf := filepath.Join(tb.TempDir(), "sentinel.conf")
+	body := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", name, master.port, name)
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return StartArgs(tb, conf, "--sentinel", "--save", "")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	_ "github.com/hermod/hermod/libs/plugins/prefix"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
+	_ "github.com/hermod/hermod/libs/plugins/responsestore"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
 	_ "github.com/hermod/hermod/libs/plugins/tokenize"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -29,7 +30,6 @@ import (
 // enable are skipped with a warning, as they would be anyway.
 var Unavailable = []scheduling.Registration{
 	{Type: "predicted-latency-scorer"},
-	{Type: "responses-store", Gate: scheduling.GatePrepareDataPlugins},
 	{Type: "models-data-source"},
 	{Type: "model-server-protocol-models"},
 }

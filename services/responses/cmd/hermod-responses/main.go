@@ -1,0 +1,46 @@
+// Command hermod-responses stores the Responses API's conversations
+// (gRPC hermod.responses.v1.ResponsesStore): in memory, or in
+// Redis/Valkey with MongoDB as tier 2 kept in sync through a Redis stream,
+// as the responses-store plugin's storeConfig selects.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/services/responses/internal/app"
+	"github.com/hermod/hermod/services/responses/internal/service"
+)
+
+func main() { cmdline.Main("hermod-responses", run) }
+
+func run() error {
+	fs := flag.NewFlagSet("hermod-responses", flag.ContinueOnError)
+	var (
+		cfg    app.Config
+		common cmdline.Common
+		etcd   cmdline.List
+	)
+	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "gRPC address of ResponsesStore")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
+	fs.StringVar(&cfg.StoreConfig, "store-config", "", "the store as the responses-store plugin's storeConfig, YAML or JSON inline or @file (inMemoryConfig or tieredConfig {redis, mongo, stream}); without it, the pool's EndpointPickerConfig in etcd, else memory with a 24h ttl")
+	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool whose EndpointPickerConfig names the store")
+	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (none: --store-config or the default store)")
+	fs.StringVar(&cfg.Replica, "replica", "", "this replica's name in the sync consumer group (default: host name and a random suffix)")
+	fs.IntVar(&cfg.ChainLimit, "max-chain", service.DefaultChainLimit, "most responses a conversation chain may hold")
+	common.Register(fs)
+	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
+		return err
+	}
+	cfg.EtcdEndpoints = etcd
+	cfg.OTLPEndpoint = common.OTLPEndpoint
+	log, err := common.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := cmdline.SignalContext(context.Background())
+	defer stop()
+	return app.Run(ctx, cfg, log)
+}

@@ -1,0 +1,226 @@
+// Package app runs the responses service: the store its configuration
+// selects, served over gRPC, with /metrics, /health and /ready.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"sigs.k8s.io/yaml"
+
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/plugins/responsestore"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/responses/internal/memory"
+	"github.com/hermod/hermod/services/responses/internal/service"
+	"github.com/hermod/hermod/services/responses/internal/store"
+	"github.com/hermod/hermod/services/responses/internal/tiered"
+)
+
+// Defaults of the service's addresses.
+const (
+	DefaultListen        = ":9097"
+	DefaultMetricsListen = ":9098"
+)
+
+// Config is the service's configuration.
+type Config struct {
+	Listen, MetricsListen string
+	// StoreConfig is a storeConfig object (YAML or JSON, or @file); it
+	// wins over the pool's EndpointPickerConfig.
+	StoreConfig string
+	// Pool and EtcdEndpoints locate the pool's EndpointPickerConfig, whose
+	// responses-store plugin gives the storeConfig (no etcd: the flag or
+	// the default).
+	Pool          string
+	EtcdEndpoints []string
+	Replica       string
+	ChainLimit    int
+	OTLPEndpoint  string
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Replica == "" {
+		cfg.Replica = replicaID()
+	}
+	log = log.With("replica", cfg.Replica)
+	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-responses", cfg.OTLPEndpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+
+	sc, source, err := resolveStoreConfig(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	reg := telemetry.NewRegistry()
+	st, err := Open(ctx, sc, cfg.Replica, log, reg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	log.Info("responses store", "backend", backendName(sc), "from", source)
+	return serve(ctx, cfg, st, reg, log)
+}
+
+func backendName(sc *responsestore.StoreConfig) string {
+	switch {
+	case sc.TieredConfig == nil:
+		return "memory"
+	case sc.TieredConfig.Mongo == nil:
+		return "redis (" + string(sc.TieredConfig.Redis.Mode()) + ")"
+	default:
+		return "redis (" + string(sc.TieredConfig.Redis.Mode()) + ") + mongodb"
+	}
+}
+
+// Open builds the store a storeConfig selects, its metrics registered
+// with reg (nil: none).
+func Open(ctx context.Context, sc *responsestore.StoreConfig, replica string, log *slog.Logger, reg prometheus.Registerer) (store.Store, error) {
+	if sc.TieredConfig == nil {
+		m := sc.InMemoryConfig
+		return memory.New(memory.Options{TTL: m.TTL.Std(), MaxEntries: m.MaxEntries, MaxEntryBytes: m.MaxEntryBytes}), nil
+	}
+	metrics := tiered.NewMetrics()
+	if reg != nil {
+		for _, c := range metrics.Collectors() {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return tiered.New(ctx, sc.TieredConfig, tiered.Options{Consumer: replica, Log: log, Metrics: metrics})
+}
+
+// resolveStoreConfig: the flag, else the pool's EndpointPickerConfig in
+// etcd, else memory with a 24h ttl.
+func resolveStoreConfig(ctx context.Context, cfg Config, log *slog.Logger) (*responsestore.StoreConfig, string, error) {
+	if cfg.StoreConfig != "" {
+		data := []byte(cfg.StoreConfig)
+		if name, ok := strings.CutPrefix(cfg.StoreConfig, "@"); ok {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return nil, "", fmt.Errorf("--store-config: %w", err)
+			}
+			data = b
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, "", fmt.Errorf("--store-config: %w", err)
+		}
+		sc, err := responsestore.ParseStoreConfig(js, warnFunc(log))
+		if err != nil {
+			return nil, "", fmt.Errorf("--store-config: %w", err)
+		}
+		return sc, "--store-config", nil
+	}
+	if len(cfg.EtcdEndpoints) == 0 {
+		return responsestore.Default(), "default", nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cli, err := coord.NewClient(cctx, cfg.EtcdEndpoints)
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = cli.Close() }()
+	v, err := coord.GetConfig(cctx, cli, cfg.Pool)
+	if errors.Is(err, coord.ErrNoConfig) {
+		return responsestore.Default(), "default (pool " + cfg.Pool + " has no config)", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	pc, err := scheduling.ParseConfig(v.Data)
+	if err != nil {
+		return nil, "", fmt.Errorf("pool %s config: %w", cfg.Pool, err)
+	}
+	raw, ok := responsestore.FromConfig(pc)
+	if !ok {
+		return responsestore.Default(), "default (pool " + cfg.Pool + "'s config has no responses-store plugin)", nil
+	}
+	gated := false
+	for _, g := range pc.FeatureGates {
+		gated = gated || g == scheduling.GatePrepareDataPlugins
+	}
+	if !gated {
+		log.Warn("the pool's responses-store plugin is used, but its config lacks featureGates: [prepareDataPlugins] (pickers skip it)")
+	}
+	sc, err := responsestore.ParseParams(raw, warnFunc(log))
+	if err != nil {
+		return nil, "", fmt.Errorf("pool %s config: plugins (responses-store): %w", cfg.Pool, err)
+	}
+	return sc, fmt.Sprintf("pool %s config (revision %d)", cfg.Pool, v.Revision), nil
+}
+
+func serve(ctx context.Context, cfg Config, st store.Store, reg *prometheus.Registry, log *slog.Logger) error {
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	opsLis, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
+	}
+	svc := service.New(st, cfg.ChainLimit)
+	reg.MustRegister(svc.Collectors()...)
+	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
+	responsesv1.RegisterResponsesStoreServer(gs, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(responsesv1.ResponsesStore_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	ops := &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(lis) }()
+	go func() { errc <- ops.Serve(opsLis) }()
+	log.Info("responses serving", "grpc", lis.Addr().String(), "ops", opsLis.Addr().String())
+	select {
+	case <-ctx.Done():
+		hs.Shutdown()
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			gs.Stop()
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ops.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		gs.Stop()
+		_ = ops.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+}
+
+func replicaID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+func warnFunc(log *slog.Logger) func(string) {
+	return func(msg string) { log.Warn("responses-store config: " + msg) }
+}

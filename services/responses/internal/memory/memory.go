@@ -1,0 +1,127 @@
+// Package memory is the in-memory responses backend (inMemoryConfig): a
+// map bounded by maxEntries with least-recently-used eviction, records
+// expiring ttl after they were stored, and a per-record size limit. It is
+// one replica's memory: replicas of the service do not share it.
+package memory
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hermod/hermod/services/responses/internal/store"
+)
+
+// Options bound the store.
+type Options struct {
+	TTL           time.Duration
+	MaxEntries    int
+	MaxEntryBytes int
+	// Now is the clock (tests replace it); nil is time.Now.
+	Now func() time.Time
+}
+
+// Store is the in-memory backend.
+type Store struct {
+	opts Options
+
+	mu      sync.Mutex
+	entries map[string]*list.Element // of *entry
+	lru     list.List                // front: most recently used
+	evicted uint64
+}
+
+type entry struct {
+	rec     store.Record
+	expires time.Time
+}
+
+// New returns an empty store.
+func New(o Options) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{opts: o, entries: map[string]*list.Element{}}
+}
+
+// Put implements store.Store.
+func (s *Store) Put(_ context.Context, r *store.Record) error {
+	if err := store.CheckPut(r, s.opts.MaxEntryBytes); err != nil {
+		return err
+	}
+	e := &entry{rec: *r, expires: s.opts.Now().Add(s.opts.TTL)}
+	e.rec.Data = append([]byte(nil), r.Data...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.entries[r.ID]; ok {
+		el.Value = e
+		s.lru.MoveToFront(el)
+		return nil
+	}
+	s.entries[r.ID] = s.lru.PushFront(e)
+	for s.opts.MaxEntries > 0 && s.lru.Len() > s.opts.MaxEntries {
+		s.remove(s.lru.Back())
+		s.evicted++
+	}
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(_ context.Context, id string) (*store.Record, store.Tier, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.entries[id]
+	if !ok {
+		return nil, "", fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	e := el.Value.(*entry)
+	if !s.opts.Now().Before(e.expires) {
+		s.remove(el)
+		return nil, "", fmt.Errorf("%w: %s (expired)", store.ErrNotFound, id)
+	}
+	s.lru.MoveToFront(el)
+	r := e.rec
+	r.Data = append([]byte(nil), e.rec.Data...)
+	return &r, store.TierMemory, nil
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.entries[id]
+	if !ok {
+		return fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	live := s.opts.Now().Before(el.Value.(*entry).expires)
+	s.remove(el)
+	if !live {
+		return fmt.Errorf("%w: %s (expired)", store.ErrNotFound, id)
+	}
+	return nil
+}
+
+// Len is how many records the store holds (expired ones included until
+// they are read or evicted).
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lru.Len()
+}
+
+// Evicted is how many records were evicted for room.
+func (s *Store) Evicted() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.evicted
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error { return nil }
+
+func (s *Store) remove(el *list.Element) {
+	delete(s.entries, el.Value.(*entry).rec.ID)
+	s.lru.Remove(el)
+}

@@ -1,0 +1,65 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/services/responses/internal/memory"
+)
+
+func TestMethodsAndCodes(t *testing.T) {
+	s := New(memory.New(memory.Options{TTL: time.Hour, MaxEntryBytes: 100}), 3)
+	ctx := context.Background()
+	put := func(id, prev string, n int) error {
+		_, err := s.Put(ctx, &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{Id: id, PreviousResponseId: prev, CreatedAtUnixMs: 42, Data: []byte(strings.Repeat("d", n))}})
+		return err
+	}
+	for i, id := range []string{"a", "b", "c", "d"} {
+		prev := ""
+		if i > 0 {
+			prev = string(rune('a' + i - 1))
+		}
+		if err := put(id, prev, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := status.Code(put("big", "", 200)); code != codes.InvalidArgument {
+		t.Fatalf("too large: %s", code)
+	}
+	if code := status.Code(put("", "", 1)); code != codes.InvalidArgument {
+		t.Fatalf("no id: %s", code)
+	}
+	got, err := s.Get(ctx, &responsesv1.GetRequest{Id: "b"})
+	if err != nil || got.GetResponse().GetPreviousResponseId() != "a" || got.GetTier() != "memory" || got.GetResponse().GetCreatedAtUnixMs() != 42 {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	chain, err := s.GetChain(ctx, &responsesv1.GetChainRequest{Id: "c"})
+	if err != nil || len(chain.GetResponses()) != 3 || chain.GetResponses()[0].GetId() != "a" {
+		t.Fatalf("chain: %v %v", chain, err)
+	}
+	// the service's limit (3) and a request's lower one
+	if _, err := s.GetChain(ctx, &responsesv1.GetChainRequest{Id: "d"}); status.Code(err) != codes.OutOfRange {
+		t.Fatalf("chain of 4 with limit 3: %v", err)
+	}
+	if _, err := s.GetChain(ctx, &responsesv1.GetChainRequest{Id: "b", Limit: 1}); status.Code(err) != codes.OutOfRange {
+		t.Fatalf("chain of 2 with limit 1: %v", err)
+	}
+	if _, err := s.Get(ctx, &responsesv1.GetRequest{Id: "zz"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown: %v", err)
+	}
+	if _, err := s.Delete(ctx, &responsesv1.DeleteRequest{Id: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, &responsesv1.DeleteRequest{Id: "a"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := s.GetChain(ctx, &responsesv1.GetChainRequest{Id: "c"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("broken chain: %v", err)
+	}
+}
