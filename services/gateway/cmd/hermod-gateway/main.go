@@ -30,6 +30,8 @@ func run() error {
 	fs.Var(&pickers, "picker-addrs", "picker replicas (host:port), comma-separated (default 127.0.0.1:9002)")
 	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
+	fs.StringVar(&cfg.ResponsesAddr, "responses-address", "", "the responses service (gRPC host:port) behind /v1/responses; empty: those requests get 503")
+	fs.IntVar(&cfg.MaxChain, "max-conversation", 100, "most responses a /v1/responses conversation may chain (previous_response_id); longer gets 400")
 	fs.StringVar(&cfg.FlowControlFile, "flow-control", "", "flow-control file (YAML): queueing, maxConcurrency, defaultRequestTTL, maxQueued, objectives (x-gateway-inference-objective -> priority), bandShares, saturation thresholds; empty: every request goes straight to the picker")
 	fs.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "file of API keys (`name secret [rps [burst]]` per line); empty: no keys required")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")

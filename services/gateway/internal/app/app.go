@@ -13,6 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/services/gateway/internal/responses"
+
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
@@ -43,6 +50,11 @@ type Config struct {
 	// FlowControlFile, when set, is the flow-control configuration
 	// (shedding, queueing by priority; flowcontrol.FileConfig).
 	FlowControlFile string
+	// ResponsesAddr is the responses service (gRPC host:port) behind
+	// /v1/responses; empty answers those requests 503.
+	ResponsesAddr string
+	// MaxChain bounds a Responses API conversation (responses).
+	MaxChain int
 	// Ready, when set, is called with the listen address once the gateway
 	// serves (tests).
 	Ready func(addr string)
@@ -137,24 +149,40 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	h := proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: log, Metrics: proxy.NewMetrics(reg)})
+	var store responsesv1.ResponsesStoreClient
+	if cfg.ResponsesAddr != "" {
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if telemetry.Tracing() {
+			opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+		}
+		conn, err := grpc.NewClient(cfg.ResponsesAddr, opts...)
+		if err != nil {
+			return fmt.Errorf("--responses-address: %w", err)
+		}
+		defer func() { _ = conn.Close() }()
+		store = responsesv1.NewResponsesStoreClient(conn)
+	}
+	rh := responses.New(responses.Options{Store: store, Chat: h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS), MaxChain: cfg.MaxChain,
+		MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg})
 	ready := func() error {
 		if !modelsListed.Load() {
 			return errors.New("endpoints not listed yet")
 		}
 		return picker.Ready()
 	}
-	return serve(ctx, cfg, log, routes(h, list, guard, telemetry.OpsHandler(reg, ready)))
+	return serve(ctx, cfg, log, routes(h, rh, list, guard, telemetry.OpsHandler(reg, ready)))
 }
 
 // routes is the gateway's HTTP surface.
-func routes(h *proxy.Handler, list *models.List, guard *auth.Guard, ops http.Handler) http.Handler {
+func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler) http.Handler {
 	api := http.NewServeMux()
+	rh.Register(api)
 	api.Handle("POST /v1/completions", h.Completions(pickerv1.Api_API_COMPLETIONS))
 	api.Handle("POST /v1/chat/completions", h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS))
 	api.Handle("GET /v1/models", list)
 	api.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/v1/completions", "/v1/chat/completions", "/v1/models":
+		case "/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/responses":
 			openai.WriteError(w, http.StatusMethodNotAllowed, openai.TypeInvalidRequest, "method_not_allowed", "", r.Method+" is not allowed on "+r.URL.Path, 0)
 		default:
 			openai.WriteError(w, http.StatusNotFound, openai.TypeNotFound, "unknown_url", "", "Unknown request URL: "+r.Method+" "+r.URL.Path, 0)

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/services/gateway/internal/responses"
+
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/coord"
@@ -29,7 +32,8 @@ func TestRoutes(t *testing.T) {
 	list := models.New()
 	list.Update(coord.Snapshot{Endpoints: map[string]*registryv1.Endpoint{"a": {Name: "a", Model: "llama"}}})
 	guard := auth.NewGuard([]auth.Key{{Name: "k", Secret: "sk-1"}}, nil)
-	srv := httptest.NewServer(routes(h, list, guard, telemetry.OpsHandler(telemetry.NewRegistry(), nil)))
+	rh := responses.New(responses.Options{Chat: h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS)})
+	srv := httptest.NewServer(routes(h, rh, list, guard, telemetry.OpsHandler(telemetry.NewRegistry(), nil)))
 	defer srv.Close()
 
 	type answer struct {

@@ -1,0 +1,405 @@
+// Package responses serves the OpenAI Responses API (/v1/responses) on
+// top of the gateway's chat completions: a request's conversation (the
+// chain of earlier responses from the responses store, then its own
+// input) becomes one chat completion, routed through the picker like any
+// other, so prefix-aware routing sees the whole conversation. The answer
+// comes back as a Response object (or Responses stream events) and is
+// stored unless store is false; a stream is stored only once it
+// completes.
+package responses
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/services/gateway/internal/openai"
+)
+
+// Options configure the handler.
+type Options struct {
+	// Store is the responses service; nil answers 503.
+	Store responsesv1.ResponsesStoreClient
+	// Chat serves POST /v1/chat/completions (the gateway's proxy).
+	Chat http.Handler
+	// MaxChain bounds a conversation: the most responses it may hold,
+	// the new one included; 0 is 100.
+	MaxChain int
+	// MaxBodyBytes bounds a request body; 0 is 16 MiB.
+	MaxBodyBytes int64
+	// StoreTimeout bounds each store call; 0 is 5s.
+	StoreTimeout time.Duration
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+}
+
+// Handler serves /v1/responses.
+type Handler struct {
+	o        Options
+	requests *prometheus.CounterVec
+	storeErr *prometheus.CounterVec
+}
+
+// New returns the handler.
+func New(o Options) *Handler {
+	if o.MaxChain <= 0 {
+		o.MaxChain = 100
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 16 << 20
+	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{o: o,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_responses_requests_total", Help: "Responses API requests by operation and HTTP status.",
+		}, []string{"op", "code"}),
+		storeErr: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_gateway_responses_store_errors_total", Help: "Responses store calls that failed (the response was served but not stored, for op=put).",
+		}, []string{"op"}),
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(h.requests, h.storeErr)
+	}
+	return h
+}
+
+// Register adds the Responses API routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/responses", h.create)
+	mux.HandleFunc("GET /v1/responses/{id}", h.get)
+	mux.HandleFunc("DELETE /v1/responses/{id}", h.remove)
+	mux.HandleFunc("GET /v1/responses/{id}/input_items", h.inputItems)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (h *Handler) count(op string, w *statusWriter) {
+	h.requests.WithLabelValues(op, strconv.Itoa(w.code)).Inc()
+}
+
+func (h *Handler) storeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.o.StoreTimeout)
+}
+
+func (h *Handler) noStore(w http.ResponseWriter) bool {
+	if h.o.Store != nil {
+		return false
+	}
+	openai.WriteError(w, http.StatusServiceUnavailable, openai.TypeUnavailable, "responses_store_unavailable", "", "the Responses API needs the responses store: start the gateway with --responses-address", 0)
+	return true
+}
+
+// storeError answers a failed store call about a response id.
+func storeError(w http.ResponseWriter, err error, id, param string) {
+	switch status.Code(err) {
+	case codes.NotFound:
+		msg := fmt.Sprintf("Response with id '%s' not found.", id)
+		if param == "previous_response_id" {
+			msg = fmt.Sprintf("Previous response with id '%s' not found.", id)
+		}
+		openai.WriteError(w, http.StatusNotFound, openai.TypeInvalidRequest, "not_found", param, msg, 0)
+	case codes.OutOfRange:
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "conversation_too_long", param, status.Convert(err).Message(), 0)
+	case codes.InvalidArgument:
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", param, status.Convert(err).Message(), 0)
+	default:
+		openai.WriteError(w, http.StatusServiceUnavailable, openai.TypeUnavailable, "responses_store_unavailable", "", "the responses store did not answer: "+status.Convert(err).Message(), 1)
+	}
+}
+
+func (h *Handler) load(ctx context.Context, id string) (*record, error) {
+	res, err := h.o.Store.Get(ctx, &responsesv1.GetRequest{Id: id})
+	if err != nil {
+		return nil, err
+	}
+	var rec record
+	if err := json.Unmarshal(res.GetResponse().GetData(), &rec); err != nil || rec.Response == nil {
+		return nil, status.Errorf(codes.DataLoss, "stored response %s is unreadable", id)
+	}
+	return &rec, nil
+}
+
+func (h *Handler) get(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer h.count("get", w)
+	if h.noStore(w) {
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	id := r.PathValue("id")
+	rec, err := h.load(ctx, id)
+	if err != nil {
+		storeError(w, err, id, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, rec.Response)
+}
+
+func (h *Handler) remove(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer h.count("delete", w)
+	if h.noStore(w) {
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	id := r.PathValue("id")
+	if _, err := h.o.Store.Delete(ctx, &responsesv1.DeleteRequest{Id: id}); err != nil {
+		storeError(w, err, id, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+}
+
+func (h *Handler) inputItems(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer h.count("input_items", w)
+	if h.noStore(w) {
+		return
+	}
+	q := r.URL.Query()
+	limit := 20
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "limit", "limit must be an integer from 1 to 100", 0)
+			return
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	if order == "" {
+		order = "desc"
+	}
+	if order != "asc" && order != "desc" {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "order", "order must be asc or desc", 0)
+		return
+	}
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	id := r.PathValue("id")
+	rec, err := h.load(ctx, id)
+	if err != nil {
+		storeError(w, err, id, "")
+		return
+	}
+	items := append([]InputItem(nil), rec.Input...)
+	if order == "desc" {
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	}
+	if after := q.Get("after"); after != "" {
+		for i, it := range items {
+			if it.ID == after {
+				items = items[i+1:]
+				break
+			}
+		}
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	list := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(items) > 0 {
+		list["first_id"], list["last_id"] = items[0].ID, items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", err.Error(), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// create serves POST /v1/responses.
+func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer h.count("create", w)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			openai.WriteError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", "", fmt.Sprintf("the request body is larger than %d bytes", h.o.MaxBodyBytes), 0)
+			return
+		}
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body: "+err.Error(), 0)
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error(), 0)
+		return
+	}
+	if req.Model == "" {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "missing_required_parameter", "model", "you must provide a model parameter", 0)
+		return
+	}
+	input, err := parseInput(req.Input)
+	if err != nil {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "input", err.Error(), 0)
+		return
+	}
+	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "max_output_tokens", "max_output_tokens must be at least 1", 0)
+		return
+	}
+	store := req.Store == nil || *req.Store
+	var chain []record
+	if req.PreviousResponseID != "" || store {
+		if h.noStore(w) {
+			return
+		}
+	}
+	if req.PreviousResponseID != "" {
+		var res *responsesv1.GetChainResponse
+		err := status.Error(codes.OutOfRange, "no earlier responses allowed")
+		if h.o.MaxChain > 1 {
+			ctx, cancel := h.storeCtx(r)
+			res, err = h.o.Store.GetChain(ctx, &responsesv1.GetChainRequest{Id: req.PreviousResponseID, Limit: int32(h.o.MaxChain - 1)})
+			cancel()
+		}
+		if err != nil {
+			if status.Code(err) == codes.OutOfRange {
+				openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "conversation_too_long", "previous_response_id",
+					fmt.Sprintf("the conversation is longer than %d responses", h.o.MaxChain), 0)
+				return
+			}
+			storeError(w, err, req.PreviousResponseID, "previous_response_id")
+			return
+		}
+		for _, sr := range res.GetResponses() {
+			var rec record
+			if err := json.Unmarshal(sr.GetData(), &rec); err != nil {
+				openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", "stored response "+sr.GetId()+" is unreadable", 0)
+				return
+			}
+			chain = append(chain, rec)
+		}
+	}
+	t := &turn{h: h, req: &req, input: input, store: store, id: newID("resp_"), msgID: newID("msg_"), created: time.Now()}
+	chatBody := t.chatBody(chain)
+	inner, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(chatBody))
+	if err != nil {
+		openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", err.Error(), 0)
+		return
+	}
+	inner.Header = r.Header.Clone()
+	inner.Header.Del("Content-Length")
+	inner.Header.Set("Content-Type", "application/json")
+	inner.ContentLength = int64(len(chatBody))
+	inner.RemoteAddr = r.RemoteAddr
+	if req.Stream {
+		sw := newStreamWriter(w, t)
+		h.o.Chat.ServeHTTP(sw, inner)
+		sw.finish(r.Context())
+		return
+	}
+	rec := &captureWriter{header: http.Header{}}
+	h.o.Chat.ServeHTTP(rec, inner)
+	if rec.code != http.StatusOK {
+		copyHeader(w.Header(), rec.header)
+		w.WriteHeader(rec.code)
+		_, _ = w.Write(rec.body.Bytes())
+		return
+	}
+	copyPassHeaders(w.Header(), rec.header)
+	resp, err := t.fromChat(rec.body.Bytes())
+	if err != nil {
+		openai.WriteError(w, http.StatusBadGateway, openai.TypeServer, "bad_upstream_response", "", err.Error(), 0)
+		return
+	}
+	if err := t.commit(r.Context(), resp); err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "response_too_large", "", "the response is too large to store: "+status.Convert(err).Message()+" (send store: false)", 0)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// captureWriter records a chat completion answer.
+type captureWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+}
+
+func (c *captureWriter) Write(p []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	return c.body.Write(p)
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+// copyPassHeaders keeps the routing headers of the chat answer (which
+// pod served it, the request id) on the Responses answer.
+func copyPassHeaders(dst, src http.Header) {
+	for k, v := range src {
+		if k == "Content-Type" || k == "Content-Length" {
+			continue
+		}
+		dst[k] = v
+	}
+}

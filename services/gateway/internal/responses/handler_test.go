@@ -1,0 +1,279 @@
+package responses
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+)
+
+// memStore is the store the handler talks to (the service is tested on
+// its own and end to end).
+type memStore struct {
+	mu   sync.Mutex
+	recs map[string]*responsesv1.StoredResponse
+	max  int
+}
+
+func (m *memStore) Put(_ context.Context, in *responsesv1.PutRequest, _ ...grpc.CallOption) (*responsesv1.PutResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.max > 0 && len(in.GetResponse().GetData()) > m.max {
+		return nil, status.Error(codes.InvalidArgument, "too large")
+	}
+	m.recs[in.GetResponse().GetId()] = in.GetResponse()
+	return &responsesv1.PutResponse{}, nil
+}
+
+func (m *memStore) Get(_ context.Context, in *responsesv1.GetRequest, _ ...grpc.CallOption) (*responsesv1.GetResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[in.GetId()]
+	if !ok {
+		return nil, status.Error(codes.NotFound, "not found")
+	}
+	return &responsesv1.GetResponse{Response: r}, nil
+}
+
+func (m *memStore) GetChain(ctx context.Context, in *responsesv1.GetChainRequest, _ ...grpc.CallOption) (*responsesv1.GetChainResponse, error) {
+	var chain []*responsesv1.StoredResponse
+	for id := in.GetId(); id != ""; {
+		if len(chain) == int(in.GetLimit()) {
+			return nil, status.Error(codes.OutOfRange, "too long")
+		}
+		r, err := m.Get(ctx, &responsesv1.GetRequest{Id: id})
+		if err != nil {
+			return nil, err
+		}
+		chain = append([]*responsesv1.StoredResponse{r.GetResponse()}, chain...)
+		id = r.GetResponse().GetPreviousResponseId()
+	}
+	return &responsesv1.GetChainResponse{Responses: chain}, nil
+}
+
+func (m *memStore) Delete(_ context.Context, in *responsesv1.DeleteRequest, _ ...grpc.CallOption) (*responsesv1.DeleteResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.recs[in.GetId()]; !ok {
+		return nil, status.Error(codes.NotFound, "not found")
+	}
+	delete(m.recs, in.GetId())
+	return &responsesv1.DeleteResponse{}, nil
+}
+
+// chat answers chat completions with "reply to <last user message>",
+// recording the messages it got.
+type chat struct {
+	mu       sync.Mutex
+	messages [][]chatMessage
+	cut      bool // end streams without [DONE]
+}
+
+func (c *chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Messages []chatMessage `json:"messages"`
+		Stream   bool          `json:"stream"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	c.mu.Lock()
+	c.messages = append(c.messages, body.Messages)
+	c.mu.Unlock()
+	reply := "reply to " + body.Messages[len(body.Messages)-1].Content
+	w.Header().Set("X-Gateway-Destination-Endpoint", "10.0.0.1:8000")
+	if !body.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"choices":[{"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":5}}}`, reply)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, word := range strings.SplitAfter(reply, " ") {
+		fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", word)
+		w.(http.Flusher).Flush()
+	}
+	if c.cut {
+		return
+	}
+	fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n")
+}
+
+func setup(t *testing.T) (*httptest.Server, *memStore, *chat) {
+	st := &memStore{recs: map[string]*responsesv1.StoredResponse{}}
+	c := &chat{}
+	mux := http.NewServeMux()
+	New(Options{Store: st, Chat: c, MaxChain: 4}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, st, c
+}
+
+func post(t *testing.T, srv *httptest.Server, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func TestConversationNonStreaming(t *testing.T) {
+	srv, st, c := setup(t)
+	code, r1 := post(t, srv, `{"model":"m","input":"hello","instructions":"be brief"}`)
+	if code != 200 || r1["object"] != "response" || r1["status"] != "completed" || !strings.HasPrefix(r1["id"].(string), "resp_") {
+		t.Fatalf("%d %v", code, r1)
+	}
+	out := r1["output"].([]any)[0].(map[string]any)
+	if out["role"] != "assistant" || out["content"].([]any)[0].(map[string]any)["text"] != "reply to hello" {
+		t.Fatalf("output %v", out)
+	}
+	if u := r1["usage"].(map[string]any); u["input_tokens"] != 11.0 || u["output_tokens"] != 3.0 || u["total_tokens"] != 14.0 || u["input_tokens_details"].(map[string]any)["cached_tokens"] != 5.0 {
+		t.Fatalf("usage %v", u)
+	}
+	code, r2 := post(t, srv, fmt.Sprintf(`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"again"}]}],"previous_response_id":%q}`, r1["id"]))
+	if code != 200 || r2["previous_response_id"] != r1["id"] {
+		t.Fatalf("%d %v", code, r2)
+	}
+	want := []chatMessage{{"user", "hello"}, {"assistant", "reply to hello"}, {"user", "again"}}
+	got := c.messages[1]
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("second turn's messages %v, want %v (instructions are not carried over)", got, want)
+	}
+	if fmt.Sprint(c.messages[0]) != fmt.Sprint([]chatMessage{{"system", "be brief"}, {"user", "hello"}}) {
+		t.Fatalf("first turn %v", c.messages[0])
+	}
+	// GET, input_items, store: false, DELETE
+	resp, _ := http.Get(srv.URL + "/v1/responses/" + r2["id"].(string))
+	var again map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&again)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || again["id"] != r2["id"] {
+		t.Fatalf("get %d %v", resp.StatusCode, again)
+	}
+	resp, _ = http.Get(srv.URL + "/v1/responses/" + r2["id"].(string) + "/input_items")
+	var items map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&items)
+	resp.Body.Close()
+	if data := items["data"].([]any); items["object"] != "list" || len(data) != 1 || data[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "again" {
+		t.Fatalf("input items %v", items)
+	}
+	n := len(st.recs)
+	if code, r := post(t, srv, `{"model":"m","input":"x","store":false}`); code != 200 || r["store"] != false || len(st.recs) != n {
+		t.Fatalf("store false: %d %v, %d stored", code, r, len(st.recs))
+	}
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/responses/"+r1["id"].(string), nil)
+	resp, _ = http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete %d", resp.StatusCode)
+	}
+	resp, _ = http.Get(srv.URL + "/v1/responses/" + r1["id"].(string))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("deleted: %d", resp.StatusCode)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv, st, _ := setup(t)
+	code, e := post(t, srv, `{"model":"m","input":"x","previous_response_id":"resp_nope"}`)
+	if code != 404 || e["error"].(map[string]any)["param"] != "previous_response_id" {
+		t.Fatalf("unknown previous: %d %v", code, e)
+	}
+	for _, body := range []string{`{"input":"x"}`, `{"model":"m"}`, `{"model":"m","input":[]}`, `{"model":"m","input":[{"role":"robot","content":"x"}]}`, `{"model":"m","input":"x","max_output_tokens":0}`, `not json`} {
+		if code, e := post(t, srv, body); code != 400 || e["error"].(map[string]any)["type"] != "invalid_request_error" {
+			t.Errorf("%s: %d %v", body, code, e)
+		}
+	}
+	// a conversation longer than MaxChain (4)
+	prev := ""
+	for i := range 5 {
+		body := `{"model":"m","input":"t"}`
+		if prev != "" {
+			body = fmt.Sprintf(`{"model":"m","input":"t","previous_response_id":%q}`, prev)
+		}
+		code, r := post(t, srv, body)
+		if i < 4 && code != 200 {
+			t.Fatalf("turn %d: %d %v", i, code, r)
+		}
+		if i == 4 {
+			if code != 400 || r["error"].(map[string]any)["code"] != "conversation_too_long" {
+				t.Fatalf("fifth turn: %d %v", code, r)
+			}
+			break
+		}
+		prev = r["id"].(string)
+	}
+	// an entry too large for the store
+	st.max = 10
+	if code, e := post(t, srv, `{"model":"m","input":"x"}`); code != 400 || e["error"].(map[string]any)["code"] != "response_too_large" {
+		t.Fatalf("too large: %d %v", code, e)
+	}
+}
+
+func TestStreamingIsStoredOnlyWhenComplete(t *testing.T) {
+	srv, st, c := setup(t)
+	resp, err := http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"one two","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, last := readEvents(t, resp.Body)
+	resp.Body.Close()
+	want := "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta response.output_text.delta response.output_text.delta response.output_text.delta response.output_text.done response.content_part.done response.output_item.done response.completed"
+	if strings.Join(events, " ") != want {
+		t.Fatalf("events %v", events)
+	}
+	r := last["response"].(map[string]any)
+	id := r["id"].(string)
+	if r["status"] != "completed" || r["output"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "reply to one two" {
+		t.Fatalf("completed %v", r)
+	}
+	if _, ok := st.recs[id]; !ok {
+		t.Fatal("a completed stream was not stored")
+	}
+	c.cut = true
+	resp, _ = http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(fmt.Sprintf(`{"model":"m","input":"three","stream":true,"previous_response_id":%q}`, id)))
+	events, last = readEvents(t, resp.Body)
+	resp.Body.Close()
+	if events[len(events)-1] != "response.failed" || len(st.recs) != 1 {
+		t.Fatalf("cut stream: %v, %d stored", events, len(st.recs))
+	}
+	_ = last
+}
+
+func readEvents(t *testing.T, body io.Reader) ([]string, map[string]any) {
+	t.Helper()
+	var names []string
+	var last map[string]any
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	seq := 0.0
+	for sc.Scan() {
+		line := sc.Text()
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			last = map[string]any{}
+			if err := json.Unmarshal([]byte(d), &last); err != nil {
+				t.Fatalf("event %q: %v", d, err)
+			}
+			names = append(names, last["type"].(string))
+			if last["sequence_number"] != seq {
+				t.Fatalf("sequence %v, want %v", last["sequence_number"], seq)
+			}
+			seq++
+		}
+	}
+	return names, last
+}

@@ -1,0 +1,336 @@
+package responses
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/services/gateway/internal/openai"
+)
+
+// turn is one POST /v1/responses being served.
+type turn struct {
+	h       *Handler
+	req     *Request
+	input   []InputItem
+	store   bool
+	id      string
+	msgID   string
+	created time.Time
+}
+
+func (t *turn) chatBody(chain []record) []byte {
+	body := map[string]any{
+		"model":    t.req.Model,
+		"messages": messages(t.req.Instructions, chain, t.input),
+		"stream":   t.req.Stream,
+	}
+	if t.req.Stream {
+		body["stream_options"] = map[string]any{"include_usage": true}
+	}
+	if t.req.MaxOutputTokens != nil {
+		body["max_tokens"] = *t.req.MaxOutputTokens
+	}
+	if t.req.Temperature != nil {
+		body["temperature"] = *t.req.Temperature
+	}
+	if t.req.TopP != nil {
+		body["top_p"] = *t.req.TopP
+	}
+	if t.req.User != "" {
+		body["user"] = t.req.User
+	}
+	b, _ := json.Marshal(body)
+	return b
+}
+
+// response builds the Response object with the given output text, status
+// and usage.
+func (t *turn) response(text, finish, status string, u *Usage) *Response {
+	r := &Response{
+		ID: t.id, Object: "response", CreatedAt: t.created.Unix(), Status: status, Model: t.req.Model,
+		MaxOutputTokens: t.req.MaxOutputTokens, ParallelToolCalls: true, Store: t.store, Temperature: t.req.Temperature, TopP: t.req.TopP,
+		Text: map[string]any{"format": map[string]any{"type": "text"}}, ToolChoice: "auto", Tools: []any{}, Truncation: "disabled",
+		Usage: u, Metadata: t.req.Metadata, Output: []OutputItem{},
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	if t.req.Instructions != "" {
+		r.Instructions = &t.req.Instructions
+	}
+	if t.req.PreviousResponseID != "" {
+		r.PreviousResponseID = &t.req.PreviousResponseID
+	}
+	if t.req.User != "" {
+		r.User = &t.req.User
+	}
+	if status != "in_progress" {
+		itemStatus := "completed"
+		if finish == "length" {
+			r.Status, itemStatus = "incomplete", "incomplete"
+			r.IncompleteDetails = &Incomplete{Reason: "max_output_tokens"}
+		}
+		r.Output = []OutputItem{t.message(text, itemStatus)}
+	}
+	return r
+}
+
+func (t *turn) message(text, status string) OutputItem {
+	return OutputItem{Type: "message", ID: t.msgID, Status: status, Role: "assistant",
+		Content: []ContentBlock{{Type: "output_text", Text: text, Annotations: []any{}}}}
+}
+
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (c *chatUsage) usage() *Usage {
+	if c == nil {
+		return nil
+	}
+	u := &Usage{InputTokens: c.PromptTokens, OutputTokens: c.CompletionTokens, TotalTokens: c.PromptTokens + c.CompletionTokens}
+	if c.PromptTokensDetails != nil {
+		u.InputTokensDetails.CachedTokens = c.PromptTokensDetails.CachedTokens
+	}
+	return u
+}
+
+// fromChat turns a chat completion into the Response object.
+func (t *turn) fromChat(body []byte) (*Response, error) {
+	var c struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *chatUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, fmt.Errorf("the model server's answer is not a chat completion: %w", err)
+	}
+	if len(c.Choices) == 0 {
+		return nil, errors.New("the model server's answer has no choices")
+	}
+	return t.response(c.Choices[0].Message.Content, c.Choices[0].FinishReason, "completed", c.Usage.usage()), nil
+}
+
+// commit stores the turn (unless store is false). A store that does not
+// answer is logged and counted: the client still gets its response.
+func (t *turn) commit(ctx context.Context, resp *Response) error {
+	if !t.store {
+		return nil
+	}
+	data, err := json.Marshal(record{Input: t.input, Response: resp})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.h.o.StoreTimeout)
+	defer cancel()
+	_, err = t.h.o.Store.Put(sctx, &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{
+		Id: t.id, PreviousResponseId: t.req.PreviousResponseID, CreatedAtUnixMs: t.created.UnixMilli(), Data: data}})
+	if err != nil {
+		t.h.storeErr.WithLabelValues("put").Inc()
+		t.h.o.Logger.Error("response not stored", "id", t.id, "err", err)
+	}
+	return err
+}
+
+// streamWriter receives the chat completion stream and writes Responses
+// stream events to the client: response.created and in_progress, the
+// output item and content part opened, a response.output_text.delta per
+// chunk, then the done events and response.completed. An error answer
+// passes through unchanged.
+type streamWriter struct {
+	w       http.ResponseWriter
+	t       *turn
+	header  http.Header
+	code    int
+	started bool
+	pending []byte
+	text    strings.Builder
+	reason  string
+	usage   *Usage
+	done    bool
+	seq     int
+	err     error
+}
+
+func newStreamWriter(w http.ResponseWriter, t *turn) *streamWriter {
+	return &streamWriter{w: w, t: t, header: http.Header{}}
+}
+
+func (s *streamWriter) Header() http.Header { return s.header }
+
+func (s *streamWriter) WriteHeader(code int) {
+	if s.code != 0 {
+		return
+	}
+	s.code = code
+	if code != http.StatusOK {
+		copyHeader(s.w.Header(), s.header)
+		s.w.WriteHeader(code)
+	}
+}
+
+func (s *streamWriter) Flush() {
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	if s.code == 0 {
+		s.WriteHeader(http.StatusOK)
+	}
+	if s.code != http.StatusOK {
+		return s.w.Write(p)
+	}
+	if !s.started {
+		s.start()
+	}
+	s.pending = append(s.pending, p...)
+	for {
+		i := bytes.Index(s.pending, []byte("\n\n"))
+		if i < 0 {
+			break
+		}
+		event := s.pending[:i]
+		s.pending = s.pending[i+2:]
+		if err := s.chunk(event); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), s.err
+}
+
+func (s *streamWriter) start() {
+	s.started = true
+	h := s.w.Header()
+	copyPassHeaders(h, s.header)
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.w.WriteHeader(http.StatusOK)
+	inProgress := s.t.response("", "", "in_progress", nil)
+	s.event("response.created", map[string]any{"response": inProgress})
+	s.event("response.in_progress", map[string]any{"response": inProgress})
+	item := s.t.message("", "in_progress")
+	item.Content = []ContentBlock{}
+	s.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
+	s.event("response.content_part.added", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0,
+		"part": ContentBlock{Type: "output_text", Text: "", Annotations: []any{}}})
+	s.Flush()
+}
+
+// chunk handles one SSE event of the chat stream.
+func (s *streamWriter) chunk(event []byte) error {
+	sc := bufio.NewScanner(bytes.NewReader(event))
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			s.done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *chatUsage `json:"usage"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			continue // not a chunk: ignored, as OpenAI clients do
+		}
+		if c.Error != nil {
+			s.err = errors.New(c.Error.Message)
+			return nil
+		}
+		if c.Usage != nil {
+			s.usage = c.Usage.usage()
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != "" {
+				s.text.WriteString(ch.Delta.Content)
+				s.event("response.output_text.delta", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0, "delta": ch.Delta.Content})
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				s.reason = *ch.FinishReason
+			}
+		}
+	}
+	s.Flush()
+	return nil
+}
+
+func (s *streamWriter) event(typ string, fields map[string]any) {
+	fields["type"] = typ
+	fields["sequence_number"] = s.seq
+	s.seq++
+	b, _ := json.Marshal(fields)
+	_, _ = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
+}
+
+// finish closes the stream once the chat completion is over: completed
+// (and stored) when the model server finished it, failed otherwise (and
+// not stored).
+func (s *streamWriter) finish(ctx context.Context) {
+	if s.code != 0 && s.code != http.StatusOK {
+		return
+	}
+	if !s.started {
+		if s.code == 0 { // nothing written at all
+			openai.WriteError(s.w, http.StatusBadGateway, openai.TypeServer, "bad_upstream_response", "", "the model server sent nothing", 0)
+			return
+		}
+		s.start()
+	}
+	if !s.done || s.err != nil || ctx.Err() != nil {
+		msg := "the stream ended before the model server finished"
+		if s.err != nil {
+			msg = s.err.Error()
+		}
+		failed := s.t.response("", "", "failed", s.usage)
+		failed.Output = []OutputItem{}
+		failed.Error = &ResponseError{Code: "server_error", Message: msg}
+		s.event("response.failed", map[string]any{"response": failed})
+		s.Flush()
+		return
+	}
+	text := s.text.String()
+	resp := s.t.response(text, s.reason, "completed", s.usage)
+	item := resp.Output[0]
+	s.event("response.output_text.done", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0, "text": text})
+	s.event("response.content_part.done", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0, "part": item.Content[0]})
+	s.event("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	// stored before the client hears it is complete: a following turn
+	// may name it at once
+	_ = s.t.commit(ctx, resp)
+	name := "response.completed"
+	if resp.Status == "incomplete" {
+		name = "response.incomplete"
+	}
+	s.event(name, map[string]any{"response": resp})
+	s.Flush()
+}
