@@ -32,6 +32,7 @@ func run(m *testing.M) int {
 		{"../services/gateway/cmd/hermod-gateway", false},
 		{"../services/picker/cmd/hermod-picker", false},
 		{"../services/collector/cmd/hermod-collector", false},
+		{"../services/responses/cmd/hermod-responses", false},
 		{"../tools/vllm-sim/cmd/vllm-sim", true},
 		{"../services/indexer/cmd/hermod-indexer", true},
 	} {

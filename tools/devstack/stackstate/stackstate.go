@@ -24,6 +24,7 @@ type State struct {
 	Pickers       []Service      `json:"pickers"`
 	Collector     Service        `json:"collector"`
 	Indexer       Service        `json:"indexer"`
+	Responses     Service        `json:"responses"`
 	Pods          []Pod          `json:"pods"`
 	PIDs          map[string]int `json:"pids"`
 }

@@ -98,6 +98,8 @@ func (c *chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush() // as the proxy does: headers out before the first chunk
 	for _, word := range strings.SplitAfter(reply, " ") {
 		fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", word)
 		w.(http.Flusher).Flush()
@@ -229,6 +231,9 @@ func TestStreamingIsStoredOnlyWhenComplete(t *testing.T) {
 	resp, err := http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"one two","stream":true}`))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
 	}
 	events, last := readEvents(t, resp.Body)
 	resp.Body.Close()

@@ -85,7 +85,7 @@ func (t *turn) response(text, finish, status string, u *Usage) *Response {
 
 func (t *turn) message(text, status string) OutputItem {
 	return OutputItem{Type: "message", ID: t.msgID, Status: status, Role: "assistant",
-		Content: []ContentBlock{{Type: "output_text", Text: text, Annotations: []any{}}}}
+		Content: []OutputText{{Type: "output_text", Text: text, Annotations: []any{}}}}
 }
 
 type chatUsage struct {
@@ -187,6 +187,9 @@ func (s *streamWriter) WriteHeader(code int) {
 }
 
 func (s *streamWriter) Flush() {
+	if !s.started && s.code == http.StatusOK {
+		return // the Responses stream's headers are not written yet
+	}
 	if f, ok := s.w.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -228,10 +231,10 @@ func (s *streamWriter) start() {
 	s.event("response.created", map[string]any{"response": inProgress})
 	s.event("response.in_progress", map[string]any{"response": inProgress})
 	item := s.t.message("", "in_progress")
-	item.Content = []ContentBlock{}
+	item.Content = []OutputText{}
 	s.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 	s.event("response.content_part.added", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0,
-		"part": ContentBlock{Type: "output_text", Text: "", Annotations: []any{}}})
+		"part": OutputText{Type: "output_text", Text: "", Annotations: []any{}}})
 	s.Flush()
 }
 

@@ -36,11 +36,18 @@ type InputItem struct {
 	Content []ContentBlock `json:"content"`
 }
 
-// ContentBlock is a piece of a message: input_text or output_text.
+// ContentBlock is a piece of an input message: input_text (output_text
+// for an assistant message given as input).
 type ContentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// OutputText is a piece of an output message.
+type OutputText struct {
 	Type        string `json:"type"`
 	Text        string `json:"text"`
-	Annotations []any  `json:"annotations,omitempty"`
+	Annotations []any  `json:"annotations"`
 }
 
 // Response is the Response object.
@@ -82,11 +89,11 @@ type Incomplete struct {
 
 // OutputItem is an assistant message of a response's output.
 type OutputItem struct {
-	Type    string         `json:"type"`
-	ID      string         `json:"id"`
-	Status  string         `json:"status"`
-	Role    string         `json:"role"`
-	Content []ContentBlock `json:"content"`
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []OutputText `json:"content"`
 }
 
 // Usage is a response's token usage.
@@ -229,7 +236,11 @@ func messages(instructions string, chain []record, input []InputItem) []chatMess
 		add(r.Input)
 		if r.Response != nil {
 			for _, o := range r.Response.Output {
-				msgs = append(msgs, chatMessage{Role: "assistant", Content: itemText(o.Content)})
+				var b strings.Builder
+				for _, p := range o.Content {
+					b.WriteString(p.Text)
+				}
+				msgs = append(msgs, chatMessage{Role: "assistant", Content: b.String()})
 			}
 		}
 	}

@@ -78,7 +78,7 @@ type Options struct {
 }
 
 // Binaries the stack runs.
-var binaries = []string{"vllm-sim", "hermod-collector", "hermod-indexer", "hermod-picker", "hermod-gateway"}
+var binaries = []string{"vllm-sim", "hermod-collector", "hermod-indexer", "hermod-picker", "hermod-gateway", "hermod-responses"}
 
 // Run runs the stack until ctx ends or a service dies.
 func Run(ctx context.Context, o Options) (err error) {
@@ -241,9 +241,9 @@ func (s *stack) children() error {
 	v := strconv.Itoa(s.o.Verbosity)
 	bin := func(name string) string { return filepath.Join(s.o.BinDir, name) }
 	gateways := max(s.o.Gateways, 1)
-	// collector, indexer (2), pickers (2 each), the gateways after the
-	// first, the in-flight server
-	addrs, err := s.planAddrs(3 + 2*s.o.Pickers + gateways - 1 + 1)
+	// collector, indexer (2), responses (2), pickers (2 each), the
+	// gateways after the first, the in-flight server
+	addrs, err := s.planAddrs(3 + 2 + 2*s.o.Pickers + gateways - 1 + 1)
 	if err != nil {
 		return err
 	}
@@ -286,6 +286,16 @@ func (s *stack) children() error {
 	}
 	s.procs = append(s.procs, p)
 	s.state.PIDs["indexer"] = p.pid()
+	// The responses store behind /v1/responses: the pool config's
+	// responses-store plugin selects its backend (memory by default).
+	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
+	p, err = start("responses", true, s.out, bin("hermod-responses"), "--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses")
+	if err != nil {
+		return err
+	}
+	s.procs = append(s.procs, p)
+	s.state.PIDs["responses"] = p.pid()
 	valkeyAddr := addrs.next()
 	var pickerExtra []string
 	if s.o.Valkey {
@@ -331,7 +341,7 @@ func (s *stack) children() error {
 		if s.o.PairGateways && len(pickerAddrs) > 0 {
 			pickers = pickerAddrs[i%len(pickerAddrs) : i%len(pickerAddrs)+1]
 		}
-		p, err = start(name, true, s.out, bin("hermod-gateway"), append(common, "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name)...)
+		p, err = start(name, true, s.out, bin("hermod-gateway"), append(common, "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)...)
 		if err != nil {
 			return err
 		}
@@ -344,7 +354,8 @@ func (s *stack) children() error {
 
 // waitReady waits until every service answers ready.
 func (s *stack) waitReady(ctx context.Context) error {
-	urls := map[string]string{"collector": "http://" + s.state.Collector.Ops + "/ready", "indexer": "http://" + s.state.Indexer.Ops + "/ready"}
+	urls := map[string]string{"collector": "http://" + s.state.Collector.Ops + "/ready", "indexer": "http://" + s.state.Indexer.Ops + "/ready",
+		"responses": "http://" + s.state.Responses.Ops + "/ready"}
 	for i, g := range s.state.Gateways {
 		urls[fmt.Sprintf("gateway-%d", i)] = "http://" + g + "/ready"
 	}
