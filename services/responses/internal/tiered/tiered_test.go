@@ -21,7 +21,7 @@ import (
 
 // config builds a tieredConfig through the plugin's parser (so defaults
 // are the configuration's), from YAML-ish JSON.
-func config(t *testing.T, raw string) *responsestore.TieredConfig {
+func config(t testing.TB, raw string) *responsestore.TieredConfig {
 	t.Helper()
 	c, err := responsestore.ParseStoreConfig([]byte(raw), nil)
 	if err != nil {
