@@ -113,3 +113,19 @@ func validateName(kind, s string) error {
 	}
 	return nil
 }
+
+// AutoscalerRootPrefix is the key prefix of the autoscaler's keys.
+const AutoscalerRootPrefix = "/hermod/autoscaler/"
+
+// AutoscalerPrefix returns /hermod/autoscaler/<pool>/, under which the
+// autoscaler keeps a pool's variants, analyzer config, statuses and state.
+// It does not validate the name.
+func AutoscalerPrefix(pool string) string { return AutoscalerRootPrefix + pool + "/" }
+
+// ReplicaTargetsPrefix returns /hermod/autoscaler/<pool>/replicas/, the
+// local actuator's replica targets, one key per variant holding a decimal
+// count (the devstack's fleet follows them).
+func ReplicaTargetsPrefix(pool string) string { return AutoscalerPrefix(pool) + "replicas/" }
+
+// ReplicaTargetKey returns /hermod/autoscaler/<pool>/replicas/<variant>.
+func ReplicaTargetKey(pool, variant string) string { return ReplicaTargetsPrefix(pool) + variant }

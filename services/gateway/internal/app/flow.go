@@ -41,7 +41,7 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 		q.set(model, n)
 	}
 	sat := flowcontrol.NewPoolSaturation()
-	sat.QueueDepth, sat.KVCacheUtil = st.QueueDepth, st.KVCacheUtil
+	sat.QueueDepth, sat.KVCacheUtil, sat.HoldWhenEmpty = st.QueueDepth, st.KVCacheUtil, st.HoldWhenEmpty
 	ctrl := flowcontrol.New(st.Config, flowcontrol.NewSlots(st.MaxConcurrency, sat.Saturated))
 	filter, err := bus.MetricsFilter(cfg.Pool)
 	if err != nil {
@@ -77,7 +77,8 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 	return &proxy.Flow{Controller: ctrl, Settings: st}, stop, nil
 }
 
-// Queue reports: at most every queueReportMin while the sizes change, and
+// Queue reports: at once on a change (the autoscaler's scale-from-zero
+// trigger), then at most every queueReportMin while the sizes change, and
 // every queueReportEvery regardless.
 const (
 	queueReportMin   = 100 * time.Millisecond
@@ -122,22 +123,26 @@ func (q *queueReport) run(ctx context.Context, publish func(map[string]int64)) {
 	every := time.NewTicker(queueReportEvery)
 	defer every.Stop()
 	publish(q.snapshot())
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-every.C:
 		case <-q.changed:
-			select { // coalesce a burst of changes
-			case <-ctx.Done():
-				return
-			case <-time.After(queueReportMin):
-			}
-			select { // the burst's later changes are in this report
-			case <-q.changed:
-			default:
+			if wait := queueReportMin - time.Since(last); wait > 0 {
+				select { // coalesce a burst of changes
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				select { // the burst's later changes are in this report
+				case <-q.changed:
+				default:
+				}
 			}
 		}
 		publish(q.snapshot())
+		last = time.Now()
 	}
 }

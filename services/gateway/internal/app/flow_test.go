@@ -50,6 +50,30 @@ func TestQueueReportCoalescesChanges(t *testing.T) {
 	<-done
 }
 
+// After a quiet spell a change is published at once (the autoscaler's
+// scale-from-zero trigger), not after the coalescing delay.
+func TestQueueReportPublishesAFirstChangeAtOnce(t *testing.T) {
+	q := &queueReport{sizes: map[string]int64{}, changed: make(chan struct{}, 1)}
+	got := make(chan time.Time, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); q.run(ctx, func(map[string]int64) { got <- time.Now() }) }()
+	<-got
+	time.Sleep(2 * queueReportMin)
+	start := time.Now()
+	q.set("llama", 1)
+	select {
+	case at := <-got:
+		if d := at.Sub(start); d >= queueReportMin {
+			t.Fatalf("first change published after %v, want at once", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no report")
+	}
+	cancel()
+	<-done
+}
+
 // startFlowControl follows the pool's metrics (a saturated pool holds
 // requests back) and publishes the queue on the flow-control subject.
 func TestFlowControlFollowsMetricsAndPublishesTheQueue(t *testing.T) {

@@ -35,6 +35,10 @@ type FileConfig struct {
 	Objectives map[string]int `json:"objectives"`
 	// BandShares give priority bands a least share of the dispatches.
 	BandShares map[string]float64 `json:"bandShares"`
+	// HoldWhenEmpty counts a pool with no endpoint (none with fresh
+	// metrics) as saturated, so that with queueing requests wait for the
+	// autoscaler to bring a pod up (scale from zero) instead of failing.
+	HoldWhenEmpty bool `json:"holdWhenEmpty"`
 	// Saturation is the queue/kv rule's thresholds.
 	Saturation struct {
 		QueueDepthThreshold  int     `json:"queueDepthThreshold"`
@@ -49,6 +53,7 @@ type Settings struct {
 	Objectives     map[string]int
 	QueueDepth     int
 	KVCacheUtil    float64
+	HoldWhenEmpty  bool
 }
 
 // ReadFile reads and checks a --flow-control file (YAML or JSON); errors
@@ -74,7 +79,8 @@ func Parse(data []byte) (Settings, error) {
 		return Settings{}, fmt.Errorf("flow control: %w", err)
 	}
 	s := Settings{Config: Config{Queueing: f.Queueing, MaxQueued: f.MaxQueued, Shares: map[int]float64{}},
-		MaxConcurrency: f.MaxConcurrency, Objectives: f.Objectives, QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil}
+		MaxConcurrency: f.MaxConcurrency, Objectives: f.Objectives, QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil,
+		HoldWhenEmpty: f.HoldWhenEmpty}
 	var errs []error
 	if f.DefaultRequestTTL != "" {
 		d, err := time.ParseDuration(f.DefaultRequestTTL)

@@ -75,6 +75,28 @@ func TestPoolSaturationByTheQueueKVRule(t *testing.T) {
 	}
 }
 
+func TestPoolSaturationHoldsWhenEmpty(t *testing.T) {
+	p := NewPoolSaturation()
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	p.HoldWhenEmpty = true
+	if !p.Saturated() {
+		t.Fatal("no endpoint, holdWhenEmpty: saturated (requests wait for a pod)")
+	}
+	p.Update("a", 0, 0.1)
+	if p.Saturated() {
+		t.Fatal("a pod with room: not saturated")
+	}
+	now = now.Add(10 * time.Second)
+	if !p.Saturated() {
+		t.Fatal("the only pod's metrics are stale: the pool is empty again")
+	}
+	s, err := Parse([]byte("queueing: true\nholdWhenEmpty: true\n"))
+	if err != nil || !s.HoldWhenEmpty {
+		t.Fatalf("Parse holdWhenEmpty = %+v, %v", s, err)
+	}
+}
+
 // FuzzParse: any flow-control file parses or fails with an error.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"queueing: true\nmaxConcurrency: 8\n", "objectives: {a: 1}\nbandShares: {\"-1\": 0.1}\n", "{", "defaultRequestTTL: 1h\n"} {

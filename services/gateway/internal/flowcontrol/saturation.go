@@ -20,6 +20,9 @@ const (
 type PoolSaturation struct {
 	QueueDepth  int
 	KVCacheUtil float64
+	// HoldWhenEmpty: a pool with no endpoint with fresh metrics counts as
+	// saturated (requests wait for a pod: scale from zero).
+	HoldWhenEmpty bool
 	now         func() time.Time
 
 	mu   sync.Mutex
@@ -55,7 +58,7 @@ func (p *PoolSaturation) Remove(endpoint string) {
 }
 
 // Saturated reports whether every endpoint with fresh metrics is
-// saturated (false when none has any: nothing to go by).
+// saturated. With none, it is HoldWhenEmpty (false: nothing to go by).
 func (p *PoolSaturation) Saturated() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -69,5 +72,5 @@ func (p *PoolSaturation) Saturated() bool {
 			return false
 		}
 	}
-	return fresh > 0
+	return fresh > 0 || p.HoldWhenEmpty
 }
