@@ -39,7 +39,7 @@ help:
 	@echo "make bench        the routing benchmark: round-robin against load-aware on reference/000's workload"
 	@echo "                  (report in bench-out/routing; BENCH_ARGS='--speed 5' passes flags to hermod-bench)"
 	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing"
-	@echo "make bench-multi  4 gateways: per-gateway least-request against the events and Valkey global views"
+	@echo "make bench-multi  20 gateways, 20 pods: per-gateway least-request against the events and Valkey global views"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 
@@ -80,7 +80,8 @@ proto-check: proto
 PURE_BINARIES := ./services/gateway/cmd/hermod-gateway ./services/picker/cmd/hermod-picker \
                  ./services/collector/cmd/hermod-collector ./tools/devstack/cmd/hermod-devstack \
                  ./tools/hermodctl/cmd/hermodctl ./tools/loadgen/cmd/hermod-loadgen \
-                 ./tools/loadgen/cmd/hermod-bench ./services/responses/cmd/hermod-responses
+                 ./tools/loadgen/cmd/hermod-bench ./services/responses/cmd/hermod-responses \
+                 ./services/autoscaler/cmd/hermod-autoscaler
 CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim ./services/indexer/cmd/hermod-indexer
 
 build: binaries

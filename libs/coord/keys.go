@@ -129,3 +129,11 @@ func ReplicaTargetsPrefix(pool string) string { return AutoscalerPrefix(pool) + 
 
 // ReplicaTargetKey returns /hermod/autoscaler/<pool>/replicas/<variant>.
 func ReplicaTargetKey(pool, variant string) string { return ReplicaTargetsPrefix(pool) + variant }
+
+// AutoscalerVariantsPrefix returns /hermod/autoscaler/<pool>/variants/,
+// the applied VariantAutoscaling objects (YAML), one key per variant.
+func AutoscalerVariantsPrefix(pool string) string { return AutoscalerPrefix(pool) + "variants/" }
+
+// AutoscalerConfigMapsPrefix returns /hermod/autoscaler/<pool>/configmaps/,
+// the applied analyzer ConfigMaps (YAML), one key per ConfigMap name.
+func AutoscalerConfigMapsPrefix(pool string) string { return AutoscalerPrefix(pool) + "configmaps/" }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"maps"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // PrefixWatcher keeps a copy of every key under a prefix, delivering the

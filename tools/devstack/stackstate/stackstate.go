@@ -18,15 +18,17 @@ type State struct {
 	// Gateway).
 	Gateways []string `json:"gateways"`
 	// Valkey is the in-flight server's host:port (devstack --valkey).
-	Valkey        string         `json:"valkey,omitempty"`
-	NATSURL       string         `json:"nats_url"`
-	EtcdEndpoints []string       `json:"etcd_endpoints"`
-	Pickers       []Service      `json:"pickers"`
-	Collector     Service        `json:"collector"`
-	Indexer       Service        `json:"indexer"`
-	Responses     Service        `json:"responses"`
-	Pods          []Pod          `json:"pods"`
-	PIDs          map[string]int `json:"pids"`
+	Valkey        string    `json:"valkey,omitempty"`
+	NATSURL       string    `json:"nats_url"`
+	EtcdEndpoints []string  `json:"etcd_endpoints"`
+	Pickers       []Service `json:"pickers"`
+	Collector     Service   `json:"collector"`
+	Indexer       Service   `json:"indexer"`
+	Responses     Service   `json:"responses"`
+	// Autoscaler is set when the fleet is autoscaled (--variants).
+	Autoscaler Service        `json:"autoscaler,omitempty"`
+	Pods       []Pod          `json:"pods"`
+	PIDs       map[string]int `json:"pids"`
 }
 
 // Service is a child service's addresses.

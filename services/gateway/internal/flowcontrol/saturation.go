@@ -23,7 +23,7 @@ type PoolSaturation struct {
 	// HoldWhenEmpty: a pool with no endpoint with fresh metrics counts as
 	// saturated (requests wait for a pod: scale from zero).
 	HoldWhenEmpty bool
-	now         func() time.Time
+	now           func() time.Time
 
 	mu   sync.Mutex
 	pods map[string]podLoad

@@ -36,6 +36,9 @@ func run() error {
 	fs.BoolVar(&o.Valkey, "valkey", false, "run a redis-server for the pool's global in-flight counts (valkey-least-request-picker) and hand it to the pickers")
 	var pickerArgs cmdline.List
 	fs.Var(&pickerArgs, "picker-args", "more hermod-picker arguments, comma-separated (e.g. --picker-args=--local-view)")
+	var variants, autoscalerArgs cmdline.List
+	fs.Var(&variants, "variants", "autoscale the fleet: variants name:cost:min:max:initial[:speed], comma-separated; their pods follow hermod-autoscaler (local actuator) instead of --pods")
+	fs.Var(&autoscalerArgs, "autoscaler-args", "more hermod-autoscaler arguments, comma-separated")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the gateway's OpenAI API")
 	fs.IntVar(&o.SimBasePort, "sim-base-port", 8000, "pod i serves HTTP on this port + i")
 	fs.IntVar(&o.KVBasePort, "kv-base-port", 5557, "pod i publishes KV events on this port + 2i (replay + 2i + 1)")
@@ -53,6 +56,11 @@ func run() error {
 		return err
 	}
 	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
+	vs, err := stack.ParseVariants(variants)
+	if err != nil {
+		return err
+	}
+	o.Variants, o.AutoscalerArgs = vs, autoscalerArgs
 	if o.BinDir == "" {
 		exe, err := os.Executable()
 		if err != nil {

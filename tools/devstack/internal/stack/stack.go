@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/bus/natsembed"
@@ -57,6 +58,13 @@ type Options struct {
 	Valkey bool
 	// PickerArgs are more hermod-picker arguments (e.g. --local-view).
 	PickerArgs []string
+	// Variants, when set, replace the fixed fleet of Pods: each variant's
+	// pods follow the autoscaler's replica target (the local actuator),
+	// hermod-autoscaler runs, and the gateways hold requests while the
+	// pool is empty (scale from zero).
+	Variants []Variant
+	// AutoscalerArgs are more hermod-autoscaler arguments.
+	AutoscalerArgs []string
 
 	Listen        string // the gateway's OpenAI API
 	SimBasePort   int    // pod i listens on SimBasePort+i
@@ -78,7 +86,7 @@ type Options struct {
 }
 
 // Binaries the stack runs.
-var binaries = []string{"vllm-sim", "hermod-collector", "hermod-indexer", "hermod-picker", "hermod-gateway", "hermod-responses"}
+var binaries = []string{"vllm-sim", "hermod-collector", "hermod-indexer", "hermod-picker", "hermod-gateway", "hermod-responses", "hermod-autoscaler"}
 
 // Run runs the stack until ctx ends or a service dies.
 func Run(ctx context.Context, o Options) (err error) {
@@ -101,6 +109,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := s.children(); err != nil {
 		return err
 	}
+	if err := s.startFleet(ctx); err != nil {
+		return err
+	}
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
@@ -116,7 +127,7 @@ func (o *Options) check() error {
 		return fmt.Errorf("--pool: %w", err)
 	}
 	switch {
-	case o.Pods < 1:
+	case o.Pods < 1 && len(o.Variants) == 0:
 		return fmt.Errorf("--pods: at least 1 (got %d)", o.Pods)
 	case o.SlowPods < 0 || o.SlowPods > o.Pods:
 		return fmt.Errorf("--slow-pods: between 0 and --pods (got %d)", o.SlowPods)
@@ -152,6 +163,9 @@ type stack struct {
 	nats   *natsembed.Server
 	etcd   *etcdembed.Server
 	procs  []*proc // in start order
+	fleet  *fleet
+	fleetW *coord.PrefixWatcher
+	cli    *clientv3.Client
 }
 
 // servers starts (or reaches) NATS and etcd and creates the streams.
@@ -247,7 +261,11 @@ func (s *stack) children() error {
 	if err != nil {
 		return err
 	}
-	for i := range s.o.Pods {
+	pods := s.o.Pods
+	if len(s.o.Variants) > 0 {
+		pods = 0 // the fleet follows the autoscaler
+	}
+	for i := range pods {
 		speed := 1.0
 		if i >= s.o.Pods-s.o.SlowPods {
 			speed = s.o.SlowSpeed
@@ -333,6 +351,10 @@ func (s *stack) children() error {
 		pickerAddrs = append(pickerAddrs, svc.GRPC)
 	}
 	s.state.Gateway = s.o.Listen
+	flow, err := s.flowControlFile()
+	if err != nil {
+		return err
+	}
 	for i := range gateways {
 		name, listen, pickers := "gateway", s.o.Listen, pickerAddrs
 		if i > 0 {
@@ -341,7 +363,11 @@ func (s *stack) children() error {
 		if s.o.PairGateways && len(pickerAddrs) > 0 {
 			pickers = pickerAddrs[i%len(pickerAddrs) : i%len(pickerAddrs)+1]
 		}
-		p, err = start(name, true, s.out, bin("hermod-gateway"), append(common, "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)...)
+		gwArgs := append(common, "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
+		if flow != "" {
+			gwArgs = append(gwArgs, "--flow-control", flow)
+		}
+		p, err = start(name, true, s.out, bin("hermod-gateway"), gwArgs...)
 		if err != nil {
 			return err
 		}
@@ -494,6 +520,15 @@ func (s *stack) wait(ctx context.Context) error {
 func (s *stack) shutdown() error {
 	var errs []error
 	ctx := context.Background()
+	if s.fleetW != nil {
+		s.fleetW.Close()
+	}
+	if s.fleet != nil {
+		errs = append(errs, s.fleet.stopAll(ctx)...)
+	}
+	if s.cli != nil {
+		_ = s.cli.Close()
+	}
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		if err := s.procs[i].stop(ctx, 10*time.Second); err != nil {
 			errs = append(errs, err)

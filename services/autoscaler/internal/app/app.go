@@ -1,0 +1,332 @@
+// Package app runs the autoscaler service: it follows the pool's input
+// events and its autoscaler objects in etcd, campaigns for the leadership,
+// and while leader scales the variants through the configured actuator,
+// with /metrics, /health and /ready.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/autoscaler/internal/actuator"
+	"github.com/hermod/hermod/services/autoscaler/internal/actuator/kube"
+	"github.com/hermod/hermod/services/autoscaler/internal/actuator/local"
+	actmetrics "github.com/hermod/hermod/services/autoscaler/internal/actuator/metrics"
+	"github.com/hermod/hermod/services/autoscaler/internal/config"
+	"github.com/hermod/hermod/services/autoscaler/internal/engine"
+	"github.com/hermod/hermod/services/autoscaler/internal/store"
+)
+
+// DefaultMetricsListen is the ops address.
+const DefaultMetricsListen = ":9099"
+
+// Config is the service's configuration.
+type Config struct {
+	Pool          string
+	Replica       string
+	EtcdEndpoints []string
+	NATSURL       string
+	MetricsListen string
+	// Actuator is "local", "kubernetes" or "metrics".
+	Actuator   string
+	Kubeconfig string
+	LeaseTTL   time.Duration
+	Interval   time.Duration
+	Resync     time.Duration
+	// ConfigFile is applied objects' YAML read at start, under the ones
+	// in etcd (flags > env > file > stored config > defaults: a stored
+	// object of the same name wins over the file's).
+	ConfigFile   string
+	OTLPEndpoint string
+}
+
+// Validate checks the configuration; errors name the flag.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := coord.ValidatePoolName(c.Pool); err != nil {
+		errs = append(errs, fmt.Errorf("--pool: %w", err))
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		errs = append(errs, errors.New("--etcd-endpoints: required (the objects, the leader election and the state live in etcd)"))
+	}
+	if c.NATSURL == "" {
+		errs = append(errs, errors.New("--nats-url: required (the inputs are events)"))
+	}
+	switch c.Actuator {
+	case "local", "kubernetes", "metrics":
+	default:
+		errs = append(errs, fmt.Errorf("--actuator: %q is not local, kubernetes or metrics", c.Actuator))
+	}
+	if c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--lease-ttl: at least 1s (got %v)", c.LeaseTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Replica == "" {
+		cfg.Replica = replicaID()
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log = log.With("replica", cfg.Replica, "pool", cfg.Pool)
+	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-autoscaler", cfg.OTLPEndpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+	var fileObjs []config.Object
+	if cfg.ConfigFile != "" {
+		data, err := os.ReadFile(cfg.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		if fileObjs, err = config.Parse(data); err != nil {
+			return fmt.Errorf("--config %s: %w", cfg.ConfigFile, err)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	cli, err := coord.NewClient(cctx, cfg.EtcdEndpoints)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	nc, err := bus.Connect(ctx, cfg.NATSURL, "hermod-autoscaler "+cfg.Replica, bus.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	reg := telemetry.NewRegistry()
+	act, err := newActuator(cfg, cli, reg, log)
+	if err != nil {
+		return err
+	}
+	subject, err := bus.ScalingSubject(cfg.Pool)
+	if err != nil {
+		return err
+	}
+	e, err := engine.New(engine.Options{
+		Pool: cfg.Pool, Replica: cfg.Replica, Client: cli, Actuator: act, LeaseTTL: cfg.LeaseTTL, Interval: cfg.Interval, Resync: cfg.Resync,
+		Publish: func(ctx context.Context, d *eventsv1.ScalingDecision) error { return publish(ctx, js, subject, d) },
+		Env:     os.Getenv, Log: log, Metrics: engine.NewMetrics(reg),
+	})
+	if err != nil {
+		return err
+	}
+	stop, err := follow(ctx, cfg, cli, nc, js, e, fileObjs, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return serve(ctx, cfg, e, reg, log)
+}
+
+func newActuator(cfg Config, cli *clientv3.Client, reg prometheus.Registerer, log *slog.Logger) (actuator.Actuator, error) {
+	switch cfg.Actuator {
+	case "kubernetes":
+		a, err := kube.NewFromKubeconfig(cfg.Kubeconfig, kube.WithLogger(log))
+		if err != nil {
+			return nil, fmt.Errorf("--actuator kubernetes: %w", err)
+		}
+		return a, nil
+	case "metrics":
+		return actmetrics.New(reg, log)
+	default:
+		return local.New(cli, cfg.Pool), nil
+	}
+}
+
+// publish sends a decision to HERMOD_SCALING, its id as the message id.
+func publish(ctx context.Context, js jetstream.JetStream, subject string, d *eventsv1.ScalingDecision) error {
+	data, err := proto.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("marshal decision: %w", err)
+	}
+	if _, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(d.GetDecisionId())); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// follow feeds the engine: the pool's metrics and gateway queues (core
+// NATS), its completions (HERMOD_COMPLETIONS, from now on), its endpoints
+// and the autoscaler objects (etcd watches). stop ends them all.
+func follow(ctx context.Context, cfg Config, cli *clientv3.Client, nc *nats.Conn, js jetstream.JetStream, e *engine.Engine,
+	fileObjs []config.Object, reg prometheus.Registerer, log *slog.Logger,
+) (stop func(), err error) {
+	var closers []func()
+	stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	filter, err := bus.MetricsFilter(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	msub, err := bus.Subscribe(nc, filter, func(m *eventsv1.PodMetrics, _ string) { e.OnMetrics(m) }, bus.WithLogger(log), bus.WithRegisterer(reg))
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = msub.Close() })
+	qfilter, err := bus.FlowControlFilter(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	qsub, err := bus.Subscribe(nc, qfilter, func(q *eventsv1.FlowControlQueue, _ string) { e.OnQueue(q) }, bus.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = qsub.Close() })
+	csubject, err := bus.CompletionsSubject(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: csubject, DeliverNew: true, Logger: log},
+		func(c *eventsv1.RequestCompleted, _ bus.Meta) { e.OnCompletion(c) })
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, cons.Close)
+	ew, err := coord.WatchEndpoints(ctx, cli, cfg.Pool, func(s coord.Snapshot) { e.OnEndpoints(s.Sorted()) }, coord.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, ew.Close)
+	objs := &objects{file: fileObjs, stored: map[string]map[string][]byte{}, e: e, log: log}
+	for _, prefix := range []string{store.VariantsPrefix(cfg.Pool), store.ConfigMapsPrefix(cfg.Pool)} {
+		w, err := coord.WatchPrefix(ctx, cli, prefix, func(kvs map[string][]byte, rev int64) { objs.update(prefix, kvs, rev) }, coord.WithLogger(log))
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, w.Close)
+	}
+	return stop, nil
+}
+
+// objects merges the --config file's objects with the stored ones (a
+// stored object wins over the file's of the same kind and name) and hands
+// the engine each valid set; an invalid one is logged and the last valid
+// set kept.
+type objects struct {
+	mu     sync.Mutex
+	file   []config.Object
+	stored map[string]map[string][]byte // prefix -> key -> YAML
+	e      *engine.Engine
+	log    *slog.Logger
+}
+
+func (o *objects) update(prefix string, kvs map[string][]byte, rev int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stored[prefix] = kvs
+	byName := map[string]config.Object{}
+	for _, obj := range o.file {
+		byName[obj.ObjectKind()+"/"+obj.ObjectName()] = obj
+	}
+	var keys []string
+	for _, kvs := range o.stored {
+		for k := range kvs {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		data := o.stored[prefixOf(o.stored, k)][k]
+		objs, err := config.Parse(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			continue
+		}
+		for _, obj := range objs {
+			byName[obj.ObjectKind()+"/"+obj.ObjectName()] = obj
+		}
+	}
+	all := make([]config.Object, 0, len(byName))
+	for _, obj := range byName {
+		all = append(all, obj)
+	}
+	set, err := config.NewSet(all...)
+	if err = errors.Join(append(errs, err)...); err != nil {
+		o.log.Error("the autoscaler objects are invalid; keeping the last valid ones", "revision", rev, "error", err)
+		return
+	}
+	o.log.Info("autoscaler objects loaded", "revision", rev, "variants", len(set.Variants()), "groups", len(set.Groups()))
+	o.e.SetConfig(set)
+}
+
+func prefixOf(stored map[string]map[string][]byte, key string) string {
+	for p, kvs := range stored {
+		if _, ok := kvs[key]; ok {
+			return p
+		}
+	}
+	return ""
+}
+
+func serve(ctx context.Context, cfg Config, e *engine.Engine, reg *prometheus.Registry, log *slog.Logger) error {
+	lis, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
+	}
+	ops := &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- ops.Serve(lis) }()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { errc <- e.Run(rctx) }()
+	log.Info("autoscaler running", "ops", lis.Addr().String(), "actuator", cfg.Actuator)
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = ops.Shutdown(sctx)
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	return nil
+}
+
+func replicaID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
