@@ -7,7 +7,7 @@ require (
 	github.com/hermod/hermod/tools/devstack v0.0.0
 	github.com/hermod/hermod/tools/loadgen v0.0.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/valkey-io/valkey-go v1.0.79
+	go.etcd.io/etcd/client/v3 v3.7.3
 	google.golang.org/grpc v1.85.0
 )
 
@@ -26,9 +26,9 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/client/v3 v3.7.3 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

@@ -33,6 +33,7 @@ func run(m *testing.M) int {
 		{"../services/picker/cmd/hermod-picker", false},
 		{"../services/collector/cmd/hermod-collector", false},
 		{"../services/responses/cmd/hermod-responses", false},
+		{"../services/autoscaler/cmd/hermod-autoscaler", false},
 		{"../tools/vllm-sim/cmd/vllm-sim", true},
 		{"../services/indexer/cmd/hermod-indexer", true},
 	} {

@@ -90,6 +90,10 @@ type Engine struct {
 	// analyzers' max-over-time windows start there.
 	settled map[string]time.Time
 	moving  map[string]bool
+	// grown is when each model last scaled up: no scale-down follows
+	// within a gauge window (the new replicas' short windows would look
+	// idle, and up/down would alternate).
+	grown map[string]time.Time
 	// desired caches the actuator's targets (refreshed each term).
 	desired map[string]int
 	leader  bool
@@ -106,7 +110,7 @@ func New(o Options) (*Engine, error) {
 	o.defaults()
 	return &Engine{
 		o: o, tracker: observe.New(o.Now), planner: newPlanner(), pending: newPending(),
-		settled: map[string]time.Time{}, moving: map[string]bool{}, desired: map[string]int{},
+		settled: map[string]time.Time{}, moving: map[string]bool{}, grown: map[string]time.Time{}, desired: map[string]int{},
 	}, nil
 }
 
@@ -330,14 +334,26 @@ func (t *term) evaluate(ctx context.Context, trig trigger) {
 	var groups []group
 	var models []*analyzed
 	for _, g := range set.Groups() {
-		m, targets, err := t.model(ctx, set, g)
+		m, full, targets, err := t.model(ctx, set, g)
 		if err != nil {
 			t.log.Warn("reading the variants' replicas failed", "model", g.ModelID, "error", err)
 			continue
 		}
-		a := e.planner.analyze(m, set, e.o.Env)
+		a := e.planner.analyze(m, full, set, e.o.Env)
 		if a.analyzeEr != nil {
 			t.log.Warn("analyzing failed", "model", g.ModelID, "error", a.analyzeEr)
+		}
+		e.mu.Lock()
+		grown := e.grown[m.ID]
+		e.mu.Unlock()
+		if since := m.Now.Sub(grown); since < observe.GaugeWindow {
+			for i := range a.d.Analyses {
+				if a.d.Analyses[i].Spare > 0 {
+					a.d.Analyses[i].Spare = 0
+					a.d.Analyses[i].Reasons = append(a.d.Analyses[i].Reasons,
+						fmt.Sprintf("no scale-down: the model scaled up %v ago (within %v)", since.Round(time.Millisecond), observe.GaugeWindow))
+				}
+			}
 		}
 		groups = append(groups, group{&a, targets})
 		models = append(models, &a)
@@ -357,10 +373,12 @@ func (t *term) evaluate(ctx context.Context, trig trigger) {
 }
 
 // model builds a group's scaling.Model: the variants' settings, their
-// targets from the actuator, and the tracker's inputs.
-func (t *term) model(ctx context.Context, set *config.Set, g config.Group) (*scaling.Model, map[string]actuator.Target, error) {
+// targets from the actuator, and the tracker's inputs with the
+// max-over-time windows starting when the fleet last settled; full is the
+// same with the whole windows.
+func (t *term) model(ctx context.Context, set *config.Set, g config.Group) (m, full *scaling.Model, _ map[string]actuator.Target, _ error) {
 	e := t.e
-	m := &scaling.Model{ID: g.ModelID}
+	m = &scaling.Model{ID: g.ModelID}
 	targets := map[string]actuator.Target{}
 	unknown := map[string]bool{}
 	for _, va := range g.Variants {
@@ -378,7 +396,7 @@ func (t *term) model(ctx context.Context, set *config.Set, g config.Group) (*sca
 			case errors.Is(err, actuator.ErrNoState):
 				unknown[v.Name] = true // the replicas serving, below
 			case err != nil:
-				return nil, nil, err
+				return nil, nil, nil, err
 			default:
 				cur = st.Desired
 				e.mu.Lock()
@@ -394,10 +412,17 @@ func (t *term) model(ctx context.Context, set *config.Set, g config.Group) (*sca
 	e.mu.Lock()
 	since := e.settled[g.ModelID]
 	e.mu.Unlock()
-	e.tracker.Fill(m, retention, since)
+	full = &scaling.Model{ID: m.ID, Namespace: m.Namespace}
 	for _, v := range m.Variants {
+		c := *v
+		full.Variants = append(full.Variants, &c)
+	}
+	e.tracker.Fill(m, retention, since)
+	e.tracker.Fill(full, retention, time.Time{})
+	for i, v := range m.Variants {
 		if unknown[v.Name] {
 			v.Current = v.Ready
+			full.Variants[i].Current = v.Ready
 		}
 	}
 	e.mu.Lock()
@@ -407,7 +432,7 @@ func (t *term) model(ctx context.Context, set *config.Set, g config.Group) (*sca
 	}
 	e.moving[g.ModelID] = moving
 	e.mu.Unlock()
-	return m, targets, nil
+	return m, full, targets, nil
 }
 
 // apply actuates a decision's changed targets, records them and
@@ -460,6 +485,9 @@ func (t *term) apply(ctx context.Context, m *scaling.Model, targets map[string]a
 				e.mu.Lock()
 				e.desired[tg.Variant] = tg.Desired
 				e.moving[m.ID] = true
+				if tg.Desired > tg.Current {
+					e.grown[m.ID] = m.Now
+				}
 				e.mu.Unlock()
 				t.log.Info("scaled", "model", m.ID, "variant", tg.Variant, "from", tg.Current, "to", tg.Desired,
 					"trigger", trig.kind, "reason", tg.Reason)

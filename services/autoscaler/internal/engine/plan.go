@@ -71,8 +71,13 @@ type analyzed struct {
 	analyzeEr error
 }
 
-// analyze runs a model's analyzer (or the scale-from-zero path).
-func (p *planner) analyze(m *scaling.Model, set *config.Set, env func(string) string) analyzed {
+// analyze runs a model's analyzer (or the scale-from-zero path). m's
+// max-over-time windows start when its fleet last settled, full's span the
+// whole minute: a scale-up needs the current fleet to fall short, a
+// scale-down needs the whole last minute to allow it (an event-driven
+// loop would otherwise take a replica away on a quiet moment and add it
+// back at the next burst).
+func (p *planner) analyze(m, full *scaling.Model, set *config.Set, env func(string) string) analyzed {
 	out := analyzed{m: m}
 	stz := set.ScaleToZero(m.ID, m.Namespace, env)
 	out.zeroOK = stz.Enabled
@@ -96,6 +101,7 @@ func (p *planner) analyze(m *scaling.Model, set *config.Set, env func(string) st
 	var as []scaling.Analysis
 	switch kind {
 	case config.AnalyzerQueueingModel:
+		// rates and latencies: one-minute windows either way
 		q, _ := set.Queueing(m.ID, m.Namespace)
 		cfg := slo.Config{TargetTTFT: q.TargetTTFT, TargetITL: q.TargetITL, SLOMultiplier: q.SLOMultiplier, TuningEnabled: q.TuningEnabled}
 		a, err := slo.Analyze(m, p.params(m, cfg), cfg)
@@ -106,12 +112,14 @@ func (p *planner) analyze(m *scaling.Model, set *config.Set, env func(string) st
 		as = []scaling.Analysis{a}
 		out.d.Analyzer = slo.AnalyzerName
 	case config.AnalyzerSaturationToken:
-		as = p.token.Analyze(m, saturation.TokenConfig{KVCacheThreshold: sat.KVCacheThreshold, QueueLengthThreshold: sat.QueueLengthThreshold,
-			ScaleUpThreshold: sat.ScaleUpThreshold, ScaleDownBoundary: sat.ScaleDownBoundary})
+		tc := saturation.TokenConfig{KVCacheThreshold: sat.KVCacheThreshold, QueueLengthThreshold: sat.QueueLengthThreshold,
+			ScaleUpThreshold: sat.ScaleUpThreshold, ScaleDownBoundary: sat.ScaleDownBoundary}
+		as = combine(p.token.Analyze(m, tc), p.token.Analyze(full, tc))
 		out.d.Analyzer = saturation.TokenAnalyzerName
 	default:
-		as = []scaling.Analysis{saturation.AnalyzePercentage(m, saturation.PercentageConfig{KVCacheThreshold: sat.KVCacheThreshold,
-			QueueLengthThreshold: sat.QueueLengthThreshold, KVSpareTrigger: sat.KVSpareTrigger, QueueSpareTrigger: sat.QueueSpareTrigger})}
+		pc := saturation.PercentageConfig{KVCacheThreshold: sat.KVCacheThreshold, QueueLengthThreshold: sat.QueueLengthThreshold,
+			KVSpareTrigger: sat.KVSpareTrigger, QueueSpareTrigger: sat.QueueSpareTrigger}
+		as = combine([]scaling.Analysis{saturation.AnalyzePercentage(m, pc)}, []scaling.Analysis{saturation.AnalyzePercentage(full, pc)})
 		out.d.Analyzer = saturation.PercentageAnalyzerName
 	}
 	for i := range as {
@@ -119,6 +127,29 @@ func (p *planner) analyze(m *scaling.Model, set *config.Set, env func(string) st
 		out.d.Reasons = append(out.d.Reasons, as[i].Reasons...)
 	}
 	out.d.Analyses = as
+	return out
+}
+
+// combine takes, per role, the scale-up signal (or hold) of the analysis
+// since the fleet settled, else the scale-down signal of the whole
+// window's analysis.
+func combine(since, full []scaling.Analysis) []scaling.Analysis {
+	out := make([]scaling.Analysis, 0, len(since))
+	for _, a := range since {
+		if a.Required > 0 || a.Hold {
+			out = append(out, a)
+			continue
+		}
+		a.Spare = 0 // a quiet moment is no reason to shrink
+		for _, f := range full {
+			if f.Role == a.Role && f.Spare > 0 && !f.Hold {
+				f.Required = 0
+				a = f
+				break
+			}
+		}
+		out = append(out, a)
+	}
 	return out
 }
 

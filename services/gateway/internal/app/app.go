@@ -127,17 +127,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		reporter.Close(cctx)
 	}()
 
-	list := models.New()
-	var modelsListed atomic.Bool
-	w, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
-		list.Update(s)
-		modelsListed.Store(true)
-	}, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-
 	var flow *proxy.Flow
 	if cfg.FlowControlFile != "" {
 		f, stop, err := startFlowControl(ctx, cfg, nc, reg, log)
@@ -147,6 +136,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer stop()
 		flow = f
 	}
+	list := models.New()
+	var modelsListed atomic.Bool
+	w, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
+		list.Update(s)
+		modelsListed.Store(true)
+		if flow != nil && flow.Retain != nil {
+			names := make(map[string]bool, len(s.Endpoints))
+			for name := range s.Endpoints {
+				names[name] = true
+			}
+			flow.Retain(names)
+		}
+	}, coord.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
 	h := proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: log, Metrics: proxy.NewMetrics(reg)})
 	var store responsesv1.ResponsesStoreClient

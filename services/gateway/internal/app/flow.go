@@ -74,7 +74,11 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 		<-done
 		<-done
 	}
-	return &proxy.Flow{Controller: ctrl, Settings: st}, stop, nil
+	return &proxy.Flow{Controller: ctrl, Settings: st, Retain: func(names map[string]bool) {
+		if sat.Retain(names) {
+			ctrl.Kick()
+		}
+	}}, stop, nil
 }
 
 // Queue reports: at once on a change (the autoscaler's scale-from-zero

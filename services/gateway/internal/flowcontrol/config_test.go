@@ -91,6 +91,13 @@ func TestPoolSaturationHoldsWhenEmpty(t *testing.T) {
 	if !p.Saturated() {
 		t.Fatal("the only pod's metrics are stale: the pool is empty again")
 	}
+	p.Update("b", 0, 0.1)
+	if p.Retain(map[string]bool{"a": true, "b": true}) || p.Saturated() {
+		t.Fatal("b is registered and has room")
+	}
+	if !p.Retain(map[string]bool{}) || !p.Saturated() {
+		t.Fatal("b left the registry: the pool is empty at once")
+	}
 	s, err := Parse([]byte("queueing: true\nholdWhenEmpty: true\n"))
 	if err != nil || !s.HoldWhenEmpty {
 		t.Fatalf("Parse holdWhenEmpty = %+v, %v", s, err)

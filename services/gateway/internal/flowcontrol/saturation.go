@@ -57,6 +57,22 @@ func (p *PoolSaturation) Remove(endpoint string) {
 	delete(p.pods, endpoint)
 }
 
+// Retain forgets every endpoint not in names (the registry's): a pod that
+// left stops counting at once, not when its metrics go stale. It reports
+// whether any was forgotten.
+func (p *PoolSaturation) Retain(names map[string]bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gone := false
+	for name := range p.pods {
+		if !names[name] {
+			delete(p.pods, name)
+			gone = true
+		}
+	}
+	return gone
+}
+
 // Saturated reports whether every endpoint with fresh metrics is
 // saturated. With none, it is HoldWhenEmpty (false: nothing to go by).
 func (p *PoolSaturation) Saturated() bool {

@@ -78,6 +78,9 @@ type Options struct {
 type Flow struct {
 	Controller *flowcontrol.Controller
 	Settings   flowcontrol.Settings
+	// Retain keeps the saturation rule to the registered endpoints (nil:
+	// metrics alone decide).
+	Retain func(names map[string]bool)
 }
 
 // Handler serves /v1/completions and /v1/chat/completions.
