@@ -32,6 +32,12 @@ var groups = map[string]map[string]command{
 	"endpoints": {
 		"list": {summary: "list the pool's endpoints with their latest metrics", run: endpointsList},
 	},
+	"autoscaler": {
+		"apply":  {summary: "store VariantAutoscaling objects and ConfigMaps for the pool's autoscaler", run: autoscalerApply},
+		"get":    {summary: "list the pool's variants with their targets and status, or print one", run: autoscalerGet},
+		"delete": {summary: "delete a VariantAutoscaling (or an applied ConfigMap)", run: autoscalerDelete},
+		"status": {summary: "show the autoscaler's leader and its latest scaling decisions", run: autoscalerStatus},
+	},
 	"audit": {
 		"tail":   {summary: "follow the pool's routing decisions", run: auditTail},
 		"replay": {summary: "print the routing decisions stored since a time", run: auditReplay},

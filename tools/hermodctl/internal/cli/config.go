@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,14 +111,7 @@ func printResolved(w io.Writer, r *scheduling.Resolved, format string) error {
 		return fmt.Errorf("encode resolved config: %w", err)
 	}
 	blockStyle(&doc)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return fmt.Errorf("encode resolved config: %w", err)
-	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	return writeYAML(w, &doc)
 }
 
 func blockStyle(n *yaml.Node) {

@@ -24,6 +24,8 @@ const (
 	defaultEtcd = "127.0.0.1:2379"
 	defaultNATS = "nats://127.0.0.1:4222"
 	dialTimeout = 5 * time.Second
+	// requestTimeout bounds each etcd or JetStream request of a command.
+	requestTimeout = 5 * time.Second
 )
 
 // target holds the flags naming the pool and where Hermod's state is.
