@@ -15,7 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -225,48 +225,54 @@ func follow(ctx context.Context, cfg Config, cli *clientv3.Client, nc *nats.Conn
 		return nil, err
 	}
 	closers = append(closers, ew.Close)
-	objs := &objects{file: fileObjs, stored: map[string]map[string][]byte{}, e: e, log: log}
-	for _, prefix := range []string{store.VariantsPrefix(cfg.Pool), store.ConfigMapsPrefix(cfg.Pool)} {
-		w, err := coord.WatchPrefix(ctx, cli, prefix, func(kvs map[string][]byte, rev int64) { objs.update(prefix, kvs, rev) }, coord.WithLogger(log))
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, w.Close)
+	// One watch over the pool's autoscaler keys: the variants and the
+	// ConfigMaps arrive together (two watches could hand the engine the
+	// variants without their scale-to-zero config for a moment).
+	objs := &objects{file: fileObjs, pool: cfg.Pool, e: e, log: log}
+	w, err := coord.WatchPrefix(ctx, cli, store.PoolPrefix(cfg.Pool), objs.update, coord.WithLogger(log))
+	if err != nil {
+		return nil, err
 	}
+	closers = append(closers, w.Close)
 	return stop, nil
 }
 
 // objects merges the --config file's objects with the stored ones (a
 // stored object wins over the file's of the same kind and name) and hands
 // the engine each valid set; an invalid one is logged and the last valid
-// set kept.
+// set kept. Writes to the other keys under the prefix (statuses, state,
+// replica targets) are ignored.
 type objects struct {
-	mu     sync.Mutex
-	file   []config.Object
-	stored map[string]map[string][]byte // prefix -> key -> YAML
-	e      *engine.Engine
-	log    *slog.Logger
+	file []config.Object
+	pool string
+	e    *engine.Engine
+	log  *slog.Logger
+	last string // the objects' keys and values last handed over
 }
 
-func (o *objects) update(prefix string, kvs map[string][]byte, rev int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.stored[prefix] = kvs
-	byName := map[string]config.Object{}
-	for _, obj := range o.file {
-		byName[obj.ObjectKind()+"/"+obj.ObjectName()] = obj
-	}
+func (o *objects) update(kvs map[string][]byte, rev int64) {
 	var keys []string
-	for _, kvs := range o.stored {
-		for k := range kvs {
+	for k := range kvs {
+		if strings.HasPrefix(k, store.VariantsPrefix(o.pool)) || strings.HasPrefix(k, store.ConfigMapsPrefix(o.pool)) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
+	var digest strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&digest, "%s\x00%s\x00", k, kvs[k])
+	}
+	if digest.String() == o.last && o.last != "" {
+		return
+	}
+	o.last = digest.String()
+	byName := map[string]config.Object{}
+	for _, obj := range o.file {
+		byName[obj.ObjectKind()+"/"+obj.ObjectName()] = obj
+	}
 	var errs []error
 	for _, k := range keys {
-		data := o.stored[prefixOf(o.stored, k)][k]
-		objs, err := config.Parse(data)
+		objs, err := config.Parse(kvs[k])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", k, err))
 			continue
@@ -286,15 +292,6 @@ func (o *objects) update(prefix string, kvs map[string][]byte, rev int64) {
 	}
 	o.log.Info("autoscaler objects loaded", "revision", rev, "variants", len(set.Variants()), "groups", len(set.Groups()))
 	o.e.SetConfig(set)
-}
-
-func prefixOf(stored map[string]map[string][]byte, key string) string {
-	for p, kvs := range stored {
-		if _, ok := kvs[key]; ok {
-			return p
-		}
-	}
-	return ""
 }
 
 func serve(ctx context.Context, cfg Config, e *engine.Engine, reg *prometheus.Registry, log *slog.Logger) error {
