@@ -300,25 +300,34 @@ func serve(ctx context.Context, cfg Config, e *engine.Engine, reg *prometheus.Re
 		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
 	}
 	ops := &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- ops.Serve(lis) }()
+	opsErr := make(chan error, 1)
+	go func() { opsErr <- ops.Serve(lis) }()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { errc <- e.Run(rctx) }()
+	runErr := make(chan error, 1)
+	go func() { runErr <- e.Run(rctx) }()
 	log.Info("autoscaler running", "ops", lis.Addr().String(), "actuator", cfg.Actuator)
-	var runErr error
+	err = nil
+	engineDone := false
 	select {
 	case <-ctx.Done():
-	case runErr = <-errc:
+	case err = <-opsErr:
+		err = fmt.Errorf("ops server: %w", err)
+	case err = <-runErr:
+		engineDone = true
 	}
+	// The engine persists its state on the way out: wait for it before
+	// the etcd client closes.
 	cancel()
+	if !engineDone {
+		if rerr := <-runErr; err == nil {
+			err = rerr
+		}
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = ops.Shutdown(sctx)
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
-	}
-	return nil
+	return err
 }
 
 func replicaID() string {
