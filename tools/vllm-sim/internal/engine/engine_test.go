@@ -104,14 +104,27 @@ func TestTimingSpeedDoesNotChangeResults(t *testing.T) {
 	if raceEnabled {
 		t.Skip("timing test: run without -race")
 	}
-	ttft1, e2e1 := runAtSpeed(t, 1)
-	ttft20, e2e20 := runAtSpeed(t, 20)
-	t.Logf("speed 1: TTFT %s e2e %s; speed 20: TTFT %s e2e %s", ttft1, e2e1, ttft20, e2e20)
-	if d := math.Abs(float64(ttft20-ttft1)) / float64(ttft1); d > 0.05 {
-		t.Errorf("mean TTFT differs by %.1f%% between speed 1 and 20", 100*d)
+	// A busy machine only adds delay (a millisecond of it is 20 simulated
+	// ones at speed 20), so the comparison is retried: the engine is right
+	// if one attempt agrees, and wrong if none does.
+	var errs []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		ttft1, e2e1 := runAtSpeed(t, 1)
+		ttft20, e2e20 := runAtSpeed(t, 20)
+		t.Logf("attempt %d: speed 1: TTFT %s e2e %s; speed 20: TTFT %s e2e %s", attempt, ttft1, e2e1, ttft20, e2e20)
+		errs = errs[:0]
+		if d := math.Abs(float64(ttft20-ttft1)) / float64(ttft1); d > 0.05 {
+			errs = append(errs, fmt.Sprintf("mean TTFT differs by %.1f%% between speed 1 and 20", 100*d))
+		}
+		if d := math.Abs(float64(e2e20-e2e1)) / float64(e2e1); d > 0.05 {
+			errs = append(errs, fmt.Sprintf("mean e2e latency differs by %.1f%% between speed 1 and 20", 100*d))
+		}
+		if len(errs) == 0 {
+			return
+		}
 	}
-	if d := math.Abs(float64(e2e20-e2e1)) / float64(e2e1); d > 0.05 {
-		t.Errorf("mean e2e latency differs by %.1f%% between speed 1 and 20", 100*d)
+	for _, e := range errs {
+		t.Error(e)
 	}
 }
 
