@@ -244,6 +244,19 @@ func TestSlogBridge(t *testing.T) {
 	level := &slog.LevelVar{}
 	level.Set(slog.LevelInfo)
 	s := startServer(t, Options{Logger: slog.New(h), LogLevel: level, UnsafeNoFsync: true})
+	// etcd publishes the member (and logs it) in the background: the
+	// server may serve before that line is written.
+	published := func() bool {
+		for _, r := range h.all() {
+			if strings.Contains(r.Message, "published local member to cluster") {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); !published() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	records := h.all()
 	if len(records) == 0 {
 		t.Fatal("no etcd logs at info level")
