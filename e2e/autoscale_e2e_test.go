@@ -188,6 +188,11 @@ func TestAutoscaleLoadStepScaleToZeroAndBack(t *testing.T) {
 	idleAt := time.Now()
 	waitFor(t, retention+20*time.Second, "scale to zero", func() bool { return serving() == 0 })
 	zeroTook := time.Since(idleAt)
+	// the pods stop (a stopping pod may still serve while registered)
+	waitFor(t, 30*time.Second, "the pods leave the registry", func() bool {
+		eps, _, err := coord.ListEndpoints(context.Background(), cli, s.state.Pool)
+		return err == nil && len(eps) == 0
+	})
 	// the first request brings one pod back
 	before := len(decisions.all())
 	reqAt := time.Now()
@@ -199,7 +204,7 @@ func TestAutoscaleLoadStepScaleToZeroAndBack(t *testing.T) {
 	var fromZero *eventsv1.ScalingDecision
 	waitFor(t, 10*time.Second, "the scale-from-zero decision", func() bool {
 		for _, d := range decisions.all()[before:] {
-			if d.GetTrigger() == "scale-from-zero" {
+			if d.GetAnalyzer() == "scale-from-zero" {
 				fromZero = d
 				return true
 			}
@@ -229,7 +234,7 @@ func TestAutoscaleLoadStepScaleToZeroAndBack(t *testing.T) {
 			d.GetTrigger(), d.GetAnalyzer(), strings.Join(parts, ", "), total(d)))
 		n := total(d)
 		switch {
-		case d.GetTrigger() == "scale-from-zero":
+		case d.GetAnalyzer() == "scale-from-zero":
 		case phase == "up" && n < prev:
 			phase = "down"
 		case phase == "down" && n > prev:

@@ -40,33 +40,49 @@ func TestBenchResultsDoNotDependOnSpeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := bench.Env{BinDir: binDir, Dir: t.TempDir()}
+	// Two stacks on two cores: a busy moment slows one run's processes
+	// and shows as a difference. A second pair decides then; the property
+	// fails only if neither pair agrees.
 	var runs []*bench.RunResult
-	for _, speed := range []float64{10, 20} {
-		f := bench.RoutingFleet()
-		f.Speed = speed
-		spec := bench.Spec{
-			Name: "speed-" + fmtFloat(speed), Stack: bench.Stack{Policy: "load-aware", Config: cfg, Pickers: 1},
-			Fleet: f, Workload: w, SendGap: bench.DefaultRouting().SendGap,
+	for attempt := 1; attempt <= 2; attempt++ {
+		runs = runs[:0]
+		for _, speed := range []float64{10, 20} {
+			f := bench.RoutingFleet()
+			f.Speed = speed
+			spec := bench.Spec{
+				Name: "speed-" + fmtFloat(speed), Stack: bench.Stack{Policy: "load-aware", Config: cfg, Pickers: 1},
+				Fleet: f, Workload: w, SendGap: bench.DefaultRouting().SendGap,
+			}
+			r, err := bench.Run(context.Background(), env, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := r.Results.Summary; s.Failed != 0 || s.Count != len(w.Requests) {
+				t.Fatalf("speed %v: %d ok, %d failed", speed, s.Count, s.Failed)
+			}
+			runs = append(runs, r)
 		}
-		r, err := bench.Run(context.Background(), env, spec)
-		if err != nil {
-			t.Fatal(err)
+		a, b := runs[0].Results.Summary, runs[1].Results.Summary
+		t.Logf("attempt %d: speed 10: total %.1fs avg %.2fs p50 %.2fs; speed 20: total %.1fs avg %.2fs p50 %.2fs", attempt, a.TotalE2E, a.Avg, a.P50, b.TotalE2E, b.Avg, b.P50)
+		var diffs []string
+		for _, c := range []struct {
+			what string
+			x, y float64
+		}{{"total wall-clock", a.TotalE2E, b.TotalE2E}, {"average latency", a.Avg, b.Avg}} {
+			if d := math.Abs(c.x-c.y) / math.Max(c.x, c.y); d > 0.10 {
+				diffs = append(diffs, fmt.Sprintf("%s differs by %.1f%% between speeds 10 and 20 (%.2fs, %.2fs)", c.what, 100*d, c.x, c.y))
+			}
 		}
-		if s := r.Results.Summary; s.Failed != 0 || s.Count != len(w.Requests) {
-			t.Fatalf("speed %v: %d ok, %d failed", speed, s.Count, s.Failed)
+		if len(diffs) == 0 {
+			break
 		}
-		runs = append(runs, r)
+		if attempt == 2 {
+			for _, d := range diffs {
+				t.Error(d)
+			}
+		}
 	}
-	a, b := runs[0].Results.Summary, runs[1].Results.Summary
-	t.Logf("speed 10: total %.1fs avg %.2fs p50 %.2fs; speed 20: total %.1fs avg %.2fs p50 %.2fs", a.TotalE2E, a.Avg, a.P50, b.TotalE2E, b.Avg, b.P50)
-	for _, c := range []struct {
-		what string
-		x, y float64
-	}{{"total wall-clock", a.TotalE2E, b.TotalE2E}, {"average latency", a.Avg, b.Avg}} {
-		if d := math.Abs(c.x-c.y) / math.Max(c.x, c.y); d > 0.10 {
-			t.Errorf("%s differs by %.1f%% between speeds 10 and 20 (%.2fs, %.2fs)", c.what, 100*d, c.x, c.y)
-		}
-	}
+	a := runs[0].Results.Summary
 	// the bound is a property of the workload and fleet, not of the speed
 	if runs[0].Bound != runs[1].Bound || a.TotalE2E < runs[0].Bound.Total {
 		t.Errorf("bounds %+v and %+v; total %.1fs", runs[0].Bound, runs[1].Bound, a.TotalE2E)
