@@ -286,8 +286,12 @@ func TestSetEndpointsChurn(t *testing.T) {
 	aCount, aRequests := h.rec.count("a"), a.requests.Load()
 	h.rec.waitFor(t, "c", "scraped", func(m *eventsv1.PodMetrics) bool { return m.GetRunningRequests() == 3 })
 	time.Sleep(50 * time.Millisecond)
-	if n, r := h.rec.count("a"), a.requests.Load(); n != aCount || r != aRequests {
-		t.Errorf("removed endpoint still scraped: %d -> %d publishes, %d -> %d requests", aCount, n, aRequests, r)
+	// A scrape of a in flight at its removal may still reach it (once); it
+	// is not published, and no scrape follows.
+	r1 := a.requests.Load()
+	time.Sleep(100 * time.Millisecond)
+	if n, r := h.rec.count("a"), a.requests.Load(); n != aCount || r != r1 || r1-aRequests > 1 {
+		t.Errorf("removed endpoint still scraped: %d -> %d publishes, %d -> %d -> %d requests", aCount, n, aRequests, r1, r)
 	}
 	bAfter := h.rec.all("b")
 	if len(bAfter) <= len(bBefore) {
