@@ -408,6 +408,8 @@ func TestCloseStopsLoops(t *testing.T) {
 	if n := h.rec.count("slow"); n != 0 {
 		t.Errorf("the cancelled scrape was published (%d)", n)
 	}
+	// a request sent just before Close may reach the pod just after it
+	time.Sleep(20 * time.Millisecond)
 	published, requests := h.rec.count("pod"), p.requests.Load()
 	time.Sleep(50 * time.Millisecond)
 	if h.rec.count("pod") != published || p.requests.Load() != requests {
