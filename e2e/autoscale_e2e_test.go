@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,6 +194,18 @@ func TestAutoscaleLoadStepScaleToZeroAndBack(t *testing.T) {
 		eps, _, err := coord.ListEndpoints(context.Background(), cli, s.state.Pool)
 		return err == nil && len(eps) == 0
 	})
+	// and the gateway has seen it (its model list and its flow control
+	// follow the same registry watch)
+	waitFor(t, 10*time.Second, "the gateway sees the pool empty", func() bool {
+		resp, err := http.Get(s.url("/v1/models"))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return !strings.Contains(string(b), s.state.Model)
+	})
+	time.Sleep(50 * time.Millisecond)
 	// the first request brings one pod back
 	before := len(decisions.all())
 	reqAt := time.Now()
