@@ -137,8 +137,8 @@ bench: apt-deps binaries
 bench-prefix: apt-deps binaries
 	$(BIN)/hermod-bench prefix --out bench-out/prefix $(BENCH_ARGS)
 
-# The many-gateways benchmark: 4 gateways each with its own picker, 8 pods
-# serving one ~1 s request at a time, at 80% of capacity; per-gateway
+# The many-gateways benchmark: 20 gateways each with its own picker, 20
+# pods serving one ~1 s request at a time, at 90% of capacity; per-gateway
 # least-request against the events and Valkey global views.
 bench-multi: apt-deps binaries
 	$(BIN)/hermod-bench multi --out bench-out/multi $(BENCH_ARGS)

@@ -192,6 +192,17 @@ func (r *Report) Markdown(w io.Writer) {
 	b := first.Bound
 	fmt.Fprintf(w, "\nIdeal lower bound: %.1f s = max(work %.0f pod-s / capacity %g = %.1f s, latest request alone %.1f s [%s]).\n",
 		b.Total, b.Work, b.Capacity, b.FleetLimit, b.RequestLimit, b.RequestLimitID)
+	lagHeader := false
+	for _, run := range r.Runs {
+		if l := run.DecisionLag; l != nil {
+			if !lagHeader {
+				fmt.Fprintln(w, "\nDecisions reaching the other pickers (wall clock; meanwhile they do not count the request):")
+				fmt.Fprintln(w)
+				lagHeader = true
+			}
+			fmt.Fprintf(w, "- %s: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms over %d folds\n", run.Spec.Stack.Policy, 1e3*l.P50, 1e3*l.P90, 1e3*l.P99, l.Count)
+		}
+	}
 	fmt.Fprintln(w, "\nRequests per pod:")
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {

@@ -31,6 +31,9 @@ type RunResult struct {
 	// Wall is how long the run took on the wall clock, stack start and
 	// stop included.
 	Wall time.Duration `json:"wall"`
+	// DecisionLag is how long decisions took to reach the other pickers,
+	// when there were several folding each other's (nil otherwise).
+	DecisionLag *DecisionLag `json:"decision_lag,omitempty"`
 }
 
 // Run starts a stack for spec, sends its workload, stops the stack and
@@ -66,6 +69,13 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap, Pods: pods, SampleInterval: spec.SampleInterval,
 		Progress: env.Progress,
 	})
+	var lag *DecisionLag
+	if runErr == nil && len(st.state.Pickers) > 1 {
+		var err error
+		if lag, err = scrapeDecisionLag(ctx, st.state.Pickers); err != nil && env.Progress != nil {
+			fmt.Fprintf(env.Progress, "run %s: %v\n", spec.Name, err)
+		}
+	}
 	stopErr := st.stop()
 	if runErr != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, runErr)
@@ -73,9 +83,12 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 	if stopErr != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, stopErr)
 	}
-	out := &RunResult{Spec: spec, Bound: IdealBound(spec.Workload, spec.Fleet), Results: res, Wall: time.Since(began)}
+	out := &RunResult{Spec: spec, Bound: IdealBound(spec.Workload, spec.Fleet), Results: res, Wall: time.Since(began), DecisionLag: lag}
 	if env.Progress != nil {
 		res.PrintSummary(env.Progress)
+		if lag != nil {
+			fmt.Fprintf(env.Progress, "decisions reached the other pickers in p50 %.2f ms, p99 %.2f ms (wall, %d folds)\n", 1e3*lag.P50, 1e3*lag.P99, lag.Count)
+		}
 	}
 	return out, nil
 }

@@ -207,7 +207,7 @@ func (a *app) start(ctx context.Context) error {
 	}})
 	a.stops = append(a.stops, a.set.Close)
 	a.folder = projection.New(a.loader, projection.Options{Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
-		Lookup: func(name string) (*scheduling.Endpoint, bool) { return a.set.View().Lookup(name) }})
+		Lookup: func(name string) (*scheduling.Endpoint, bool) { return a.set.View().Lookup(name) }, Live: a.caughtUp.Load})
 	decisionsSubject, err := bus.DecisionsSubject(pool)
 	if err != nil {
 		return err

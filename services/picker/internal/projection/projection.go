@@ -54,6 +54,7 @@ type Folder struct {
 	lagSlack      time.Duration
 	window        time.Duration
 	now           func() time.Time
+	live          func() bool
 	decisions     *idSet
 	completions   *idSet
 	log           *slog.Logger
@@ -81,6 +82,9 @@ type Options struct {
 	Metrics prometheus.Registerer
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// Live reports whether the streams are followed live (the replay at
+	// start is over); decision lag is measured only then. Default: always.
+	Live func() bool
 }
 
 // New returns a Folder feeding the schedulers of loader.
@@ -104,9 +108,12 @@ func New(loader *schedconfig.Loader, o Options) *Folder {
 	if o.LagSlack <= 0 {
 		o.LagSlack = DefaultLagSlack
 	}
+	if o.Live == nil {
+		o.Live = func() bool { return true }
+	}
 	return &Folder{
 		pool: o.Pool, replica: o.Replica, loader: loader, lookup: o.Lookup, registered: o.Registered,
-		lagSlack: o.LagSlack, window: o.Window, now: o.Now,
+		lagSlack: o.LagSlack, window: o.Window, now: o.Now, live: o.Live,
 		decisions:   newIDSet(o.Window, o.Now),
 		completions: newIDSet(o.Window, o.Now),
 		log:         o.Logger, m: newMetrics(o.Metrics),
@@ -127,6 +134,9 @@ func (f *Folder) Decision(d *eventsv1.RoutingDecision) {
 			f.m.decisions.duplicate.Inc()
 		}
 		return
+	}
+	if t := d.GetTime(); t != nil && f.live() {
+		f.m.lag.Observe(max(f.now().Sub(t.AsTime()).Seconds(), 0))
 	}
 	lease := f.loader.Acquire()
 	defer lease.Release()
@@ -279,6 +289,9 @@ type metrics struct {
 		applied, skipped, stale prometheus.Counter
 	}
 	completions *prometheus.CounterVec
+	// lag is how long another replica's decision took to reach this one:
+	// while it travels, this replica does not count the request.
+	lag prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -293,7 +306,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{completions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermod_picker_projection_completions_total",
 		Help: "Completions folded, by source (rpc, stream) and result (applied, duplicate, foreign, malformed).",
-	}, []string{"source", "result"})}
+	}, []string{"source", "result"}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hermod_picker_projection_decision_lag_seconds",
+			Help:    "From another replica's decision to its fold here (first delivery): the time during which this replica's in-flight view misses the request.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5},
+		})}
 	m.decisions.applied = dec.WithLabelValues("applied")
 	m.decisions.own = dec.WithLabelValues("own")
 	m.decisions.duplicate = dec.WithLabelValues("duplicate")
@@ -303,7 +321,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.effects.skipped = eff.WithLabelValues("skipped")
 	m.effects.stale = eff.WithLabelValues("stale")
 	if reg != nil {
-		reg.MustRegister(dec, eff, m.completions)
+		reg.MustRegister(dec, eff, m.completions, m.lag)
 	}
 	return m
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
@@ -234,5 +237,36 @@ func TestEffectsOnDepartedEndpoints(t *testing.T) {
 	f.Decision(d)
 	if tr().InFlight("pod-2") != 1 {
 		t.Error("a decision without a time was not counted")
+	}
+}
+
+func TestDecisionLagMeasuredOnlyWhenLive(t *testing.T) {
+	l, err := schedconfig.New(schedconfig.Version{Source: schedconfig.SourceFile, Data: []byte("plugins: [{type: active-request-scorer}]\n")},
+		schedconfig.Options{Pool: "p", Replica: "b", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	now := time.Unix(1000, 0)
+	var live atomic.Bool
+	reg := prometheus.NewRegistry()
+	f := New(l, Options{Pool: "p", Replica: "b", Logger: quiet, Metrics: reg, Now: func() time.Time { return now }, Live: live.Load})
+	decide := func(id uint64, age time.Duration) {
+		f.Decision(&eventsv1.RoutingDecision{DecisionId: decisions.ID(id), Pool: "p", Replica: "a", Time: timestamppb.New(now.Add(-age))})
+	}
+	decide(1, time.Minute) // replayed at start: not a lag
+	live.Store(true)
+	decide(2, 3*time.Millisecond)
+	decide(3, 30*time.Millisecond)
+	decide(3, 30*time.Millisecond) // redelivered: measured once
+	h := &dto.Metric{}
+	if err := f.m.lag.Write(h); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.GetHistogram().GetSampleCount(); got != 2 {
+		t.Fatalf("lag samples = %d, want 2 (live, first deliveries only)", got)
+	}
+	if got, want := h.GetHistogram().GetSampleSum(), 0.033; math.Abs(got-want) > 1e-9 {
+		t.Fatalf("lag sum = %v, want %v", got, want)
 	}
 }
