@@ -39,15 +39,24 @@ func SetupTracing(ctx context.Context, service, endpoint string) (shutdown func(
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter for %s: %w", endpoint, err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service)))
-	if err != nil {
-		res = resource.Default()
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(serviceResource(service)))
 	otel.SetTracerProvider(tp)
 	tracing.Store(true)
 	return func(ctx context.Context) error {
 		tracing.Store(false)
 		return tp.Shutdown(ctx)
 	}, nil
+}
+
+// serviceResource is the SDK's default resource (telemetry.sdk.*, and
+// OTEL_RESOURCE_ATTRIBUTES) with service.name set to service. The name is
+// added schemaless: the default resource's schema URL is the SDK's
+// semconv version, and merging attributes with another schema URL fails
+// (and would leave service.name at "unknown_service:<binary>").
+func serviceResource(service string) *resource.Resource {
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
+	if err != nil { // only on conflicting schema URLs, which a schemaless resource never has
+		return resource.NewSchemaless(semconv.ServiceName(service))
+	}
+	return res
 }

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -111,7 +110,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("completion events left unpublished at shutdown", "error", err)
 		}
 	}()
-	picker, err := pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, Tracing: telemetry.Tracing()})
+	picker, err := pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: telemetry.GRPCClientOptions()})
 	if err != nil {
 		return err
 	}
@@ -157,10 +156,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: log, Metrics: proxy.NewMetrics(reg)})
 	var store responsesv1.ResponsesStoreClient
 	if cfg.ResponsesAddr != "" {
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-		if telemetry.Tracing() {
-			opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
-		}
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCClientOptions()...)
 		conn, err := grpc.NewClient(cfg.ResponsesAddr, opts...)
 		if err != nil {
 			return fmt.Errorf("--responses-address: %w", err)

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,9 +49,9 @@ type Options struct {
 	// CompleteTimeout bounds one Complete call; default
 	// DefaultCompleteTimeout.
 	CompleteTimeout time.Duration
-	// Tracing instruments the calls with OpenTelemetry (spans and trace
-	// context to the picker).
-	Tracing bool
+	// DialOptions are added to the client's own (telemetry.GRPCClientOptions:
+	// with tracing, every call is a span whose context the picker gets).
+	DialOptions []grpc.DialOption
 }
 
 // New connects (lazily, as gRPC does) to the picker replicas at addrs
@@ -73,9 +72,7 @@ func New(addrs []string, o Options) (*Client, error) {
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		}
-		if o.Tracing {
-			opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
-		}
+		opts = append(opts, o.DialOptions...)
 		conn, err := grpc.NewClient(a, opts...)
 		if err != nil {
 			_ = c.Close()

@@ -204,10 +204,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 	defer func() {
 		if p := recover(); p != nil {
 			req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, fmt.Sprintf("gateway panic: %v", p)
-			h.complete(req)
+			h.complete(r.Context(), req)
 			panic(p) // the HTTP server logs it and drops the connection
 		}
-		h.complete(req)
+		h.complete(r.Context(), req)
 	}()
 
 	upstreamBody := body
@@ -412,8 +412,9 @@ func (h *Handler) relayBody(w http.ResponseWriter, body io.Reader, buf []byte, r
 	return nil
 }
 
-// complete reports the request's end, once.
-func (h *Handler) complete(req *request) {
+// complete reports the request's end, once. ctx is the request's: its log
+// line carries the request's trace id.
+func (h *Handler) complete(ctx context.Context, req *request) {
 	end := time.Now()
 	ev := &eventsv1.RequestCompleted{
 		DecisionId: req.decision.GetDecisionId(),
@@ -457,7 +458,7 @@ func (h *Handler) complete(req *request) {
 	h.m.outcomes.WithLabelValues(outcomeLabel(ev.GetOutcome())).Inc()
 	h.o.Reporter.Report(req.decision, ev)
 	if h.verbose {
-		h.log.LogAttrs(context.Background(), telemetry.LevelRequest, "request completed", slog.String("request_id", req.id),
+		h.log.LogAttrs(ctx, telemetry.LevelRequest, "request completed", slog.String("request_id", req.id),
 			slog.String("decision_id", ev.GetDecisionId()), slog.String("endpoint", ev.GetEndpoint()), slog.Int("status", req.status),
 			slog.String("outcome", ev.GetOutcome().String()), slog.Duration("duration", end.Sub(req.start)))
 	}

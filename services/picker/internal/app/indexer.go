@@ -10,6 +10,7 @@ import (
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
 
@@ -32,7 +33,10 @@ func (a *app) pluginServices() ([]scheduling.Option, func(), error) {
 	var opts []scheduling.Option
 	closeFn := func() {}
 	if addr := a.cfg.IndexerAddress; addr != "" {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		// with tracing, each Score is a client span under the scheduling
+		// cycle's, and the indexer's server span is its child
+		dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCClientOptions()...)
+		conn, err := grpc.NewClient(addr, dial...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--indexer-address: %w", err)
 		}

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/status"
 
+	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/services/picker/internal/endpoints"
 )
 
@@ -14,7 +16,15 @@ import (
 type Metrics struct {
 	pickDuration     *prometheus.HistogramVec
 	decisionsDropped prometheus.Counter
+	decisions        *prometheus.CounterVec
 }
+
+// DecisionsMetric counts routing decisions by profile and target endpoint
+// (its registered name): for each profile of a decision that chose a
+// target (decode, and prefill or encode when they ran). Its target label
+// is not "endpoint", which Prometheus Operator sets on every scraped
+// series (the port's name).
+const DecisionsMetric = "hermod_picker_routing_decisions_total"
 
 // NewMetrics registers the service metrics on reg (nil: not registered),
 // including the GIE pool gauges computed from set's view.
@@ -29,11 +39,15 @@ func NewMetrics(reg prometheus.Registerer, pool string, set *endpoints.Set) *Met
 			Name: "hermod_picker_decisions_dropped_total",
 			Help: "Decision events that could not be queued for publishing (the publisher's queue was full).",
 		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: DecisionsMetric,
+			Help: "Routing decisions taken by this replica, by scheduling profile and chosen target endpoint.",
+		}, []string{"profile", "target"}),
 	}
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.pickDuration, m.decisionsDropped)
+	reg.MustRegister(m.pickDuration, m.decisionsDropped, prunedDecisions{m.decisions, set})
 	if set == nil {
 		return m
 	}
@@ -69,6 +83,61 @@ func average(set *endpoints.Set, f func(waiting, kv float64) float64) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// observeDecision counts a decision's targets.
+func (m *Metrics) observeDecision(res *scheduling.Result) {
+	for _, pr := range res.Profiles {
+		if t, ok := pr.Target(); ok {
+			m.decisions.WithLabelValues(pr.Profile, t.Endpoint.Name).Inc()
+		}
+	}
+}
+
+// prunedDecisions exports the decision counters of the endpoints still
+// registered, and forgets the others' when scraped: pods come and go (a
+// rollout, the autoscaler), and their series must not pile up.
+type prunedDecisions struct {
+	vec *prometheus.CounterVec
+	set *endpoints.Set
+}
+
+func (p prunedDecisions) Describe(ch chan<- *prometheus.Desc) { p.vec.Describe(ch) }
+
+func (p prunedDecisions) Collect(ch chan<- prometheus.Metric) {
+	if p.set == nil {
+		p.vec.Collect(ch)
+		return
+	}
+	all := make(chan prometheus.Metric, 64)
+	go func() {
+		p.vec.Collect(all)
+		close(all)
+	}()
+	view := p.set.View()
+	var gone []prometheus.Labels
+	for m := range all {
+		var d dto.Metric
+		if err := m.Write(&d); err == nil {
+			var profile, target string
+			for _, l := range d.GetLabel() {
+				switch l.GetName() {
+				case "profile":
+					profile = l.GetValue()
+				case "target":
+					target = l.GetValue()
+				}
+			}
+			if _, ok := view.Lookup(target); !ok {
+				gone = append(gone, prometheus.Labels{"profile": profile, "target": target})
+				continue
+			}
+		}
+		ch <- m
+	}
+	for _, l := range gone {
+		p.vec.Delete(l)
+	}
 }
 
 func (m *Metrics) observePick(start time.Time, err error) {

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,7 +57,32 @@ type Options struct {
 	// loaded, projections not rebuilt from the streams yet) Pick answers
 	// UNAVAILABLE, so that a gateway asks another replica.
 	Ready func() error
+	// Tracer, when set, makes every scheduling cycle a span (CycleSpan)
+	// under the Pick's. Default: OpenTelemetry's tracer when spans are
+	// exported (telemetry.Tracing() at New), none otherwise, so that a
+	// Pick without tracing costs nothing extra.
+	Tracer trace.Tracer
 }
+
+// CycleSpan is the name of a scheduling cycle's span; its attributes are
+// the pool, model, candidates, and once decided the decision id, the
+// primary profile and its chosen endpoint (or the error).
+const CycleSpan = "scheduling cycle"
+
+// Attributes of the CycleSpan.
+const (
+	AttrPool       = attribute.Key("hermod.pool")
+	AttrModel      = attribute.Key("hermod.model")
+	AttrRequestID  = attribute.Key("hermod.request_id")
+	AttrCandidates = attribute.Key("hermod.candidates")
+	AttrDecisionID = attribute.Key("hermod.decision_id")
+	AttrProfile    = attribute.Key("hermod.profile")
+	AttrEndpoint   = attribute.Key("hermod.endpoint")
+	AttrPrefill    = attribute.Key("hermod.prefill_endpoint")
+)
+
+// tracerName is the instrumentation scope of the picker's own spans.
+const tracerName = "github.com/hermod/hermod/services/picker"
 
 // Server implements pickerv1.PickerServiceServer.
 type Server struct {
@@ -71,6 +100,9 @@ func New(o Options) *Server {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil, o.Pool, nil)
+	}
+	if o.Tracer == nil && telemetry.Tracing() {
+		o.Tracer = otel.Tracer(tracerName)
 	}
 	return &Server{o: o, log: o.Logger, verbose: o.Logger.Enabled(context.Background(), telemetry.LevelRequest)}
 }
@@ -123,7 +155,12 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	lease := s.o.Loader.Acquire()
 	defer lease.Release()
 	sched := lease.Scheduler()
-	res, err := sched.Schedule(ctx, req, candidates)
+	var res *scheduling.Result
+	if s.o.Tracer != nil {
+		res, err = s.tracedSchedule(ctx, sched, req, candidates)
+	} else {
+		res, err = sched.Schedule(ctx, req, candidates)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -155,6 +192,7 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 		out.Targets[i] = &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort(), ResponseHeaders: resp.Headers}
 	}
 
+	s.o.Metrics.observeDecision(res)
 	s.o.Folder.Own(res.DecisionID)
 	ev := decisions.Event(s.o.Pool, req, res)
 	ev.Replica = s.o.Replica
@@ -170,6 +208,28 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 			slog.String("target", out.Targets[0].GetAddress()), slog.Int("fallbacks", len(out.Targets)-1))
 	}
 	return out, nil
+}
+
+// tracedSchedule runs the scheduling cycle in a CycleSpan: the plugins'
+// own calls (the indexer's Score) are its children.
+func (s *Server) tracedSchedule(ctx context.Context, sched *scheduling.Scheduler, req *scheduling.Request, candidates []*scheduling.Endpoint) (*scheduling.Result, error) {
+	ctx, span := s.o.Tracer.Start(ctx, CycleSpan, trace.WithAttributes(AttrPool.String(s.o.Pool), AttrModel.String(req.Model),
+		AttrRequestID.String(req.ID), AttrCandidates.Int(len(candidates))))
+	defer span.End()
+	res, err := sched.Schedule(ctx, req, candidates)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(otelcodes.Error, err.Error())
+		return nil, err
+	}
+	span.SetAttributes(AttrDecisionID.String(decisions.ID(res.DecisionID)), AttrProfile.String(res.Primary.Profile))
+	if t, ok := res.Primary.Target(); ok {
+		span.SetAttributes(AttrEndpoint.String(t.HostPort()))
+	}
+	if t, ok := res.Prefill.Target(); ok {
+		span.SetAttributes(AttrPrefill.String(t.HostPort()))
+	}
+	return res, nil
 }
 
 // Complete implements pickerv1.PickerServiceServer.

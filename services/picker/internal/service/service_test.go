@@ -46,6 +46,7 @@ func (s *sink) Publish(subject, msgID string, msg proto.Message) bool {
 }
 
 type fixture struct {
+	srv    *Server
 	client pickerv1.PickerServiceClient
 	folder *projection.Folder
 	set    *endpoints.Set
@@ -109,7 +110,7 @@ func newFixtureWith(t testing.TB, edit func(*Options), eps ...*registryv1.Endpoi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &fixture{client: pickerv1.NewPickerServiceClient(conn), folder: folder, set: set, loader: loader, sink: sk}
+	return &fixture{srv: srv, client: pickerv1.NewPickerServiceClient(conn), folder: folder, set: set, loader: loader, sink: sk}
 }
 
 func ep(name, addr string, served ...string) *registryv1.Endpoint {

@@ -56,6 +56,7 @@ func run() error {
 		return err
 	}
 	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
+	o.OTLPEndpoint = common.OTLPEndpoint // every service exports its spans there
 	vs, err := stack.ParseVariants(variants)
 	if err != nil {
 		return err

@@ -286,6 +286,7 @@ func (s *stack) startFleet(ctx context.Context) error {
 	args := []string{"--pool", s.o.Pool, "--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL,
 		"-v", strconv.Itoa(s.o.Verbosity), "--log-format", "text", "--metrics-listen", s.state.Autoscaler.Ops,
 		"--replica", "autoscaler", "--actuator", "local"}
+	args = append(args, s.tracingArgs()...)
 	p, err := start("autoscaler", true, s.out, filepath.Join(s.o.BinDir, "hermod-autoscaler"), append(args, s.o.AutoscalerArgs...)...)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,12 @@ type Options struct {
 	StateFile     string // where to write the running stack's addresses (JSON); empty = none
 	Verbosity     int
 	SimArgs       []string // more vllm-sim arguments
+	// OTLPEndpoint, when set, is handed to every Hermod service
+	// (--otlp-endpoint): each exports its spans there (host:port of an
+	// OTLP/gRPC collector). The children inherit devstack's environment
+	// (but for HERMOD_*), so OTEL_BSP_SCHEDULE_DELAY and the like reach
+	// their exporters.
+	OTLPEndpoint string
 
 	// Out receives the children's prefixed logs and the banner.
 	Out    io.Writer
@@ -287,7 +294,8 @@ func (s *stack) children() error {
 		s.state.Pods = append(s.state.Pods, stackstate.Pod{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: p.pid()})
 		s.state.PIDs[name] = p.pid()
 	}
-	common := []string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}
+	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
+	common = slices.Clip(common) // each service's append(common, ...) gets its own array
 	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
 	p, err := start("collector", true, s.out, bin("hermod-collector"), append(common, "--metrics-listen", s.state.Collector.Ops)...)
 	if err != nil {
@@ -307,8 +315,8 @@ func (s *stack) children() error {
 	// The responses store behind /v1/responses: the pool config's
 	// responses-store plugin selects its backend (memory by default).
 	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
-	p, err = start("responses", true, s.out, bin("hermod-responses"), "--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses")
+	p, err = start("responses", true, s.out, bin("hermod-responses"), append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses"}, s.tracingArgs()...)...)
 	if err != nil {
 		return err
 	}
@@ -376,6 +384,15 @@ func (s *stack) children() error {
 		s.state.Gateways = append(s.state.Gateways, listen)
 	}
 	return nil
+}
+
+// tracingArgs are the arguments that make a Hermod service export its
+// spans (none without --otlp-endpoint).
+func (s *stack) tracingArgs() []string {
+	if s.o.OTLPEndpoint == "" {
+		return nil
+	}
+	return []string{"--otlp-endpoint", s.o.OTLPEndpoint}
 }
 
 // waitReady waits until every service answers ready.
