@@ -12,6 +12,7 @@ import (
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/picker/internal/app"
 	"github.com/hermod/hermod/services/picker/internal/endpoints"
+	"github.com/hermod/hermod/services/picker/internal/extproc"
 	"github.com/hermod/hermod/services/picker/internal/service"
 )
 
@@ -39,11 +40,14 @@ func run() error {
 	fs.BoolVar(&cfg.LocalView, "local-view", false, "fold only this replica's own decisions and completions: each replica sees only the requests it routed (the per-proxy view, for comparisons; not for production)")
 	fs.StringVar(&cfg.Tokenizer, "tokenizer", "", `override the tokenizer configs name: "builtin" (the simulator's) for vllm-sim fleets; empty: as configured`)
 	fs.IntVar(&cfg.MaxFailures, "max-scrape-failures", endpoints.DefaultMaxFailures, "failed scrapes in a row that take an endpoint out of routing (-1: never)")
+	extprocMaxBody := cmdline.ByteSize(extproc.DefaultMaxBodyBytes)
+	fs.Var(&extprocMaxBody, "extproc-max-body-bytes", "largest request body the Envoy ext_proc server buffers (e.g. 16MiB); larger ones are answered 413")
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
 		return err
 	}
 	cfg.EtcdEndpoints = etcd
+	cfg.ExtProcMaxBodyBytes = int64(extprocMaxBody)
 	if len(cfg.EtcdEndpoints) == 0 {
 		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
 	}

@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/bus"
@@ -33,6 +35,7 @@ import (
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/picker/internal/endpoints"
+	"github.com/hermod/hermod/services/picker/internal/extproc"
 	"github.com/hermod/hermod/services/picker/internal/projection"
 	"github.com/hermod/hermod/services/picker/internal/schedconfig"
 	"github.com/hermod/hermod/services/picker/internal/service"
@@ -70,6 +73,9 @@ type Config struct {
 	// FilePollInterval is how often the config file is checked for
 	// changes.
 	FilePollInterval time.Duration
+	// ExtProcMaxBodyBytes bounds the request bodies the Envoy ext_proc
+	// server buffers (0: extproc.DefaultMaxBodyBytes); larger ones get 413.
+	ExtProcMaxBodyBytes int64
 	// Ready, when set, is called once the picker is ready (tests).
 	Ready func(grpcAddr, metricsAddr string)
 }
@@ -132,6 +138,7 @@ type app struct {
 	folder    *projection.Folder
 	inflight  *inflightSync
 	svc       *service.Server
+	extproc   *extproc.Server
 
 	stops []func() // in reverse start order
 
@@ -215,6 +222,9 @@ func (a *app) start(ctx context.Context) error {
 	a.svc = service.New(service.Options{Pool: pool, Replica: a.cfg.Replica, Endpoints: a.set, Loader: a.loader, Folder: a.folder,
 		Decisions: a.publisher, Subject: decisionsSubject, Fallbacks: a.cfg.Fallbacks, Logger: a.log,
 		Metrics: service.NewMetrics(a.reg, pool, a.set), Ready: a.ready})
+	if a.extproc, err = a.newExtProc(); err != nil {
+		return err
+	}
 
 	if err := a.watchConfig(ctx); err != nil {
 		return err
@@ -340,11 +350,15 @@ func (a *app) serve(ctx context.Context) error {
 		_ = lis.Close()
 		return fmt.Errorf("listen %s: %w", a.cfg.MetricsListen, err)
 	}
-	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
+	gs := grpc.NewServer(append(telemetry.GRPCServerOptions(), grpc.MaxRecvMsgSize(grpcMaxRecv(a.extproc.MaxBodyBytes())))...)
 	pickerv1.RegisterPickerServiceServer(gs, a.svc)
+	// Envoy deployments call the same port (GIE endpoint-picker protocol).
+	extprocv3.RegisterExternalProcessorServer(gs, a.extproc)
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	hs.SetServingStatus(pickerv1.PickerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthNames := []string{"", pickerv1.PickerService_ServiceDesc.ServiceName, extprocv3.ExternalProcessor_ServiceDesc.ServiceName}
+	for _, name := range healthNames {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	healthpb.RegisterHealthServer(gs, hs)
 	ops := &http.Server{Handler: a.debugHandler(telemetry.OpsHandler(a.reg, a.ready)), ReadHeaderTimeout: 5 * time.Second}
 
@@ -389,8 +403,9 @@ func (a *app) serve(ctx context.Context) error {
 			} else {
 				a.log.Warn("picker not ready", "error", err)
 			}
-			hs.SetServingStatus("", st)
-			hs.SetServingStatus(pickerv1.PickerService_ServiceDesc.ServiceName, st)
+			for _, name := range healthNames {
+				hs.SetServingStatus(name, st)
+			}
 			if serving && !announced {
 				announced = true
 				if a.cfg.Ready != nil {

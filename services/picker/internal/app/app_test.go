@@ -93,6 +93,7 @@ func (e *env) deregister(name string) {
 
 type picker struct {
 	client  pickerv1.PickerServiceClient
+	conn    *grpc.ClientConn
 	ops     string
 	stop    func()
 	replica string
@@ -139,7 +140,7 @@ func (e *env) startWith(replica string, log *slog.Logger) *picker {
 		})
 	}
 	e.t.Cleanup(stop)
-	return &picker{client: pickerv1.NewPickerServiceClient(conn), ops: a.ops, stop: stop, replica: replica}
+	return &picker{client: pickerv1.NewPickerServiceClient(conn), conn: conn, ops: a.ops, stop: stop, replica: replica}
 }
 
 func (p *picker) pick(t *testing.T, prompt string) *pickerv1.PickResponse {

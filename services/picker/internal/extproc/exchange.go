@@ -1,0 +1,563 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/telemetry"
+)
+
+// exchange is the state of one ext_proc stream: one HTTP request and its
+// response. Only the stream's goroutine touches it.
+type exchange struct {
+	s      *Server
+	stream extprocv3.ExternalProcessor_ProcessServer
+	ctx    context.Context
+
+	reqMode, respMode filterv3.ProcessingMode_BodySendMode
+	// waitsForHeaders: the data plane sends no body before the headers
+	// are answered (STREAMED without
+	// send_body_without_waiting_for_header_response).
+	waitsForHeaders bool
+
+	// the request
+	headersSeen bool
+	passthrough bool
+	api         pickerv1.Api
+	headers     map[string]string
+	requestID   string
+	newID       bool // the id was made here: set on the request and the response
+	subset      []string
+	subsetSet   bool
+	body        []byte
+	bodyMsgs    int // body messages received (STREAMED answers each)
+
+	// the decision
+	pick      *pickerv1.PickResponse
+	served    *pickerv1.Target
+	pickedAt  time.Time
+	model     string
+	streamReq bool
+
+	// the response
+	status    int
+	firstByte time.Time
+	acct      *Accounting
+	completed bool
+
+	// outcome labels the stream in the metrics once it is known.
+	outcome string
+}
+
+// handle answers one message of the data plane.
+func (x *exchange) handle(req *extprocv3.ProcessingRequest) error {
+	switch r := req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return x.requestHeaders(req, r.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return x.requestBody(r.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return x.requestTrailers()
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return x.responseHeaders(req, r.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return x.responseBody(req, r.ResponseBody)
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return x.responseTrailers(req)
+	}
+	return nil // a flow-control update alone: nothing to answer
+}
+
+// inferenceAPI returns the API of an inference path; ok is false for
+// the paths passed through.
+func inferenceAPI(path string) (api pickerv1.Api, ok bool) {
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	switch strings.TrimSuffix(path, "/") {
+	case "/v1/completions":
+		return pickerv1.Api_API_COMPLETIONS, true
+	case "/v1/chat/completions":
+		return pickerv1.Api_API_CHAT_COMPLETIONS, true
+	}
+	return pickerv1.Api_API_UNSPECIFIED, false
+}
+
+func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if x.headersSeen {
+		return x.protocolError("request headers sent twice")
+	}
+	x.headersSeen = true
+	if pc := req.GetProtocolConfig(); pc != nil {
+		x.reqMode, x.respMode = pc.GetRequestBodyMode(), pc.GetResponseBodyMode()
+		x.waitsForHeaders = !pc.GetSendBodyWithoutWaitingForHeaderResponse()
+	}
+	x.headers = headerMap(h.GetHeaders())
+	x.requestID = x.headers[RequestIDHeader]
+	if !validRequestID(x.requestID) {
+		x.requestID, x.newID = newRequestID(), true
+	}
+	api, ok := inferenceAPI(x.headers[":path"])
+	if !ok {
+		x.passthrough, x.outcome = true, outcomePassthrough
+		return x.send(headersResponse(true, x.stripDestination()))
+	}
+	x.api = api
+	if h.GetEndOfStream() {
+		return x.reject(rejection{status: http.StatusBadRequest, msg: "the request has no body: " + x.headers[":path"] + " takes a JSON body", details: "hermod_body_missing"})
+	}
+	x.subset, x.subsetSet = subsetHint(req.GetMetadataContext(), x.headers)
+	if n, err := strconv.ParseInt(x.headers["content-length"], 10, 64); err == nil && n > 0 && n <= x.s.o.MaxBodyBytes {
+		x.body = make([]byte, 0, n)
+	}
+	switch x.reqMode {
+	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+		return nil // answered once the body is in
+	case filterv3.ProcessingMode_STREAMED:
+		if !x.waitsForHeaders {
+			return nil
+		}
+	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL:
+		return x.send(headersResponse(true, x.stripDestination()))
+	}
+	x.s.log.Warn("ext_proc: this filter configuration cannot route on the request body",
+		"request_body_mode", x.reqMode.String(), "send_body_without_waiting_for_header_response", !x.waitsForHeaders)
+	return x.reject(rejection{status: http.StatusInternalServerError, details: "hermod_extproc_misconfigured",
+		msg: fmt.Sprintf("the picker needs the request body: configure the ext_proc filter with request_body_mode FULL_DUPLEX_STREAMED or BUFFERED (it is %s)", x.reqMode)})
+}
+
+// stripDestination removes a routing header the client sent itself.
+func (x *exchange) stripDestination() *extprocv3.HeaderMutation {
+	if _, ok := x.headers[DestinationHeader]; !ok {
+		return nil
+	}
+	return &extprocv3.HeaderMutation{RemoveHeaders: []string{DestinationHeader}}
+}
+
+func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
+	if !x.headersSeen {
+		return x.protocolError("request body before the request headers")
+	}
+	if x.passthrough || x.pick != nil {
+		return x.continueBody(true, x.reqMode, b)
+	}
+	if int64(len(x.body))+int64(len(b.GetBody())) > x.s.o.MaxBodyBytes {
+		return x.reject(rejection{status: http.StatusRequestEntityTooLarge, details: "hermod_body_too_large",
+			msg: fmt.Sprintf("request body is larger than %d bytes", x.s.o.MaxBodyBytes)})
+	}
+	x.body = append(x.body, b.GetBody()...)
+	x.bodyMsgs++
+	switch x.reqMode {
+	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL:
+		return x.route(true) // the whole body in one message
+	}
+	if b.GetEndOfStream() {
+		return x.route(true)
+	}
+	return nil
+}
+
+func (x *exchange) requestTrailers() error {
+	if !x.headersSeen {
+		return x.protocolError("request trailers before the request headers")
+	}
+	if !x.passthrough && x.pick == nil {
+		// The trailers say the body is complete.
+		if x.bodyMsgs == 0 {
+			return x.reject(rejection{status: http.StatusBadRequest, msg: "the request has no body: " + x.headers[":path"] + " takes a JSON body", details: "hermod_body_missing"})
+		}
+		if err := x.route(false); err != nil {
+			return err
+		}
+	}
+	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}})
+}
+
+// route picks the request's endpoints and sends the routing answer as
+// the request's body mode wants it. eos says the body ended with its last
+// chunk (false: with trailers, answered after).
+func (x *exchange) route(eos bool) error {
+	start := time.Now()
+	if x.subsetSet && len(x.subset) == 0 {
+		return x.reject(rejection{status: http.StatusServiceUnavailable, retry: true, details: "hermod_empty_subset",
+			msg: "no endpoint available: the subset hint names no endpoint"})
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), x.s.o.PickTimeout)
+	out, err := x.s.o.Picker.Pick(ctx, &pickerv1.PickRequest{RequestId: x.requestID, Api: x.api, Body: x.body,
+		Headers: pickHeaders(x.headers, x.requestID), Subset: x.subset})
+	cancel()
+	if err != nil {
+		return x.reject(pickRejection(err))
+	}
+	x.pick, x.pickedAt = out, time.Now()
+	if len(out.GetTargets()) == 0 {
+		x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, "the picker chose no endpoint")
+		return x.reject(rejection{status: http.StatusServiceUnavailable, retry: true, msg: "no endpoint available: the picker chose none", details: "hermod_no_target"})
+	}
+	x.served = out.GetTargets()[0]
+	x.model, x.streamReq = inspectBody(x.body)
+	if x.s.verbose {
+		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request routed", slog.String("request_id", x.requestID),
+			slog.String("decision_id", out.GetDecisionId()), slog.String("destination", x.destination()),
+			slog.Int("body_bytes", len(x.body)), slog.String("mode", x.reqMode.String()))
+	}
+	err = x.sendRoute(eos)
+	x.s.m.route.Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (x *exchange) sendRoute(eos bool) error {
+	dest := x.destination()
+	switch x.reqMode {
+	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL:
+		resp := bodyResponse(true, &extprocv3.CommonResponse{HeaderMutation: x.routeMutation(false), ClearRouteCache: true})
+		resp.DynamicMetadata = destinationMetadata(dest)
+		return x.send(resp)
+	case filterv3.ProcessingMode_STREAMED:
+		resp := headersResponse(true, x.routeMutation(false))
+		resp.GetRequestHeaders().GetResponse().ClearRouteCache = true
+		resp.DynamicMetadata = destinationMetadata(dest)
+		if err := x.send(resp); err != nil {
+			return err
+		}
+		for range x.bodyMsgs {
+			if err := x.send(bodyResponse(true, nil)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// FULL_DUPLEX_STREAMED: the body comes back as it is, in chunks, so
+	// its length is the one the client sent (the filter drops
+	// content-length unless allow_content_length_header is set).
+	resp := headersResponse(true, x.routeMutation(true))
+	resp.GetRequestHeaders().GetResponse().ClearRouteCache = true
+	resp.DynamicMetadata = destinationMetadata(dest)
+	if err := x.send(resp); err != nil {
+		return err
+	}
+	return x.sendChunks(true, x.body, eos)
+}
+
+// destination is the routing header's value: every target, primary first.
+func (x *exchange) destination() string {
+	var b strings.Builder
+	for _, t := range x.pick.GetTargets() {
+		if t.GetAddress() == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(t.GetAddress())
+	}
+	return b.String()
+}
+
+// routeMutation is the request header mutation of a decision: the pick's
+// headers removed and set, the routing header (a client's copies removed
+// first: Envoy applies the removals before the sets), the request id when
+// it was made here, and the body's length when asked.
+func (x *exchange) routeMutation(withLength bool) *extprocv3.HeaderMutation {
+	m := &extprocv3.HeaderMutation{}
+	for _, name := range x.pick.GetRemoveHeaders() {
+		m.RemoveHeaders = append(m.RemoveHeaders, strings.ToLower(name))
+	}
+	if _, ok := x.headers[DestinationHeader]; ok {
+		m.RemoveHeaders = append(m.RemoveHeaders, DestinationHeader)
+	}
+	m.SetHeaders = sortedHeaders(x.pick.GetHeaders())
+	m.SetHeaders = append(m.SetHeaders, setHeader(DestinationHeader, x.destination()))
+	if x.newID {
+		m.SetHeaders = append(m.SetHeaders, setHeader(RequestIDHeader, x.requestID))
+	}
+	if withLength {
+		m.SetHeaders = append(m.SetHeaders, setHeader("content-length", strconv.Itoa(len(x.body))))
+	}
+	return m
+}
+
+// sortedHeaders returns set mutations of h in name order.
+func sortedHeaders(h map[string]string) []*corev3.HeaderValueOption {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]*corev3.HeaderValueOption, 0, len(keys)+3)
+	for _, k := range keys {
+		out = append(out, setHeader(strings.ToLower(k), h[k]))
+	}
+	return out
+}
+
+func (x *exchange) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	if x.pick == nil || x.completed {
+		return x.send(headersResponse(false, nil)) // not routed here: pass it on
+	}
+	hs := headerMap(h.GetHeaders())
+	x.status, _ = strconv.Atoi(hs[":status"])
+	x.acct = NewAccounting(strings.HasPrefix(strings.ToLower(hs["content-type"]), "text/event-stream"))
+	x.noteServed(req)
+	m := &extprocv3.HeaderMutation{SetHeaders: sortedHeaders(x.served.GetResponseHeaders())}
+	if x.newID {
+		m.SetHeaders = append(m.SetHeaders, setHeader(RequestIDHeader, x.requestID))
+	}
+	if err := x.send(headersResponse(false, m)); err != nil {
+		return err
+	}
+	if h.GetEndOfStream() {
+		x.completeByStatus()
+	}
+	return nil
+}
+
+func (x *exchange) responseBody(req *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) error {
+	followed := x.pick != nil && !x.completed
+	if followed {
+		if x.firstByte.IsZero() && len(b.GetBody()) > 0 {
+			x.firstByte = time.Now()
+		}
+		if x.acct == nil { // response headers not sent to the picker
+			x.acct = NewAccounting(false)
+		}
+		x.acct.Feed(b.GetBody())
+		x.noteServed(req)
+	}
+	if err := x.continueBody(false, x.respMode, b); err != nil {
+		return err
+	}
+	if followed && b.GetEndOfStream() {
+		x.completeByStatus()
+	}
+	return nil
+}
+
+func (x *exchange) responseTrailers(req *extprocv3.ProcessingRequest) error {
+	if err := x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}); err != nil {
+		return err
+	}
+	if x.pick != nil && !x.completed {
+		x.noteServed(req)
+		x.completeByStatus()
+	}
+	return nil
+}
+
+// noteServed takes the endpoint that served from the data plane's word,
+// when it names one of the decision's targets (a fallback, say).
+func (x *exchange) noteServed(req *extprocv3.ProcessingRequest) {
+	addr := servedAddress(req)
+	if addr == "" || addr == x.served.GetAddress() {
+		return
+	}
+	for _, t := range x.pick.GetTargets() {
+		if t.GetAddress() == addr {
+			x.served = t
+			return
+		}
+	}
+}
+
+// continueBody passes a body chunk on unchanged: echoed in the streamed
+// modes, a plain CONTINUE otherwise.
+func (x *exchange) continueBody(request bool, mode filterv3.ProcessingMode_BodySendMode, b *extprocv3.HttpBody) error {
+	switch mode {
+	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_GRPC:
+		return x.sendChunks(request, b.GetBody(), b.GetEndOfStream())
+	}
+	return x.send(bodyResponse(request, nil))
+}
+
+// sendChunks streams body back in chunks of at most MaxChunkSize bytes,
+// the last one carrying eos.
+func (x *exchange) sendChunks(request bool, body []byte, eos bool) error {
+	for {
+		n := min(len(body), MaxChunkSize)
+		last := n == len(body)
+		resp := bodyResponse(request, &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+			Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body[:n], EndOfStream: last && eos}},
+		}})
+		if err := x.send(resp); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+		body = body[n:]
+	}
+}
+
+func headersResponse(request bool, m *extprocv3.HeaderMutation) *extprocv3.ProcessingResponse {
+	hr := &extprocv3.HeadersResponse{}
+	if m != nil {
+		hr.Response = &extprocv3.CommonResponse{HeaderMutation: m}
+	} else {
+		hr.Response = &extprocv3.CommonResponse{}
+	}
+	if request {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hr}}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: hr}}
+}
+
+func bodyResponse(request bool, c *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
+	br := &extprocv3.BodyResponse{Response: c}
+	if request {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
+}
+
+func (x *exchange) send(resp *extprocv3.ProcessingResponse) error {
+	if err := x.stream.Send(resp); err != nil {
+		return fmt.Errorf("send to the data plane: %w", err)
+	}
+	return nil
+}
+
+// reject answers the request with an error of its own and ends the
+// stream.
+func (x *exchange) reject(r rejection) error {
+	x.outcome = outcomeImmediate
+	x.s.m.immediateResponse(r.status)
+	if x.s.verbose {
+		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request answered by the picker", slog.String("request_id", x.requestID),
+			slog.Int("status", r.status), slog.String("reason", r.details), slog.String("error", r.msg))
+	}
+	if err := x.send(r.response(x.requestID)); err != nil {
+		return err
+	}
+	return errAnswered
+}
+
+// protocolError ends a stream whose data plane broke the protocol.
+func (x *exchange) protocolError(what string) error {
+	x.outcome = outcomeProtocolError
+	x.s.log.Warn("ext_proc: the data plane broke the protocol", "request_id", x.requestID, "error", what)
+	return status.Error(codes.FailedPrecondition, "ext_proc protocol: "+what)
+}
+
+// finish ends the stream's accounting: a routed request not completed yet
+// is completed by how the stream ended (err nil: the data plane closed
+// it).
+func (x *exchange) finish(err error) {
+	if x.pick != nil && !x.completed {
+		switch {
+		case x.respMode == filterv3.ProcessingMode_NONE && x.status != 0:
+			// The body is not sent here: the stream's end is the response's.
+			x.completeByStatus()
+		case err == nil:
+			x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, "the data plane closed the stream before the response ended")
+		case x.ctx.Err() != nil || status.Code(err) == codes.Canceled:
+			x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, "the client or the data plane went away before the response ended")
+		default:
+			x.s.log.Warn("ext_proc stream of a routed request broke", "request_id", x.requestID, "error", err)
+			x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, err.Error())
+		}
+	}
+	if x.outcome == "" {
+		x.outcome = outcomeAbandoned
+	}
+	x.s.m.streams.WithLabelValues(x.outcome).Inc()
+}
+
+// completeByStatus completes a response that ended: a success for a 2xx
+// status (or an unknown one: the response headers were not sent here).
+func (x *exchange) completeByStatus() {
+	if x.status == 0 || (x.status >= 200 && x.status < 300) {
+		x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS, "")
+		return
+	}
+	x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR, fmt.Sprintf("endpoint answered %d", x.status))
+}
+
+// complete reports the routed request's end, once.
+func (x *exchange) complete(outcome eventsv1.CompletionOutcome, why string) {
+	if x.completed || x.pick == nil {
+		return
+	}
+	x.completed = true
+	end := time.Now()
+	ev := &eventsv1.RequestCompleted{
+		DecisionId:   x.pick.GetDecisionId(),
+		RequestId:    x.requestID,
+		Pool:         x.s.o.Pool,
+		Model:        x.model,
+		Endpoint:     x.served.GetAddress(),
+		EndpointName: x.served.GetName(),
+		Time:         timestamppb.New(end),
+		Outcome:      outcome,
+		StatusCode:   int32(x.status),
+		Error:        why,
+		Duration:     durationpb.New(end.Sub(x.pickedAt)),
+		Streamed:     x.streamReq,
+		Attempts:     1,
+		Reporter:     x.s.o.Replica,
+	}
+	if outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED {
+		ev.StatusCode = 0 // the client got no whole answer
+	}
+	if !x.firstByte.IsZero() {
+		ev.Ttft = durationpb.New(x.firstByte.Sub(x.pickedAt))
+	}
+	x.account(ev, end)
+	x.s.o.Completer.Complete(context.WithoutCancel(x.ctx), ev)
+	x.outcome = outcomeLabel(outcome)
+	if x.s.verbose {
+		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request completed", slog.String("request_id", x.requestID),
+			slog.String("decision_id", ev.GetDecisionId()), slog.String("endpoint", ev.GetEndpoint()), slog.Int("status", x.status),
+			slog.String("outcome", outcome.String()), slog.Duration("duration", end.Sub(x.pickedAt)))
+	}
+}
+
+// account fills the token counts of a completion from the response's
+// usage (or, for a stream without one, its events) and the time per output
+// token of a stream.
+func (x *exchange) account(ev *eventsv1.RequestCompleted, end time.Time) {
+	if x.acct == nil {
+		return
+	}
+	x.acct.Finish()
+	u, ok, events := x.acct.Result()
+	completion := int64(events)
+	if ok {
+		ev.PromptTokens, ev.CachedTokens, completion = u.PromptTokens, u.CachedTokens, u.CompletionTokens
+	}
+	if x.streamReq || ok {
+		ev.CompletionTokens = completion
+	}
+	// Time per output token is measured on streams only: a non-streamed
+	// answer arrives at once at the end.
+	if x.streamReq && completion > 1 && !x.firstByte.IsZero() {
+		ev.Tpot = durationpb.New(end.Sub(x.firstByte) / time.Duration(completion-1))
+	}
+}
+
+func outcomeLabel(o eventsv1.CompletionOutcome) string {
+	switch o {
+	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS:
+		return outcomeSuccess
+	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR:
+		return outcomeUpstreamError
+	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED:
+		return outcomeCanceled
+	}
+	return outcomeFailed
+}

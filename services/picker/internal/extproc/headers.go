@@ -1,0 +1,188 @@
+package extproc
+
+import (
+	"math/rand/v2"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Header and metadata names of the GIE endpoint-picker protocol.
+const (
+	// DestinationHeader carries the chosen endpoints, "ip:port" primary
+	// first then the fallbacks, comma-separated (as Envoy's override_host
+	// load balancer reads it; an ORIGINAL_DST cluster reading the header
+	// takes one address: run the picker with --fallbacks=0 for it);
+	// DestinationNamespace and DestinationHeader name the same value in
+	// the dynamic metadata.
+	DestinationHeader    = "x-gateway-destination-endpoint"
+	DestinationNamespace = "envoy.lb"
+	// SubsetNamespace and SubsetKey name the subset hint in the request's
+	// metadata (a list of "ip:port"); SubsetKey is also a request header
+	// (comma-separated).
+	SubsetNamespace = "envoy.lb.subset_hint"
+	SubsetKey       = "x-gateway-destination-endpoint-subset"
+	// ServedKey, in the response's metadata namespace DestinationNamespace,
+	// names the endpoint that served (when the data plane reports it).
+	ServedKey = "x-gateway-destination-endpoint-served"
+	// RequestIDHeader is the request's id, kept when the client sent a
+	// valid one.
+	RequestIDHeader = "x-request-id"
+)
+
+// upstreamAddressAttr is Envoy's attribute of the upstream host's address
+// (sent when listed in the filter's response_attributes).
+const upstreamAddressAttr = "upstream.address"
+
+// headerMap returns the headers of an HttpHeaders message by lower-case
+// name, first value of each (Envoy sends raw_value; value is read when
+// raw_value is empty).
+func headerMap(hm *corev3.HeaderMap) map[string]string {
+	hs := hm.GetHeaders()
+	out := make(map[string]string, len(hs))
+	for _, h := range hs {
+		k := strings.ToLower(h.GetKey())
+		if _, dup := out[k]; dup {
+			continue
+		}
+		v := h.GetValue()
+		if raw := h.GetRawValue(); len(raw) > 0 {
+			v = string(raw)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// pickHeaders are the request headers the picker's plugins see: no
+// pseudo-headers, credentials or transport headers, nor the routing
+// headers a client may not set.
+func pickHeaders(h map[string]string, requestID string) map[string]string {
+	out := make(map[string]string, len(h)+1)
+	for k, v := range h {
+		if strings.HasPrefix(k, ":") {
+			continue
+		}
+		switch k {
+		case "authorization", "cookie", "proxy-authorization", "content-length", "content-type", "accept-encoding",
+			"user-agent", "accept", "transfer-encoding", "host", DestinationHeader, SubsetKey:
+			continue
+		}
+		out[k] = v
+	}
+	out[RequestIDHeader] = requestID
+	return out
+}
+
+// maxRequestIDLen bounds a client's request id (it goes into logs, events
+// and headers).
+const maxRequestIDLen = 128
+
+// validRequestID reports whether a client's id can be kept: 1 to 128
+// characters of letters, digits and -_.:/+=.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-', c == '_', c == '.', c == ':', c == '/', c == '+', c == '=':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID returns a random 128-bit id in hex.
+func newRequestID() string {
+	var b [32]byte
+	const hex = "0123456789abcdef"
+	for i, x := range [2]uint64{rand.Uint64(), rand.Uint64()} {
+		for j := range 16 {
+			b[i*16+j] = hex[(x>>(60-4*j))&0xf]
+		}
+	}
+	return string(b[:])
+}
+
+// subsetHint returns the subset hint of a request: the metadata's list
+// when present, else the header's. present is false when neither says
+// anything; a present hint with no endpoint leaves no candidate.
+func subsetHint(md *corev3.Metadata, h map[string]string) (subset []string, present bool) {
+	if s, ok := md.GetFilterMetadata()[SubsetNamespace]; ok {
+		if v, ok := s.GetFields()[SubsetKey]; ok {
+			return stringList(v), true
+		}
+	}
+	if v, ok := h[SubsetKey]; ok {
+		return splitList(v), true
+	}
+	return nil, false
+}
+
+// stringList returns the strings of a metadata value: a list of strings,
+// or one string of comma-separated items.
+func stringList(v *structpb.Value) []string {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_ListValue:
+		var out []string
+		for _, e := range k.ListValue.GetValues() {
+			if s := strings.TrimSpace(e.GetStringValue()); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	case *structpb.Value_StringValue:
+		return splitList(k.StringValue)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// servedAddress returns the endpoint the data plane says served the
+// request: the ServedKey of its DestinationNamespace metadata, or the
+// upstream.address attribute; "" when it says nothing.
+func servedAddress(req *extprocv3.ProcessingRequest) string {
+	if s, ok := req.GetMetadataContext().GetFilterMetadata()[DestinationNamespace]; ok {
+		if v := strings.TrimSpace(s.GetFields()[ServedKey].GetStringValue()); v != "" {
+			return v
+		}
+	}
+	for _, attrs := range req.GetAttributes() {
+		if v := attrs.GetFields()[upstreamAddressAttr].GetStringValue(); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// setHeader is a header mutation that replaces any value the header had.
+func setHeader(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: k, RawValue: []byte(v)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
+}
+
+// destinationMetadata is the dynamic metadata naming the destination:
+// envoy.lb/x-gateway-destination-endpoint.
+func destinationMetadata(dest string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		DestinationNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			DestinationHeader: structpb.NewStringValue(dest),
+		}}),
+	}}
+}
