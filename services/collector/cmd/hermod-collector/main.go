@@ -1,6 +1,8 @@
 // Command hermod-collector scrapes every registered endpoint's /metrics and
 // /v1/models and publishes them on NATS (hermod.metrics.<pool>.<endpoint>
-// and the HERMOD_METRICS bucket). Replicas split the endpoints.
+// and the HERMOD_METRICS bucket). Replicas split the endpoints. With
+// --discovery=kubernetes, one replica also writes the Ready pods picked by a
+// label selector into the endpoint registry.
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/collector/internal/app"
+	"github.com/hermod/hermod/services/collector/internal/kubediscovery"
 	"github.com/hermod/hermod/services/collector/internal/scrape"
 )
 
@@ -32,6 +35,14 @@ func run() error {
 	fs.DurationVar(&cfg.ModelsInterval, "models-interval", scrape.DefaultModelsInterval, "time between two polls of an endpoint's /v1/models")
 	fs.DurationVar(&cfg.KVInterval, "bucket-interval", app.DefaultKVInterval, "at most one write per endpoint per this interval to the latest-metrics bucket")
 	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its endpoints move to the others this long after it dies)")
+	fs.StringVar(&cfg.Discovery, "discovery", app.DiscoveryNone,
+		"where endpoints come from besides their own registration: none, or kubernetes (Ready pods picked by --discovery-selector, written into the registry by one replica)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of --discovery=kubernetes; empty: the in-cluster service account")
+	fs.StringVar(&cfg.DiscoveryNamespace, "discovery-namespace", "",
+		"namespace of the pods to discover; empty: the kubeconfig context's, or in a cluster the collector's own (POD_NAMESPACE or the service account's)")
+	fs.StringVar(&cfg.DiscoverySelector, "discovery-selector", "", "label selector of the pods to discover, e.g. app=vllm (required with --discovery=kubernetes)")
+	fs.IntVar(&cfg.DiscoveryTargetPort, "discovery-target-port", app.DefaultDiscoveryTargetPort, "port of the discovered pods' OpenAI API and /metrics")
+	fs.DurationVar(&cfg.DiscoveryResync, "discovery-resync", kubediscovery.DefaultResync, "period of the full resync of the discovered pods with the registry")
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
 		return err

@@ -1,10 +1,13 @@
 // Package app runs the metrics collector: it scrapes the endpoints of its
 // pool that it owns (replicas split them through etcd membership) and
-// publishes their metrics on NATS.
+// publishes their metrics on NATS. With Kubernetes discovery, one replica
+// also writes the pool's Ready pods into the endpoint registry
+// (kubediscovery).
 package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -14,11 +17,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/client-go/kubernetes"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/collector/internal/kubediscovery"
 	"github.com/hermod/hermod/services/collector/internal/scrape"
 )
 
@@ -35,15 +40,45 @@ type Config struct {
 	KVInterval     time.Duration
 	MemberTTL      time.Duration
 	OTLPEndpoint   string
+
+	// Discovery is where endpoints come from besides their own
+	// registration: DiscoveryNone, or DiscoveryKubernetes (Ready pods by
+	// label selector, written into the registry by one replica).
+	Discovery string
+	// Kubeconfig is the kubeconfig of Kubernetes discovery; empty: the
+	// in-cluster service account.
+	Kubeconfig string
+	// DiscoveryNamespace is the namespace of the pods; empty: the
+	// kubeconfig context's, or in a cluster the collector's own.
+	DiscoveryNamespace string
+	// DiscoverySelector is the pods' label selector (required).
+	DiscoverySelector string
+	// DiscoveryTargetPort is the port of the pods' HTTP API.
+	DiscoveryTargetPort int
+	// DiscoveryResync is the period of the full resync of the pods with
+	// the registry (kubediscovery.DefaultResync when zero).
+	DiscoveryResync time.Duration
+	// KubeClient, when set, is the Kubernetes client of discovery instead
+	// of one built from Kubeconfig (tests).
+	KubeClient kubernetes.Interface
+
 	// Ready, when set, is called with the ops address once ready (tests).
 	Ready func(opsAddr string)
 }
+
+// The values of Config.Discovery.
+const (
+	DiscoveryNone       = "none"
+	DiscoveryKubernetes = "kubernetes"
+)
 
 // Defaults.
 const (
 	DefaultMetricsListen = ":9091"
 	DefaultKVInterval    = time.Second
 	DefaultMemberTTL     = 10 * time.Second
+	// DefaultDiscoveryTargetPort is vLLM's default HTTP port.
+	DefaultDiscoveryTargetPort = 8000
 	// servicePrefix names the membership group of a pool's collector
 	// replicas: collector-<pool>.
 	servicePrefix = "collector-"
@@ -65,6 +100,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cfg.MemberTTL = DefaultMemberTTL
 	}
 	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
+	discovery, err := cfg.discovery()
+	if err != nil {
+		return err
+	}
 	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-collector", cfg.OTLPEndpoint)
 	if err != nil {
 		return err
@@ -124,6 +163,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer ew.Close()
+	if discovery != nil {
+		discovery.Etcd, discovery.Registerer, discovery.Logger = etcd, reg, log
+		src, err := kubediscovery.Start(ctx, *discovery)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+	}
 
 	lis, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
@@ -161,4 +208,95 @@ func assign(pool string, scraper *scrape.Scraper, sink *natsSink, log *slog.Logg
 		sink.forget(keep)
 		log.Debug("endpoints assigned", "mine", len(mine))
 	}
+}
+
+// discoveryFlags names the flag of each kubediscovery.Config field a user
+// sets.
+var discoveryFlags = map[string]string{
+	"Pool":       "--pool",
+	"Namespace":  "--discovery-namespace",
+	"Selector":   "--discovery-selector",
+	"TargetPort": "--discovery-target-port",
+	"Resync":     "--discovery-resync",
+}
+
+// discovery returns the checked configuration of Kubernetes discovery (its
+// Etcd, Registerer and Logger unset), nil when discovery is off. Errors name
+// the flags.
+func (cfg Config) discovery() (*kubediscovery.Config, error) {
+	switch cfg.Discovery {
+	case "", DiscoveryNone:
+		return nil, nil
+	case DiscoveryKubernetes:
+	default:
+		return nil, fmt.Errorf("--discovery: %q is not a discovery source (%s or %s)", cfg.Discovery, DiscoveryNone, DiscoveryKubernetes)
+	}
+	dc := kubediscovery.Config{
+		Pool:       cfg.Pool,
+		Namespace:  cfg.DiscoveryNamespace,
+		Selector:   cfg.DiscoverySelector,
+		TargetPort: cfg.DiscoveryTargetPort,
+		Resync:     cfg.DiscoveryResync,
+		Kube:       cfg.KubeClient,
+		ID:         cfg.Replica,
+		LeaseTTL:   cfg.MemberTTL,
+	}
+	// Check the flags before the kubeconfig, which fills in a namespace.
+	if err := flagErrors(withNamespace(dc).Validate()); err != nil {
+		return nil, err
+	}
+	if dc.Kube == nil {
+		kube, ns, err := kubediscovery.NewClient(cfg.Kubeconfig)
+		if err != nil {
+			if cfg.Kubeconfig == "" {
+				return nil, fmt.Errorf("--discovery=%s without --kubeconfig: %w", DiscoveryKubernetes, err)
+			}
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		dc.Kube = kube
+		if dc.Namespace == "" {
+			dc.Namespace = ns
+		}
+	}
+	if dc.Namespace == "" {
+		return nil, errors.New("--discovery-namespace: not set, and the kubeconfig or cluster gives no namespace")
+	}
+	if err := flagErrors(dc.Validate()); err != nil {
+		return nil, err
+	}
+	return &dc, nil
+}
+
+// withNamespace returns dc with a placeholder namespace when it has none
+// yet, so that Validate checks the other fields.
+func withNamespace(dc kubediscovery.Config) kubediscovery.Config {
+	if dc.Namespace == "" {
+		dc.Namespace = "placeholder"
+	}
+	return dc
+}
+
+// flagErrors turns the *kubediscovery.FieldError in err into errors that
+// name the flag.
+func flagErrors(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]error, 0, len(errs))
+	for _, e := range errs {
+		var fe *kubediscovery.FieldError
+		if errors.As(e, &fe) {
+			if name, ok := discoveryFlags[fe.Field]; ok {
+				e = fmt.Errorf("%s: %w", name, fe.Err)
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
 }

@@ -98,24 +98,34 @@ func register(t *testing.T, pool, name, url string) {
 
 func startCollector(t *testing.T, pool, natsURL, replica string) (ops string) {
 	t.Helper()
+	return runCollector(t, testConfig(pool, natsURL, replica))
+}
+
+// testConfig is the Config of a test collector: fast intervals and TTLs.
+func testConfig(pool, natsURL, replica string) Config {
+	return Config{Pool: pool, MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL,
+		Replica: replica, Interval: 20 * time.Millisecond, KVInterval: 100 * time.Millisecond, MemberTTL: 2 * time.Second}
+}
+
+// runCollector runs a collector of cfg until the test ends and returns its
+// ops address.
+func runCollector(t *testing.T, cfg Config) (ops string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{Pool: pool, MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL,
-			Replica: replica, Interval: 20 * time.Millisecond, KVInterval: 100 * time.Millisecond, MemberTTL: 2 * time.Second,
-			Ready: func(a string) { ready <- a }}, quiet)
-	}()
+	cfg.Ready = func(a string) { ready <- a }
+	go func() { done <- Run(ctx, cfg, quiet) }()
 	select {
 	case ops = <-ready:
 	case err := <-done:
 		cancel()
-		t.Fatalf("collector %s: %v", replica, err)
+		t.Fatalf("collector %s: %v", cfg.Replica, err)
 	}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("collector %s: %v", replica, err)
+			t.Errorf("collector %s: %v", cfg.Replica, err)
 		}
 	})
 	return ops

@@ -1,0 +1,226 @@
+package kubediscovery
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hermod/hermod/libs/coord"
+)
+
+// Defaults of Config.
+const (
+	DefaultResync         = time.Minute
+	DefaultLeaseTTL       = 10 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+)
+
+// ServicePrefix names a pool's discovery election: discovery-<pool>.
+const ServicePrefix = "discovery-"
+
+// userAgent is sent on the requests of a client built by NewClient.
+const userAgent = "hermod-collector"
+
+// Config configures a Source.
+type Config struct {
+	// Pool is the pool whose registry the source writes. Required.
+	Pool string
+	// Namespace is the namespace whose pods are watched. Required.
+	Namespace string
+	// Selector is the label selector of the pods (labels.Parse syntax, e.g.
+	// "app=vllm,llm-d.ai/role in (decode,both)"). Required: an empty
+	// selector would pick every pod of the namespace.
+	Selector string
+	// TargetPort is the port of the model servers' HTTP API (1..65535).
+	TargetPort int
+	// Resync is the period of the informer's resync and of the leader's
+	// whole-registry sync (DefaultResync when zero).
+	Resync time.Duration
+
+	// Kube is the Kubernetes client. Required.
+	Kube kubernetes.Interface
+	// Etcd is the etcd client of the registry. Required.
+	Etcd *clientv3.Client
+	// ID is this replica's candidate id in the election. Required.
+	ID string
+	// LeaseTTL is the TTL of the leadership and of the leader's entries
+	// (DefaultLeaseTTL when zero; at least one second).
+	LeaseTTL time.Duration
+	// RequestTimeout bounds every etcd request (DefaultRequestTimeout when
+	// zero).
+	RequestTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the delays between retries of a
+	// failed sync or campaign (DefaultMinBackoff, DefaultMaxBackoff when
+	// zero).
+	MinBackoff, MaxBackoff time.Duration
+	// Registerer gets the source's metrics (none when nil); Close
+	// unregisters them.
+	Registerer prometheus.Registerer
+	// Logger logs (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+// FieldError is a Config field with an invalid value. Callers map Field to
+// the flag or setting that sets it.
+type FieldError struct {
+	// Field is the Config field's name: Namespace, Selector, TargetPort,
+	// Resync, ...
+	Field string
+	// Err says what is wrong.
+	Err error
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("kubernetes discovery: %s: %v", e.Field, e.Err)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate checks the fields that a user sets (Pool, Namespace, Selector,
+// TargetPort, Resync); each failure is a *FieldError.
+func (c Config) Validate() error {
+	var errs []error
+	if err := coord.ValidatePoolName(c.Pool); err != nil {
+		errs = append(errs, &FieldError{Field: "Pool", Err: err})
+	}
+	if err := validateNamespace(c.Namespace); err != nil {
+		errs = append(errs, &FieldError{Field: "Namespace", Err: err})
+	}
+	if _, err := ParseSelector(c.Selector); err != nil {
+		errs = append(errs, &FieldError{Field: "Selector", Err: err})
+	}
+	if c.TargetPort < 1 || c.TargetPort > 65535 {
+		errs = append(errs, &FieldError{Field: "TargetPort", Err: fmt.Errorf("%d is not a port (1..65535)", c.TargetPort)})
+	}
+	if c.Resync < 0 {
+		errs = append(errs, &FieldError{Field: "Resync", Err: fmt.Errorf("%s is negative", c.Resync)})
+	}
+	if c.LeaseTTL != 0 && c.LeaseTTL < time.Second {
+		errs = append(errs, &FieldError{Field: "LeaseTTL", Err: fmt.Errorf("%s is shorter than 1s", c.LeaseTTL)})
+	}
+	return errors.Join(errs...)
+}
+
+func validateNamespace(ns string) error {
+	if ns == "" {
+		return errors.New("empty namespace")
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// ParseSelector parses a label selector. It fails for an empty one, which
+// would select every pod of the namespace.
+func ParseSelector(s string) (labels.Selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty label selector: one is required (an empty one would pick every pod of the namespace)")
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("label selector %q: %w", s, err)
+	}
+	return sel, nil
+}
+
+// withDefaults returns c with the zero fields set, after checking it.
+func (c Config) withDefaults() (Config, error) {
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	switch {
+	case c.Kube == nil:
+		return c, errors.New("kubernetes discovery: no Kubernetes client")
+	case c.Etcd == nil:
+		return c, errors.New("kubernetes discovery: no etcd client")
+	case c.ID == "":
+		return c, errors.New("kubernetes discovery: empty replica id")
+	}
+	if c.Resync == 0 {
+		c.Resync = DefaultResync
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// NewClient returns a Kubernetes client for the cluster of the kubeconfig at
+// path (its current context), or, when path is empty, for the cluster the
+// process runs in (its service account). It also returns the namespace to
+// watch when none is given: the current context's (default "default"), or
+// in a cluster POD_NAMESPACE or the service account's namespace.
+func NewClient(path string) (kubernetes.Interface, string, error) {
+	var (
+		cfg *rest.Config
+		ns  string
+		err error
+	)
+	if path == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("in-cluster Kubernetes config (outside a cluster, give a kubeconfig): %w", err)
+		}
+		ns = inClusterNamespace()
+	} else {
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{})
+		cfg, err = cc.ClientConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("load %s: %w", path, err)
+		}
+		if ns, _, err = cc.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("namespace of %s: %w", path, err)
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = userAgent
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, ns, nil
+}
+
+// serviceAccountNamespace is where a pod finds its own namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// inClusterNamespace returns the pod's namespace: POD_NAMESPACE (the
+// downward API), else the service account's; "" when neither is set.
+func inClusterNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
