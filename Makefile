@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi microbench clean help
+.PHONY: mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi microbench chart clean help
 
 all: build
 
@@ -42,6 +42,7 @@ help:
 	@echo "make bench-multi  20 gateways, 20 pods: per-gateway least-request against the events and Valkey global views"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
+	@echo "make chart        helm lint and template the chart deployments/helm/hermod (default and ci/values-full.yaml)"
 
 deps: apt-deps tools
 
@@ -145,6 +146,16 @@ bench-multi: apt-deps binaries
 
 microbench:
 	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done
+
+# The Helm chart, linted and rendered with its default and full values. `make
+# test` needs no separate step: the chartcheck module's tests do this and
+# validate every rendered object against the Kubernetes API types.
+CHART := deployments/helm/hermod
+chart: tools
+	helm lint --strict $(CHART)
+	helm lint --strict $(CHART) -f $(CHART)/ci/values-full.yaml
+	helm template hermod $(CHART) > /dev/null
+	helm template hermod $(CHART) -f $(CHART)/ci/values-full.yaml > /dev/null
 
 clean:
 	rm -rf $(BIN)
