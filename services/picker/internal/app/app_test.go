@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -342,6 +343,18 @@ func TestReplicasShareProjections(t *testing.T) {
 		sa, sb := a.state(t), b.state(t)
 		return sa.InFlight == 20 && same(sa, sb)
 	})
+	// Every completion reached the other replica live too, over core NATS,
+	// as well as through the stream; it was applied once, whichever way
+	// came first.
+	eventually(t, "replica b to see every completion live", func() bool {
+		m := scrape(t, b.ops)
+		live := m[`hermod_picker_projection_completions_total{result="applied",source="live"}`] +
+			m[`hermod_picker_projection_completions_total{result="duplicate",source="live"}`]
+		applied := m[`hermod_picker_projection_completions_total{result="applied",source="live"}`] +
+			m[`hermod_picker_projection_completions_total{result="applied",source="stream"}`] +
+			m[`hermod_picker_projection_completions_total{result="applied",source="rpc"}`]
+		return live == 20 && applied == 20 && m["hermod_picker_projection_decision_lag_seconds_count"] == 20
+	})
 	// Spread: 40 requests over 4 pods with in-flight counts shared.
 	for n, s := range a.state(t).Endpoints {
 		if s.InFlight == 0 || s.PrefixBlocks == 0 {
@@ -435,4 +448,30 @@ func TestVerbosity4LogsEveryScorer(t *testing.T) {
 			t.Errorf("no \"Running scorer\" line for %s in:\n%s", s, out.String())
 		}
 	}
+}
+
+// scrape returns the samples of a picker's /metrics by series (name and
+// labels as exposed).
+func scrape(t *testing.T, ops string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
 }

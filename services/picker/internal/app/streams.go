@@ -53,6 +53,9 @@ func (a *app) followStreams(ctx context.Context) error {
 		return fmt.Errorf("follow decisions: %w", err)
 	}
 	a.stops = append(a.stops, dc.Close)
+	if err := a.followLive(completions, decisions); err != nil {
+		return err
+	}
 	a.consumers = []*bus.Consumer{cc, dc}
 	a.following.Store(true)
 	a.bg.Add(1)
@@ -64,6 +67,37 @@ func (a *app) followStreams(ctx context.Context) error {
 			a.log.Info("projections rebuilt from the streams", "window", window, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
+	return nil
+}
+
+// followLive subscribes to the decision and completion subjects over core
+// NATS as well: the server hands a message to core subscribers as it
+// receives it, before the stream has stored it and its consumers have
+// delivered it, so another replica's decision is counted here sooner (on a
+// busy machine the stream's extra hops cost milliseconds, during which
+// this replica would route as if the request were not in flight). The
+// streams still deliver everything (replays, and what the live path drops
+// when this replica is slow); the Folder applies each event once, whichever
+// way comes first.
+func (a *app) followLive(completions, decisions string) error {
+	cs, err := bus.Subscribe(a.nc, completions, func(c *eventsv1.RequestCompleted, _ string) {
+		if !a.cfg.LocalView {
+			a.folder.Completion(a.bgCtx, c, projection.SourceLive)
+		}
+	}, bus.WithLogger(a.log))
+	if err != nil {
+		return fmt.Errorf("follow completions live: %w", err)
+	}
+	a.stops = append(a.stops, func() { _ = cs.Close() })
+	ds, err := bus.Subscribe(a.nc, decisions, func(d *eventsv1.RoutingDecision, _ string) {
+		if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
+			a.folder.Decision(d)
+		}
+	}, bus.WithLogger(a.log))
+	if err != nil {
+		return fmt.Errorf("follow decisions live: %w", err)
+	}
+	a.stops = append(a.stops, func() { _ = ds.Close() })
 	return nil
 }
 

@@ -23,6 +23,9 @@ import (
 const (
 	SourceRPC    = "rpc"
 	SourceStream = "stream"
+	// SourceLive: the completion subject over core NATS, ahead of the
+	// stream.
+	SourceLive = "live"
 )
 
 // DefaultWindow is the default deduplication window.
@@ -305,7 +308,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"result"})
 	m := &metrics{completions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermod_picker_projection_completions_total",
-		Help: "Completions folded, by source (rpc, stream) and result (applied, duplicate, foreign, malformed).",
+		Help: "Completions folded, by source (rpc: a Complete call; live: the subject over core NATS; stream: the stream; extproc: Envoy mode) and result (applied, duplicate, foreign, malformed).",
 	}, []string{"source", "result"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hermod_picker_projection_decision_lag_seconds",
