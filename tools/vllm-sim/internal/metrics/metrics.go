@@ -71,6 +71,10 @@ type Metrics struct {
 
 var _ engine.Observer = (*Metrics)(nil)
 
+// processTTL is how long the process metrics are served from the last
+// collection.
+const processTTL = time.Second
+
 // New creates an engine's metrics in a registry of their own (one /metrics
 // endpoint per simulated pod), with the Go runtime and process collectors
 // a Python vLLM process would not have left out.
@@ -82,7 +86,7 @@ func New(o Options) *Metrics {
 		o.Now = time.Now
 	}
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(newCachedCollector(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), processTTL, o.Now))
 	labels := prometheus.Labels{"model_name": o.Model, "engine": o.Engine}
 
 	gauge := func(name, help string, f func(engine.Snapshot) float64) {
