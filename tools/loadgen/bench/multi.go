@@ -16,6 +16,8 @@ type MultiOptions struct {
 	Gateways int
 	// SampleInterval is how often queues are sampled (simulated).
 	SampleInterval time.Duration
+	// GoMaxProcs is every stack process's GOMAXPROCS (0: Go's default).
+	GoMaxProcs int
 }
 
 // MultiFleet is twenty pods that each serve one request at a time (as an
@@ -41,6 +43,9 @@ func DefaultMulti() MultiOptions {
 	return MultiOptions{
 		Workload: workload.SteadyOptions{Requests: 2000, Rate: 18.4, PromptTokens: 200, MaxTokens: 48, Seed: 1},
 		Fleet:    MultiFleet(), Gateways: 20, SampleInterval: 500 * time.Millisecond,
+		// 62 processes on the machine: each gets one core's budget, as a
+		// pod with a CPU limit of 1 would.
+		GoMaxProcs: 1,
 	}
 }
 
@@ -59,7 +64,7 @@ func MultiSpecs(o MultiOptions) ([]Spec, error) {
 	var specs []Spec
 	for _, policy := range MultiPolicies {
 		name := "least-request"
-		st := Stack{Policy: policy, Pickers: o.Gateways, Gateways: o.Gateways, PairGateways: true}
+		st := Stack{Policy: policy, Pickers: o.Gateways, Gateways: o.Gateways, PairGateways: true, GoMaxProcs: o.GoMaxProcs}
 		switch policy {
 		case "local-view":
 			st.PickerArgs = []string{"--local-view"}

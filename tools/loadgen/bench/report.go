@@ -166,7 +166,12 @@ func (r *Report) Markdown(w io.Writer) {
 	if f.SlowPods > 0 {
 		fmt.Fprintf(w, " (%d at speed %g)", f.SlowPods, f.SlowSpeed)
 	}
-	fmt.Fprintf(w, ", simulator at speed %g; %d picker replica(s). Times are simulated seconds.\n\n", f.Speed, first.Spec.Stack.Pickers)
+	fmt.Fprintf(w, ", simulator at speed %g; %d picker replica(s)", f.Speed, first.Spec.Stack.Pickers)
+	if n := first.Spec.Stack.GoMaxProcs; n > 0 {
+		fmt.Fprintf(w, "; every process with GOMAXPROCS=%d", n)
+	}
+	fmt.Fprintln(w, ". Times are simulated seconds.")
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "| policy | total wall-clock | vs %s | over ideal | avg | p50 | p90 | p95 | p99 | ok | failed |\n", r.Baseline)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, row := range r.Rows {

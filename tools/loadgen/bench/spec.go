@@ -108,6 +108,12 @@ type Stack struct {
 	Valkey bool `json:"valkey,omitempty"`
 	// PickerArgs are more picker arguments (e.g. --local-view).
 	PickerArgs []string `json:"picker_args,omitempty"`
+	// GoMaxProcs, when positive, is the GOMAXPROCS of every process of
+	// the stack (devstack and what it starts): the CPU budget each would
+	// have as a pod with that CPU limit (Go sizes GOMAXPROCS to the
+	// container's limit). Without it a stack of many processes on a small
+	// machine spends its cores on the runtimes' idle spinning threads.
+	GoMaxProcs int `json:"gomaxprocs,omitempty"`
 }
 
 // Spec is one run: a stack, a fleet and a workload (built from its seed).

@@ -79,6 +79,9 @@ func startStack(ctx context.Context, binDir, dir string, spec *Spec, log io.Writ
 	}
 	cmd := exec.Command(filepath.Join(binDir, "hermod-devstack"), args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	if n := spec.Stack.GoMaxProcs; n > 0 {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(n))
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}

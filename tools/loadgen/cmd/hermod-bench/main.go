@@ -158,6 +158,7 @@ func multi(args []string) error {
 	fs.Float64Var(&o.Workload.Rate, "rate", o.Workload.Rate, "mean arrivals per second (simulated; the fleet serves about 1 per pod per second)")
 	fs.IntVar(&o.Workload.MaxTokens, "max-tokens", o.Workload.MaxTokens, "output tokens per request (20 ms each)")
 	fs.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "the workload's seed")
+	fs.IntVar(&o.GoMaxProcs, "gomaxprocs", o.GoMaxProcs, "GOMAXPROCS of every process of the stacks (0: Go's default, the machine's cores)")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
