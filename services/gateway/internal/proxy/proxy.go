@@ -25,6 +25,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/requestid"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
 	"github.com/hermod/hermod/services/gateway/internal/openai"
@@ -154,8 +155,8 @@ type request struct {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, am *apiMetrics) {
 	req := &request{id: r.Header.Get(RequestIDHeader), m: am, start: time.Now()}
-	if !validRequestID(req.id) { // not behind RequestIDs
-		req.id = newRequestID()
+	if !requestid.Valid(req.id) { // not behind RequestIDs
+		req.id = requestid.New()
 		r.Header.Set(RequestIDHeader, req.id)
 	}
 	w.Header().Set(RequestIDHeader, req.id)

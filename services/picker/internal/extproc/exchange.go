@@ -20,6 +20,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/requestid"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -110,8 +111,8 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 	}
 	x.headers = headerMap(h.GetHeaders())
 	x.requestID = x.headers[RequestIDHeader]
-	if !validRequestID(x.requestID) {
-		x.requestID, x.newID = newRequestID(), true
+	if !requestid.Valid(x.requestID) {
+		x.requestID, x.newID = requestid.New(), true
 	}
 	api, ok := inferenceAPI(x.headers[":path"])
 	if !ok {

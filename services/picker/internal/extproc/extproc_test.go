@@ -18,6 +18,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/requestid"
 )
 
 const chatBody = `{"model":"llama","messages":[{"role":"user","content":"hello there"}],"stream":true}`
@@ -593,7 +594,7 @@ func TestRequestIDIsMadeWhenMissing(t *testing.T) {
 		requestBody([]byte(`{"model":"llama","prompt":"x"}`), true))
 	set, _ := setOf(s.recv().GetRequestHeaders().GetResponse().GetHeaderMutation())
 	id := set[RequestIDHeader]
-	if !validRequestID(id) || len(id) != 32 {
+	if !requestid.Valid(id) || len(id) != 32 {
 		t.Fatalf("request id %q", id)
 	}
 	s.readBody(true, 0, true)

@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"math/rand/v2"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -74,39 +73,6 @@ func pickHeaders(h map[string]string, requestID string) map[string]string {
 	}
 	out[RequestIDHeader] = requestID
 	return out
-}
-
-// maxRequestIDLen bounds a client's request id (it goes into logs, events
-// and headers).
-const maxRequestIDLen = 128
-
-// validRequestID reports whether a client's id can be kept: 1 to 128
-// characters of letters, digits and -_.:/+=.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > maxRequestIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '-', c == '_', c == '.', c == ':', c == '/', c == '+', c == '=':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// newRequestID returns a random 128-bit id in hex.
-func newRequestID() string {
-	var b [32]byte
-	const hex = "0123456789abcdef"
-	for i, x := range [2]uint64{rand.Uint64(), rand.Uint64()} {
-		for j := range 16 {
-			b[i*16+j] = hex[(x>>(60-4*j))&0xf]
-		}
-	}
-	return string(b[:])
 }
 
 // subsetHint returns the subset hint of a request: the metadata's list
