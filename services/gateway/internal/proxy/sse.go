@@ -40,15 +40,23 @@ func newSSERelay(w http.ResponseWriter, stripUsage bool) *sseRelay {
 // feed takes the next bytes of the upstream stream.
 func (r *sseRelay) feed(p []byte) error {
 	r.pending = append(r.pending, p...)
-	// Only the new bytes (and the 3 before them, for an event end split
-	// across reads) can hold a new event end.
-	from := max(r.scanned-3, 0)
-	end := lastEventEnd(r.pending[from:])
+	// pending starts at an event and held no event end before p: the first
+	// end can only lie in the new bytes (or start in the 3 before them).
+	// Events are cut where eventLen cuts them, so the output does not
+	// depend on how the stream was split into reads.
+	end, from := 0, max(r.scanned-3, 0)
+	for {
+		n := eventEnd(r.pending[end:], from-end)
+		if n < 0 {
+			break
+		}
+		end += n
+		from = end
+	}
 	r.scanned = len(r.pending)
-	if end < 0 {
+	if end == 0 {
 		return nil
 	}
-	end += from
 	complete := r.pending[:end]
 	out := r.scan(complete)
 	if len(out) > 0 {
@@ -132,32 +140,28 @@ func hasData(ev []byte) bool {
 	return bytes.HasPrefix(ev, []byte("data:")) || bytes.Contains(ev, []byte("\ndata:"))
 }
 
-// lastEventEnd returns the index just after the last blank line of b
-// ("\n\n" or "\r\n\r\n"), or -1.
-func lastEventEnd(b []byte) int {
-	i := bytes.LastIndex(b, []byte("\n\n"))
-	j := bytes.LastIndex(b, []byte("\n\r\n"))
+// eventEnd returns the length of the first event of b, its blank line
+// included, or -1 when b holds no whole event. The blank line is searched
+// from from on: the caller knows none ends before.
+func eventEnd(b []byte, from int) int {
+	i := bytes.Index(b[from:], []byte("\n\n"))
+	j := bytes.Index(b[from:], []byte("\n\r\n"))
 	switch {
 	case i < 0 && j < 0:
 		return -1
-	case j > i:
-		return j + 3
+	case i < 0 || (j >= 0 && j < i):
+		return from + j + 3
 	}
-	return i + 2
+	return from + i + 2
 }
 
 // eventLen returns the length of the first event of b, its blank line
 // included (all of b when it has none).
 func eventLen(b []byte) int {
-	i := bytes.Index(b, []byte("\n\n"))
-	j := bytes.Index(b, []byte("\n\r\n"))
-	switch {
-	case i < 0 && j < 0:
-		return len(b)
-	case i < 0 || (j >= 0 && j < i):
-		return j + 3
+	if n := eventEnd(b, 0); n >= 0 {
+		return n
 	}
-	return i + 2
+	return len(b)
 }
 
 // eventData returns the data of an event (its "data:" lines joined), nil
