@@ -419,6 +419,9 @@ func (b *builder) hooks(s *Scheduler) {
 		if h, ok := p.(PrepareData); ok {
 			s.prepare = append(s.prepare, timed[PrepareData]{h, m.timer(PointPrepareData, p)})
 		}
+		if h, ok := p.(CyclePreparer); ok {
+			s.preparers = append(s.preparers, timed[CyclePreparer]{h, m.timer(PointPrepareCycle, p)})
+		}
 		if h, ok := p.(PreRequest); ok {
 			s.preRequest = append(s.preRequest, timed[PreRequest]{h, m.timer(PointPreRequest, p)})
 		}

@@ -14,6 +14,7 @@ const (
 	PointScorer            = "Scorer"
 	PointPicker            = "Picker"
 	PointPrepareData       = "PrepareData"
+	PointPrepareCycle      = "PrepareCycle"
 	PointPreRequest        = "PreRequest"
 	PointResponseReceived  = "ResponseReceived"
 	PointResponseStreaming = "ResponseStreaming"

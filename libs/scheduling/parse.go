@@ -24,12 +24,33 @@ func ParseRequest(api API, body []byte) (*Request, error) {
 
 func parseBody(api API, body []byte) (model string, b Body, ids []uint32, err error) {
 	var w struct {
-		Model    json.RawMessage   `json:"model"`
-		Prompt   json.RawMessage   `json:"prompt"`
-		Messages []json.RawMessage `json:"messages"`
+		Model               json.RawMessage   `json:"model"`
+		Prompt              json.RawMessage   `json:"prompt"`
+		Messages            []json.RawMessage `json:"messages"`
+		MaxTokens           json.RawMessage   `json:"max_tokens"`
+		MaxCompletionTokens json.RawMessage   `json:"max_completion_tokens"`
+		Stream              json.RawMessage   `json:"stream"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
 		return "", Body{}, nil, BadRequestf("request body is not a JSON object: %s", jsonErrorText(err))
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"max_completion_tokens", w.MaxCompletionTokens}, {"max_tokens", w.MaxTokens}} {
+		if len(f.raw) == 0 || isNull(f.raw) || b.MaxTokens > 0 {
+			continue
+		}
+		var n int64
+		if err := json.Unmarshal(f.raw, &n); err != nil || n < 0 {
+			return "", Body{}, nil, BadRequestf("%s: must be a non-negative integer", f.name)
+		}
+		b.MaxTokens = int(min(n, math.MaxInt32))
+	}
+	if len(w.Stream) > 0 && !isNull(w.Stream) {
+		if err := json.Unmarshal(w.Stream, &b.Stream); err != nil {
+			return "", Body{}, nil, BadRequestf("stream: must be a boolean")
+		}
 	}
 	if len(w.Model) > 0 && !isNull(w.Model) {
 		if err := json.Unmarshal(w.Model, &model); err != nil {

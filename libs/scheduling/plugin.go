@@ -129,6 +129,22 @@ type PrepareData interface {
 	PrepareData(ctx context.Context, req *Request) error
 }
 
+// CyclePreparer is implemented by plugins that gather what they need from
+// outside the scheduler's shared state before its critical section: the
+// request's tokens, the indexer's answer, the predictor's request
+// features, anything that does I/O or costs more than a microsecond.
+// PrepareCycle runs once per request, concurrently with other requests'
+// cycles and with no scheduler lock held, after the prepare-data plugins
+// and in declaration order; what it writes to cs is read, under the lock,
+// by the plugin's Score, MatchPrefix or PreRequest (and by plugins that
+// read it, such as no-hit-lru-scorer reading a prefix match). candidates
+// are the cycle's candidates before any filter. Failures are the plugin's
+// to handle (fail open); they never fail the request.
+type CyclePreparer interface {
+	Plugin
+	PrepareCycle(ctx context.Context, cs *CycleState, req *Request, candidates []*Endpoint)
+}
+
 // PreRequest runs once a request is scheduled, in the same critical section
 // as the pick (in-flight counters, speculative index entries, headers). cs
 // is the cycle's state, holding what scorers computed for the request.
@@ -150,6 +166,12 @@ type Response struct {
 	Prefill Target
 	// StatusCode is the upstream HTTP status (0 if none arrived).
 	StatusCode int
+	// Time is when the request ended (ResponseComplete only; zero when
+	// unknown: hooks take now).
+	Time time.Time
+	// Streamed is whether the response was streamed (its TTFT and TPOT
+	// were measured per token).
+	Streamed bool
 	// Headers collects response headers hooks add for the client.
 	Headers map[string]string
 	// Usage is what the finished request reported (ResponseComplete only;
@@ -241,6 +263,10 @@ type Effect struct {
 	// Capacity is the size the plugin gives the state of an endpoint it
 	// has not seen before (prefix index: blocks per endpoint); 0 if unused.
 	Capacity int64
+	// Values are numbers the plugin needs to apply the effect the same way
+	// everywhere (predicted-latency-scorer: the request's features and its
+	// predictions); their layout is the plugin's.
+	Values []float64
 }
 
 // Projection is implemented by stateful plugins whose state is a projection

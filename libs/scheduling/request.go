@@ -24,7 +24,8 @@ type Request struct {
 	// client, for completions with token prompts) supplied one.
 	TokenIDs []uint32
 
-	prefixText []byte
+	prefixText  []byte
+	promptChars int // PromptChars + 1, once computed
 }
 
 // API is the OpenAI endpoint a body was sent to.
@@ -53,6 +54,11 @@ type Body struct {
 	Prompt string
 	// Messages are the chat messages.
 	Messages []Message
+	// MaxTokens is the output limit the request sets (max_completion_tokens,
+	// else max_tokens); 0 when it sets none.
+	MaxTokens int
+	// Stream is whether the response is streamed.
+	Stream bool
 }
 
 // MediaKind is a bit set of multimodal content kinds.
@@ -88,16 +94,23 @@ func (r *Request) Media() MediaKind {
 }
 
 // PromptChars is the character count context-length estimates start from:
-// the completions prompt, or the sum of the chat message contents.
+// the completions prompt, or the sum of the chat message contents. It is
+// counted once per request (a plugin's PrepareCycle may count it before
+// the scheduler's critical section).
 func (r *Request) PromptChars() int {
+	if r.promptChars > 0 {
+		return r.promptChars - 1
+	}
+	n := 0
 	if r.Body.API == APIChatCompletions {
-		n := 0
 		for i := range r.Body.Messages {
 			n += utf8.RuneCountInString(r.Body.Messages[i].Content)
 		}
-		return n
+	} else {
+		n = utf8.RuneCountInString(r.Body.Prompt)
 	}
-	return utf8.RuneCountInString(r.Body.Prompt)
+	r.promptChars = n + 1
+	return n
 }
 
 // EstimatedTokens estimates the prompt length in tokens: the tokenized

@@ -87,7 +87,14 @@ type Result struct {
 // copied; blocks is kept as it is and must stay unchanged until the result
 // is released (a plugin's per-cycle state qualifies).
 func (r *Result) RecordEffect(p Plugin, endpoints []string, blocks []uint64, capacity int64) {
-	e := Effect{Plugin: p.TypedName(), Blocks: blocks, Capacity: capacity}
+	r.Record(Effect{Plugin: p.TypedName(), Endpoints: endpoints, Blocks: blocks, Capacity: capacity})
+}
+
+// Record records an effect as RecordEffect does: its endpoint names are
+// copied, its Blocks and Values kept as they are (they must stay unchanged
+// until the result is released).
+func (r *Result) Record(e Effect) {
+	endpoints := e.Endpoints
 	if c := r.arena; c != nil {
 		start := len(c.effectNames)
 		c.effectNames = append(c.effectNames, endpoints...)
@@ -116,6 +123,20 @@ func (r *Result) RemoveHeader(name string) {
 		}
 	}
 	r.RemoveHeaders = append(r.RemoveHeaders, name)
+}
+
+// Predictions returns what latency predictors forecast for the endpoints
+// of this cycle (nil when none ran). Valid until the result is released.
+func (r *Result) Predictions() *Predictions {
+	c := r.cycle.Load()
+	if c == nil {
+		c = r.arena
+	}
+	if c == nil {
+		return nil
+	}
+	p, _ := ReadState[*Predictions](&c.state, PredictionsKey)
+	return p
 }
 
 // Target returns the primary target.

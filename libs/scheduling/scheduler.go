@@ -31,6 +31,7 @@ type Scheduler struct {
 
 	plugins           []Plugin
 	prepare           []timed[PrepareData]
+	preparers         []timed[CyclePreparer]
 	preRequest        []timed[PreRequest]
 	responseReceived  []timed[ResponseReceived]
 	responseStreaming []timed[ResponseStreaming]
@@ -118,6 +119,11 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	c := s.pool.Get().(*cycle)
 	res := &Result{RequestID: req.ID}
 	c.begin(ctx, req, candidates, res)
+	if err := s.prepareCycle(ctx, c, req); err != nil {
+		s.metrics.cycleDone(start, err)
+		c.release()
+		return nil, err
+	}
 	err := s.decide(ctx, c, req, res)
 	s.metrics.cycleDone(start, err)
 	if err != nil {
@@ -126,6 +132,27 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	}
 	res.cycle.Store(c)
 	return res, nil
+}
+
+// prepareCycle runs the cycle preparers, outside the critical section. A
+// panicking plugin fails the request with a KindInternal error.
+func (s *Scheduler) prepareCycle(ctx context.Context, c *cycle, req *Request) (err error) {
+	if len(s.preparers) == 0 {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Kind: KindInternal, Msg: fmt.Sprintf("a scheduling plugin panicked: %v", p)}
+			s.logger.LogAttrs(ctx, slog.LevelError, "scheduling plugin panicked while preparing", slog.String("request_id", req.ID),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	for _, p := range s.preparers {
+		t := p.t.start()
+		p.p.PrepareCycle(ctx, &c.state, req, c.candidates)
+		p.t.done(t)
+	}
+	return nil
 }
 
 // decide runs the profile handler and the pre-request hooks in the

@@ -3,6 +3,7 @@ package scheduling
 import (
 	"context"
 	"math/rand/v2"
+	"time"
 )
 
 // StateKey names a datum in a CycleState. Plugins key what they share by
@@ -215,3 +216,47 @@ type PrefixMatcher interface {
 	// the caller considers (a matcher may take tuning hints from them).
 	MatchPrefix(ctx context.Context, cs *CycleState, req *Request, candidates []*Endpoint) *PrefixMatch
 }
+
+// PredictionsKey is where a latency predictor keeps its forecasts for the
+// cycle's endpoints; decisions carry them (Result.Predictions).
+const PredictionsKey StateKey = "hermod.latency-predictions"
+
+// Prediction is a latency predictor's forecast for one request on one
+// endpoint.
+type Prediction struct {
+	// TTFT is the predicted time to the first token, TPOT the predicted
+	// mean time per output token after it.
+	TTFT, TPOT time.Duration
+	// TTFTHeadroom and TPOTHeadroom are the request's SLO minus the
+	// prediction (negative: the SLO would be missed); zero when the
+	// request sets no such SLO.
+	TTFTHeadroom, TPOTHeadroom time.Duration
+	// MeetsSLO is whether every SLO the request sets is predicted to be
+	// met (true when it sets none).
+	MeetsSLO bool
+}
+
+// Predictions are a cycle's forecasts, by endpoint name.
+type Predictions struct {
+	byName map[string]Prediction
+}
+
+// Set records the forecast for an endpoint.
+func (p *Predictions) Set(endpoint string, pr Prediction) {
+	if p.byName == nil {
+		p.byName = make(map[string]Prediction)
+	}
+	p.byName[endpoint] = pr
+}
+
+// Get returns the forecast for an endpoint.
+func (p *Predictions) Get(endpoint string) (Prediction, bool) {
+	if p == nil {
+		return Prediction{}, false
+	}
+	pr, ok := p.byName[endpoint]
+	return pr, ok
+}
+
+// Reset empties the forecasts for reuse.
+func (p *Predictions) Reset() { clear(p.byName) }

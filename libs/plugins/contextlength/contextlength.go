@@ -83,6 +83,12 @@ type Filtering struct{ *Plugin }
 // Parameters implements scheduling.ParameterReporter.
 func (p *Plugin) Parameters() any { return p.params }
 
+// PrepareCycle implements scheduling.CyclePreparer: the prompt's
+// characters are counted before the scheduler's critical section.
+func (p *Plugin) PrepareCycle(_ context.Context, _ *scheduling.CycleState, req *scheduling.Request, _ []*scheduling.Endpoint) {
+	req.PromptChars()
+}
+
 // Score implements scheduling.Scorer.
 func (p *Plugin) Score(_ context.Context, _ *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
 	l := req.EstimatedTokens(p.params.CharToTokenMultiplier)

@@ -126,6 +126,14 @@ func (m *match) Release() {
 	m.plugin.pool.Put(m)
 }
 
+// PrepareCycle implements scheduling.CyclePreparer: the prompt is
+// tokenized and keyed and the indexer asked which candidates hold it
+// before the scheduler's critical section, concurrently with other
+// requests; Score, MatchPrefix and PreRequest read the answer from cs.
+func (p *Plugin) PrepareCycle(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) {
+	p.match(ctx, cs, req, candidates)
+}
+
 // MatchPrefix implements scheduling.PrefixMatcher: no-hit-lru-scorer and
 // the prefix-based P/D decider read what the indexer said.
 func (p *Plugin) MatchPrefix(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *scheduling.PrefixMatch {
@@ -141,6 +149,8 @@ func root(req *scheduling.Request) string {
 	return req.Model
 }
 
+// match returns the request's match, computing it (tokens, keys, the
+// indexer's answer) unless PrepareCycle already did.
 func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *match {
 	if m, ok := scheduling.ReadState[*match](cs, p.key); ok {
 		return m

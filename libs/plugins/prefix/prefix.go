@@ -106,15 +106,25 @@ func (p *Plugin) Index() *Index { return p.index }
 // ends.
 type match struct {
 	scheduling.PrefixMatch
-	hashes []uint64
-	plugin *Plugin
+	hashes  []uint64
+	matched bool // PrefixMatch holds the index's answer for hashes
+	plugin  *Plugin
 }
 
 // Release implements scheduling.Releaser.
 func (m *match) Release() {
 	m.Clear()
 	m.hashes = m.hashes[:0]
+	m.matched = false
 	m.plugin.pool.Put(m)
+}
+
+// PrepareCycle implements scheduling.CyclePreparer: the prompt's blocks are
+// cut and hashed before the scheduler's critical section (a long prompt
+// takes tens of microseconds); only the lookup in the index, which must
+// see the blocks of the decision just before it, stays inside.
+func (p *Plugin) PrepareCycle(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) {
+	p.hashed(cs, req, candidates)
 }
 
 // MatchPrefix implements scheduling.PrefixMatcher.
@@ -122,7 +132,9 @@ func (p *Plugin) MatchPrefix(_ context.Context, cs *scheduling.CycleState, req *
 	return &p.match(cs, req, candidates).PrefixMatch
 }
 
-func (p *Plugin) match(cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *match {
+// hashed returns the request's match with its block hashes, computing
+// them unless PrepareCycle already did.
+func (p *Plugin) hashed(cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *match {
 	if m, ok := scheduling.ReadState[*match](cs, p.key); ok {
 		return m
 	}
@@ -130,9 +142,19 @@ func (p *Plugin) match(cs *scheduling.CycleState, req *scheduling.Request, candi
 	m.BlockSizeTokens = p.blockSize(candidates)
 	m.hashes = Hashes(req.Model, req.PrefixText(), m.BlockSizeTokens*CharsPerToken, p.params.MaxPrefixBlocksToMatch, m.hashes[:0])
 	m.TotalBlocks = len(m.hashes)
-	p.index.Match(m.hashes, &m.PrefixMatch)
 	cs.Write(p.key, m)
-	cs.Write(scheduling.PrefixMatchKey, &m.PrefixMatch)
+	return m
+}
+
+// match returns the request's match, looked up in the index once per
+// cycle.
+func (p *Plugin) match(cs *scheduling.CycleState, req *scheduling.Request, candidates []*scheduling.Endpoint) *match {
+	m := p.hashed(cs, req, candidates)
+	if !m.matched {
+		p.index.Match(m.hashes, &m.PrefixMatch)
+		m.matched = true
+		cs.Write(scheduling.PrefixMatchKey, &m.PrefixMatch)
+	}
 	return m
 }
 
