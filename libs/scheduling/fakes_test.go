@@ -15,6 +15,7 @@ import (
 // Test-only plugin types, registered next to the standard ones.
 func init() {
 	scheduling.Register(scheduling.Registration{Type: "test-gated-unavailable", Gate: scheduling.GatePrepareDataPlugins})
+	scheduling.Register(scheduling.Registration{Type: "test-unavailable"})
 	scheduling.Register(scheduling.Registration{Type: "test-fixed-scorer", New: newFixedScorer})
 	scheduling.Register(scheduling.Registration{Type: "test-keep-filter", New: newKeepFilter})
 	scheduling.Register(scheduling.Registration{Type: "test-state-writer", New: func(name string, _ json.RawMessage, _ scheduling.Handle) (scheduling.Plugin, error) {

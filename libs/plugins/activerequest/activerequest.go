@@ -1,5 +1,5 @@
 // Package activerequest holds active-request-scorer, which prefers endpoints
-// with fewer in-flight requests, and its in-flight Tracker.
+// with fewer in-flight requests.
 package activerequest
 
 import (
@@ -7,8 +7,13 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/hermod/hermod/libs/plugins/flight"
 	"github.com/hermod/hermod/libs/scheduling"
 )
+
+// Tracker counts the in-flight requests of every endpoint, keyed by
+// decision id.
+type Tracker = flight.Tracker[uint64, struct{}, struct{}]
 
 // Type is the registered plugin type.
 const Type = "active-request-scorer"
@@ -43,7 +48,7 @@ type Params struct {
 type Scorer struct {
 	scheduling.Named
 	params  Params
-	tracker *Tracker[uint64]
+	tracker *Tracker
 }
 
 // New builds an active-request-scorer.
@@ -64,7 +69,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	return &Scorer{
 		Named:   scheduling.Named{Type: Type, Name: name},
 		params:  p,
-		tracker: NewTracker[uint64](p.RequestTimeout.Std(), h.Now),
+		tracker: flight.NewTracker[uint64, struct{}, struct{}](p.RequestTimeout.Std(), h.Now),
 	}, nil
 }
 
@@ -72,11 +77,11 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 func (s *Scorer) Parameters() any { return s.params }
 
 // Tracker returns the scorer's in-flight tracker, keyed by decision id.
-func (s *Scorer) Tracker() *Tracker[uint64] { return s.tracker }
+func (s *Scorer) Tracker() *Tracker { return s.tracker }
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	counts := s.tracker.snapshot(eps, scores)
+	counts := s.tracker.Counts(eps, scores)
 	maxCount := 0.0
 	for _, c := range counts {
 		maxCount = max(maxCount, c)

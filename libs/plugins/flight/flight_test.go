@@ -1,4 +1,4 @@
-package activerequest_test
+package flight_test
 
 import (
 	"fmt"
@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/plugins/activerequest"
+	"github.com/hermod/hermod/libs/plugins/flight"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
 )
 
-func checkCounts(t *testing.T, tr *activerequest.Tracker[string], want map[string]int, names ...string) {
+func checkCounts(t *testing.T, tr *tracker, want map[string]int, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if got := tr.InFlight(n); got != want[n] {
@@ -23,7 +25,7 @@ func checkCounts(t *testing.T, tr *activerequest.Tracker[string], want map[strin
 
 func TestTrackerStartDone(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	tr.Start("a", []string{"pod-0"})
 	tr.Start("b", []string{"pod-0", "pod-1"})
 	tr.Start("c", nil)
@@ -42,7 +44,7 @@ func TestTrackerStartDone(t *testing.T) {
 }
 
 func TestTrackerManyEndpoints(t *testing.T) {
-	tr := activerequest.NewTracker[string](time.Minute, newFakeClock().Now)
+	tr := newTracker(time.Minute, newFakeClock().Now)
 	names := []string{"p0", "p1", "p2", "p3", "p4"}
 	tr.Start("x", names)
 	names[0] = "mutated" // the tracker keeps its own copy
@@ -53,7 +55,7 @@ func TestTrackerManyEndpoints(t *testing.T) {
 }
 
 func TestTrackerStartTwiceCountsOnce(t *testing.T) {
-	tr := activerequest.NewTracker[string](time.Minute, newFakeClock().Now)
+	tr := newTracker(time.Minute, newFakeClock().Now)
 	tr.Start("a", []string{"pod-0"})
 	tr.Start("a", []string{"pod-0"})
 	tr.Start("a", []string{"pod-1"}) // still the same request
@@ -66,7 +68,7 @@ func TestTrackerStartTwiceCountsOnce(t *testing.T) {
 }
 
 func TestTrackerDoneUnknownAndTwice(t *testing.T) {
-	tr := activerequest.NewTracker[string](time.Minute, newFakeClock().Now)
+	tr := newTracker(time.Minute, newFakeClock().Now)
 	tr.Done("nobody")
 	tr.Done("")
 	tr.Start("a", []string{"pod-0"})
@@ -88,7 +90,7 @@ func TestTrackerDoneUnknownAndTwice(t *testing.T) {
 // scorer uses decision ids).
 func TestTrackerEmptyKeyIsAKey(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	tr.Start("", []string{"pod-0"})
 	tr.Start("", []string{"pod-0"}) // the same request again
 	checkCounts(t, tr, map[string]int{"pod-0": 1}, "pod-0")
@@ -98,7 +100,7 @@ func TestTrackerEmptyKeyIsAKey(t *testing.T) {
 
 func TestTrackerExpiry(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	tr.Start("a", []string{"pod-0"})
 	clock.Advance(20 * time.Second)
 	tr.Start("b", []string{"pod-0", "pod-1"})
@@ -124,7 +126,7 @@ func TestTrackerExpiry(t *testing.T) {
 
 func TestTrackerStartAt(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	tr.StartAt("a", []string{"pod-0"}, clock.Now().Add(-50*time.Second))
 	checkCounts(t, tr, map[string]int{"pod-0": 1}, "pod-0")
 	clock.Advance(11 * time.Second)
@@ -132,10 +134,10 @@ func TestTrackerStartAt(t *testing.T) {
 }
 
 func TestTrackerNilClockUsesWallClock(t *testing.T) {
-	tr := activerequest.NewTracker[string](time.Hour, nil)
+	tr := newTracker(time.Hour, nil)
 	tr.Start("a", []string{"pod-0"})
 	checkCounts(t, tr, map[string]int{"pod-0": 1}, "pod-0")
-	short := activerequest.NewTracker[string](time.Nanosecond, nil)
+	short := newTracker(time.Nanosecond, nil)
 	short.StartAt("a", []string{"pod-0"}, time.Now().Add(-time.Second))
 	checkCounts(t, short, nil, "pod-0")
 }
@@ -145,7 +147,7 @@ func TestTrackerNilClockUsesWallClock(t *testing.T) {
 // passes the timeout everything returns to zero.
 func TestTrackerCompactionKeepsCounts(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	rng := rand.New(rand.NewPCG(1, 2))
 	endpoints := []string{"pod-0", "pod-1", "pod-2", "pod-3"}
 	all := append([]string{"pod-long"}, endpoints...)
@@ -242,7 +244,7 @@ func keepOpen(id string) bool {
 // later ones are still open.
 func TestTrackerMassExpiry(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	for i := range 5000 {
 		tr.Start("old-"+strconv.Itoa(i), []string{"pod-" + strconv.Itoa(i%3)})
 	}
@@ -320,7 +322,7 @@ func (m *modelTracker) expire(now time.Time) {
 func TestTrackerMatchesModel(t *testing.T) {
 	clock := newFakeClock()
 	const timeout = 20*time.Second + time.Nanosecond
-	tr := activerequest.NewTracker[string](timeout, clock.Now)
+	tr := newTracker(timeout, clock.Now)
 	m := &modelTracker{timeout: timeout, reqs: map[string]modelReq{}, count: map[string]int{}}
 	rng := rand.New(rand.NewPCG(7, 11))
 	endpoints := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
@@ -412,7 +414,7 @@ func TestTrackerMatchesModel(t *testing.T) {
 
 func TestTrackerConcurrent(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Hour, clock.Now)
+	tr := newTracker(time.Hour, clock.Now)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -448,7 +450,7 @@ func TestTrackerConcurrent(t *testing.T) {
 // A start redelivered after its request finished must not count it again.
 func TestTrackerRedeliveredStartAfterDone(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	tr.Start("r1", []string{"a"})
 	tr.Done("r1")
 	tr.Start("r1", []string{"a"})
@@ -467,7 +469,7 @@ func TestTrackerRedeliveredStartAfterDone(t *testing.T) {
 // Exactly requestTimeout old is not "older than requestTimeout".
 func TestTrackerTimeoutBoundary(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	tr.Start("r1", []string{"a"})
 	clock.Advance(time.Minute)
 	if tr.InFlight("a") != 1 {
@@ -485,7 +487,7 @@ func TestTrackerTimeoutBoundary(t *testing.T) {
 // after its id was forgotten.
 func TestTrackerExpiresByStartTimeWhateverTheArrivalOrder(t *testing.T) {
 	clock := newFakeClock()
-	tr := activerequest.NewTracker[string](time.Minute, clock.Now)
+	tr := newTracker(time.Minute, clock.Now)
 	now := clock.Now()
 	tr.StartAt("live", []string{"a"}, now)
 	tr.Done("early") // completion before its decision
@@ -526,7 +528,7 @@ func TestTrackerOrderIndependent(t *testing.T) {
 	}
 	counts := func(order []ev) [4]int {
 		clock := newFakeClock()
-		tr := activerequest.NewTracker[int](time.Minute, clock.Now)
+		tr := flight.NewTracker[int, struct{}, struct{}](time.Minute, clock.Now)
 		for _, e := range order {
 			if e.start {
 				tr.StartAt(e.id, []string{e.ep}, clock.Now().Add(-e.at))
@@ -548,6 +550,54 @@ func TestTrackerOrderIndependent(t *testing.T) {
 		shuffled = append(shuffled, shuffled[:10]...)
 		if got := counts(shuffled); got != want {
 			t.Fatalf("counts %v, want %v", got, want)
+		}
+	}
+}
+
+type tracker = flight.Tracker[string, struct{}, struct{}]
+
+func newTracker(timeout time.Duration, now func() time.Time) *tracker {
+	return flight.NewTracker[string, struct{}, struct{}](timeout, now)
+}
+
+func newFakeClock() *schedulingtest.Clock { return schedulingtest.NewClock() }
+
+// Start and done values pair once, whichever arrives first, and only the
+// requests in flight are listed per endpoint with their start values.
+func TestTrackerPairsAndLists(t *testing.T) {
+	type pair struct {
+		id   string
+		s, d int
+	}
+	for _, doneFirst := range []bool{false, true} {
+		clock := newFakeClock()
+		tr := flight.NewTracker[string, int, int](time.Minute, clock.Now)
+		var pairs []pair
+		tr.SetPair(func(id string, _ time.Time, s, d *int) { pairs = append(pairs, pair{id, *s, *d}) })
+		if doneFirst {
+			tr.DoneWith("a", 20)
+		}
+		tr.StartWith("a", []string{"pod-0"}, clock.Now(), 10)
+		tr.StartWith("b", []string{"pod-0"}, clock.Now(), 11)
+		tr.StartWith("c", []string{"pod-1"}, clock.Now(), 12)
+		if !doneFirst {
+			tr.DoneWith("a", 20)
+		}
+		tr.DoneWith("a", 21) // redelivered: nothing
+		tr.StartWith("a", []string{"pod-0"}, clock.Now(), 13)
+		if want := []pair{{"a", 10, 20}}; !slices.Equal(pairs, want) {
+			t.Fatalf("done first %v: pairs %v, want %v", doneFirst, pairs, want)
+		}
+		var listed []int
+		tr.Each(scheduling.NameHash("pod-0"), func(_ time.Duration, s *int) { listed = append(listed, *s) })
+		if !slices.Equal(listed, []int{11}) || tr.InFlight("pod-0") != 1 {
+			t.Fatalf("done first %v: pod-0 lists %v, counts %d", doneFirst, listed, tr.InFlight("pod-0"))
+		}
+		clock.Advance(2 * time.Minute) // b and c expire unpaired
+		listed = listed[:0]
+		tr.Each(scheduling.NameHash("pod-1"), func(_ time.Duration, s *int) { listed = append(listed, *s) })
+		if len(listed) != 0 || len(pairs) != 1 || tr.Len() != 0 {
+			t.Fatalf("after expiry: listed %v, pairs %v, len %d", listed, pairs, tr.Len())
 		}
 	}
 }

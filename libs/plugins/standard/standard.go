@@ -15,6 +15,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
 	_ "github.com/hermod/hermod/libs/plugins/picker"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
+	_ "github.com/hermod/hermod/libs/plugins/predictedlatency"
 	_ "github.com/hermod/hermod/libs/plugins/prefix"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/responsestore"
@@ -29,7 +30,6 @@ import (
 // build"), except that plugins needing a feature gate the config does not
 // enable are skipped with a warning, as they would be anyway.
 var Unavailable = []scheduling.Registration{
-	{Type: "predicted-latency-scorer"},
 	{Type: "models-data-source"},
 	{Type: "model-server-protocol-models"},
 }

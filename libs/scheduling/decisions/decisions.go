@@ -61,6 +61,7 @@ func Event(pool string, req *scheduling.Request, res *scheduling.Result) *events
 				Endpoints: append([]string(nil), e.Endpoints...),
 				Blocks:    append([]uint64(nil), e.Blocks...),
 				Capacity:  e.Capacity,
+				Values:    append([]float64(nil), e.Values...),
 			}
 		}
 	}
@@ -80,6 +81,7 @@ func Effects(d *eventsv1.RoutingDecision) []scheduling.Effect {
 			Endpoints: e.GetEndpoints(),
 			Blocks:    e.GetBlocks(),
 			Capacity:  e.GetCapacity(),
+			Values:    e.GetValues(),
 		}
 	}
 	return out
@@ -112,10 +114,18 @@ func profile(res *scheduling.Result, pr *scheduling.ProfileResult) *eventsv1.Pro
 		p.Scorers = append(p.Scorers, &eventsv1.Scorer{Name: s.Name, Type: s.Type, Weight: s.Weight})
 	}
 	// A profile whose filters left nothing has no endpoints to report.
+	preds := res.Predictions()
 	for i, e := range pr.Endpoints {
 		es := &eventsv1.EndpointScores{Name: e.Name, Address: e.HostPort(), Scores: make([]float64, len(scorers)), Total: pr.Totals[i]}
 		for s := range scorers {
 			es.Scores[s] = pr.Score(s, i)
+		}
+		if pd, ok := preds.Get(e.Name); ok {
+			es.Prediction = &eventsv1.LatencyPrediction{
+				TtftSeconds: pd.TTFT.Seconds(), TpotSeconds: pd.TPOT.Seconds(),
+				TtftHeadroomSeconds: pd.TTFTHeadroom.Seconds(), TpotHeadroomSeconds: pd.TPOTHeadroom.Seconds(),
+				MeetsSlo: pd.MeetsSLO,
+			}
 		}
 		p.Endpoints = append(p.Endpoints, es)
 	}

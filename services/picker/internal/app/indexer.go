@@ -9,6 +9,7 @@ import (
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
+	"github.com/hermod/hermod/libs/plugins/predictedlatency"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tokenizer"
@@ -51,10 +52,10 @@ func (a *app) pluginServices() ([]scheduling.Option, func(), error) {
 		closeFn()
 		return nil, nil, fmt.Errorf("--tokenizer: %q is not a tokenizer override (empty: the config's, or %q)", a.cfg.Tokenizer, preciseprefix.BuiltinModel)
 	}
-	for _, c := range preciseprefix.Collectors() {
+	for _, c := range append(preciseprefix.Collectors(), predictedlatency.Collectors()...) {
 		if err := a.reg.Register(c); err != nil {
 			closeFn()
-			return nil, nil, fmt.Errorf("precise prefix metrics: %w", err)
+			return nil, nil, fmt.Errorf("plugin metrics: %w", err)
 		}
 	}
 	return opts, closeFn, nil

@@ -269,6 +269,7 @@ func (f *Folder) complete(ctx context.Context, s *scheduling.Scheduler, id uint6
 		RequestID:  c.GetRequestId(),
 		DecisionID: id,
 		StatusCode: int(c.GetStatusCode()),
+		Streamed:   c.GetStreamed(),
 		Usage: scheduling.Usage{
 			PromptTokens:     int(c.GetPromptTokens()),
 			CachedTokens:     int(c.GetCachedTokens()),
@@ -277,6 +278,9 @@ func (f *Folder) complete(ctx context.Context, s *scheduling.Scheduler, id uint6
 			TPOT:             c.GetTpot().AsDuration(),
 			Duration:         c.GetDuration().AsDuration(),
 		},
+	}
+	if t := c.GetTime(); t != nil {
+		resp.Time = t.AsTime()
 	}
 	if e, ok := f.lookup(c.GetEndpointName()); ok {
 		resp.Target = scheduling.Target{Endpoint: e, Port: e.Port}

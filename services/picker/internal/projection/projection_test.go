@@ -43,7 +43,7 @@ func newReplica(t *testing.T, name string, seed uint64) *replica {
 	return &replica{loader: l, reg: reg, folder: New(l, Options{Pool: "p", Replica: name, Logger: quiet, Metrics: reg})}
 }
 
-func (r *replica) tracker() *activerequest.Tracker[uint64] {
+func (r *replica) tracker() *activerequest.Tracker {
 	lease := r.loader.Acquire()
 	defer lease.Release()
 	for _, p := range lease.Scheduler().Plugins() {
@@ -202,7 +202,7 @@ func TestEffectsOnDepartedEndpoints(t *testing.T) {
 	t.Cleanup(func() { _ = l.Close() })
 	f := New(l, Options{Pool: "p", Replica: "b", Logger: quiet, Now: func() time.Time { return now },
 		Registered: func(n string) bool { return registered[n] }})
-	tr := func() *activerequest.Tracker[uint64] {
+	tr := func() *activerequest.Tracker {
 		lease := l.Acquire()
 		defer lease.Release()
 		return lease.Scheduler().Plugins()[0].(*activerequest.Scorer).Tracker()

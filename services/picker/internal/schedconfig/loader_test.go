@@ -104,7 +104,7 @@ func TestReloadKeepsStateAndRetiresTheOldScheduler(t *testing.T) {
 		t.Fatal("the new config is not in force")
 	}
 	// Both decisions are in flight under the new config.
-	var tr *activerequest.Tracker[uint64]
+	var tr *activerequest.Tracker
 	for _, p := range lease.Scheduler().Plugins() {
 		if s, ok := p.(*activerequest.Scorer); ok {
 			tr = s.Tracker()

@@ -279,7 +279,11 @@ type PluginEffect struct {
 	Blocks []uint64 `protobuf:"fixed64,4,rep,packed,name=blocks,proto3" json:"blocks,omitempty"`
 	// The capacity a plugin gives an endpoint it has not seen before (prefix
 	// index: blocks per endpoint); 0 if it does not apply.
-	Capacity      int64 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Capacity int64 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// Numbers the plugin needs to apply the effect the same way in every
+	// replica, in a layout of its own (predicted-latency-scorer: the
+	// request's features and the predictions made from them).
+	Values        []float64 `protobuf:"fixed64,6,rep,packed,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +351,13 @@ func (x *PluginEffect) GetCapacity() int64 {
 		return x.Capacity
 	}
 	return 0
+}
+
+func (x *PluginEffect) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
 }
 
 // ProfileDecision is what one scheduling profile did.
@@ -508,7 +519,10 @@ type EndpointScores struct {
 	// Clamped score of each scorer, in ProfileDecision.scorers order.
 	Scores []float64 `protobuf:"fixed64,3,rep,packed,name=scores,proto3" json:"scores,omitempty"`
 	// Weighted sum of the scores.
-	Total         float64 `protobuf:"fixed64,4,opt,name=total,proto3" json:"total,omitempty"`
+	Total float64 `protobuf:"fixed64,4,opt,name=total,proto3" json:"total,omitempty"`
+	// What a latency predictor (predicted-latency-scorer) forecast for the
+	// request on this endpoint; unset when none ran.
+	Prediction    *LatencyPrediction `protobuf:"bytes,5,opt,name=prediction,proto3" json:"prediction,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -571,6 +585,95 @@ func (x *EndpointScores) GetTotal() float64 {
 	return 0
 }
 
+func (x *EndpointScores) GetPrediction() *LatencyPrediction {
+	if x != nil {
+		return x.Prediction
+	}
+	return nil
+}
+
+// LatencyPrediction is a latency predictor's forecast for one request on
+// one endpoint.
+type LatencyPrediction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Predicted time to first token and mean time per output token after it.
+	TtftSeconds float64 `protobuf:"fixed64,1,opt,name=ttft_seconds,json=ttftSeconds,proto3" json:"ttft_seconds,omitempty"`
+	TpotSeconds float64 `protobuf:"fixed64,2,opt,name=tpot_seconds,json=tpotSeconds,proto3" json:"tpot_seconds,omitempty"`
+	// The request's SLO minus the prediction (negative: missed); 0 when the
+	// request sets no such SLO.
+	TtftHeadroomSeconds float64 `protobuf:"fixed64,3,opt,name=ttft_headroom_seconds,json=ttftHeadroomSeconds,proto3" json:"ttft_headroom_seconds,omitempty"`
+	TpotHeadroomSeconds float64 `protobuf:"fixed64,4,opt,name=tpot_headroom_seconds,json=tpotHeadroomSeconds,proto3" json:"tpot_headroom_seconds,omitempty"`
+	// Whether every SLO the request sets is predicted to be met.
+	MeetsSlo      bool `protobuf:"varint,5,opt,name=meets_slo,json=meetsSlo,proto3" json:"meets_slo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LatencyPrediction) Reset() {
+	*x = LatencyPrediction{}
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LatencyPrediction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LatencyPrediction) ProtoMessage() {}
+
+func (x *LatencyPrediction) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_events_v1_decision_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LatencyPrediction.ProtoReflect.Descriptor instead.
+func (*LatencyPrediction) Descriptor() ([]byte, []int) {
+	return file_hermod_events_v1_decision_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LatencyPrediction) GetTtftSeconds() float64 {
+	if x != nil {
+		return x.TtftSeconds
+	}
+	return 0
+}
+
+func (x *LatencyPrediction) GetTpotSeconds() float64 {
+	if x != nil {
+		return x.TpotSeconds
+	}
+	return 0
+}
+
+func (x *LatencyPrediction) GetTtftHeadroomSeconds() float64 {
+	if x != nil {
+		return x.TtftHeadroomSeconds
+	}
+	return 0
+}
+
+func (x *LatencyPrediction) GetTpotHeadroomSeconds() float64 {
+	if x != nil {
+		return x.TpotHeadroomSeconds
+	}
+	return 0
+}
+
+func (x *LatencyPrediction) GetMeetsSlo() bool {
+	if x != nil {
+		return x.MeetsSlo
+	}
+	return false
+}
+
 var File_hermod_events_v1_decision_proto protoreflect.FileDescriptor
 
 const file_hermod_events_v1_decision_proto_rawDesc = "" +
@@ -598,13 +701,14 @@ const file_hermod_events_v1_decision_proto_rawDesc = "" +
 	"\x12fallback_endpoints\x18\x10 \x03(\tR\x11fallbackEndpoints\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa4\x01\n" +
 	"\fPluginEffect\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1c\n" +
 	"\tendpoints\x18\x03 \x03(\tR\tendpoints\x12\x16\n" +
 	"\x06blocks\x18\x04 \x03(\x06R\x06blocks\x12\x1a\n" +
-	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\"\x82\x02\n" +
+	"\bcapacity\x18\x05 \x01(\x03R\bcapacity\x12\x16\n" +
+	"\x06values\x18\x06 \x03(\x01R\x06values\"\x82\x02\n" +
 	"\x0fProfileDecision\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x121\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x1d.hermod.events.v1.ProfileRoleR\x04role\x122\n" +
@@ -615,12 +719,21 @@ const file_hermod_events_v1_decision_proto_rawDesc = "" +
 	"\x06Scorer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x01R\x06weight\"l\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\"\xb1\x01\n" +
 	"\x0eEndpointScores\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06scores\x18\x03 \x03(\x01R\x06scores\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\x01R\x05total*\x91\x01\n" +
+	"\x05total\x18\x04 \x01(\x01R\x05total\x12C\n" +
+	"\n" +
+	"prediction\x18\x05 \x01(\v2#.hermod.events.v1.LatencyPredictionR\n" +
+	"prediction\"\xde\x01\n" +
+	"\x11LatencyPrediction\x12!\n" +
+	"\fttft_seconds\x18\x01 \x01(\x01R\vttftSeconds\x12!\n" +
+	"\ftpot_seconds\x18\x02 \x01(\x01R\vtpotSeconds\x122\n" +
+	"\x15ttft_headroom_seconds\x18\x03 \x01(\x01R\x13ttftHeadroomSeconds\x122\n" +
+	"\x15tpot_headroom_seconds\x18\x04 \x01(\x01R\x13tpotHeadroomSeconds\x12\x1b\n" +
+	"\tmeets_slo\x18\x05 \x01(\bR\bmeetsSlo*\x91\x01\n" +
 	"\vProfileRole\x12\x1c\n" +
 	"\x18PROFILE_ROLE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PROFILE_ROLE_PRIMARY\x10\x01\x12\x18\n" +
@@ -641,7 +754,7 @@ func file_hermod_events_v1_decision_proto_rawDescGZIP() []byte {
 }
 
 var file_hermod_events_v1_decision_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hermod_events_v1_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_hermod_events_v1_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_hermod_events_v1_decision_proto_goTypes = []any{
 	(ProfileRole)(0),              // 0: hermod.events.v1.ProfileRole
 	(*RoutingDecision)(nil),       // 1: hermod.events.v1.RoutingDecision
@@ -649,22 +762,24 @@ var file_hermod_events_v1_decision_proto_goTypes = []any{
 	(*ProfileDecision)(nil),       // 3: hermod.events.v1.ProfileDecision
 	(*Scorer)(nil),                // 4: hermod.events.v1.Scorer
 	(*EndpointScores)(nil),        // 5: hermod.events.v1.EndpointScores
-	nil,                           // 6: hermod.events.v1.RoutingDecision.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*LatencyPrediction)(nil),     // 6: hermod.events.v1.LatencyPrediction
+	nil,                           // 7: hermod.events.v1.RoutingDecision.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_hermod_events_v1_decision_proto_depIdxs = []int32{
-	7, // 0: hermod.events.v1.RoutingDecision.time:type_name -> google.protobuf.Timestamp
+	8, // 0: hermod.events.v1.RoutingDecision.time:type_name -> google.protobuf.Timestamp
 	3, // 1: hermod.events.v1.RoutingDecision.profiles:type_name -> hermod.events.v1.ProfileDecision
-	6, // 2: hermod.events.v1.RoutingDecision.headers:type_name -> hermod.events.v1.RoutingDecision.HeadersEntry
+	7, // 2: hermod.events.v1.RoutingDecision.headers:type_name -> hermod.events.v1.RoutingDecision.HeadersEntry
 	2, // 3: hermod.events.v1.RoutingDecision.effects:type_name -> hermod.events.v1.PluginEffect
 	0, // 4: hermod.events.v1.ProfileDecision.role:type_name -> hermod.events.v1.ProfileRole
 	4, // 5: hermod.events.v1.ProfileDecision.scorers:type_name -> hermod.events.v1.Scorer
 	5, // 6: hermod.events.v1.ProfileDecision.endpoints:type_name -> hermod.events.v1.EndpointScores
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 7: hermod.events.v1.EndpointScores.prediction:type_name -> hermod.events.v1.LatencyPrediction
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_hermod_events_v1_decision_proto_init() }
@@ -678,7 +793,7 @@ func file_hermod_events_v1_decision_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_events_v1_decision_proto_rawDesc), len(file_hermod_events_v1_decision_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

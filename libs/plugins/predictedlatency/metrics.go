@@ -1,0 +1,95 @@
+package predictedlatency
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Kinds of latency the metrics are labelled with.
+const (
+	kindTTFT = "ttft"
+	kindTPOT = "tpot"
+	kindE2E  = "e2e"
+)
+
+var metrics = newMetrics()
+
+type metricSet struct {
+	predicted *prometheus.HistogramVec
+	observed  *prometheus.HistogramVec
+	errRatio  *prometheus.HistogramVec
+	violation *prometheus.CounterVec
+	shed      prometheus.Counter
+	fits      prometheus.Counter
+	fitTime   prometheus.Histogram
+}
+
+func newMetrics() *metricSet {
+	latency := prometheus.ExponentialBuckets(0.0005, 2, 18) // 0.5 ms .. 65 s
+	return &metricSet{
+		predicted: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hermod_picker_latency_predicted_seconds", Buckets: latency,
+			Help: "predicted-latency-scorer: the TTFT and TPOT predicted for the target of each request this replica routed, by kind (ttft, tpot).",
+		}, []string{"kind"}),
+		observed: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hermod_picker_latency_observed_seconds", Buckets: latency,
+			Help: "predicted-latency-scorer: the TTFT and TPOT measured for the requests this replica routed (streamed ones), and the duration of unstreamed ones (e2e), by kind.",
+		}, []string{"kind"}),
+		errRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hermod_picker_latency_prediction_error_ratio",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2, 5},
+			Help:    "predicted-latency-scorer: |predicted - observed| / observed for the requests this replica routed, by kind (ttft, tpot; e2e for unstreamed requests: TTFT + (output-1) x TPOT against the duration).",
+		}, []string{"kind"}),
+		violation: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermod_picker_latency_slo_violations_total",
+			Help: "predicted-latency-scorer: requests this replica routed whose measured TTFT or TPOT exceeded the SLO they set, by kind.",
+		}, []string{"kind"}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermod_picker_latency_shed_total",
+			Help: "predicted-latency-scorer: sheddable requests shed because no endpoint was predicted to meet their SLO.",
+		}),
+		fits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermod_picker_latency_model_fits_total",
+			Help: "predicted-latency-scorer: times the model was refitted to the finished requests.",
+		}),
+		fitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hermod_picker_latency_model_fit_seconds", Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
+			Help: "predicted-latency-scorer: how long a refit took (off the request path).",
+		}),
+	}
+}
+
+// Collectors are the plugin's metrics, for the picker to register.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metrics.predicted, metrics.observed, metrics.errRatio, metrics.violation, metrics.shed, metrics.fits, metrics.fitTime}
+}
+
+// observe records a finished request this replica routed.
+func observe(s *inflight, o *outcome) {
+	metrics.predicted.WithLabelValues(kindTTFT).Observe(s.ttft)
+	metrics.predicted.WithLabelValues(kindTPOT).Observe(s.tpot)
+	if !o.ok {
+		return
+	}
+	rel := func(kind string, pred, obs float64) {
+		if obs > 0 {
+			metrics.observed.WithLabelValues(kind).Observe(obs)
+			metrics.errRatio.WithLabelValues(kind).Observe(math.Abs(pred-obs) / obs)
+		}
+	}
+	if o.streamed {
+		rel(kindTTFT, s.ttft, o.ttft)
+		if o.output > 1 {
+			rel(kindTPOT, s.tpot, o.tpot)
+		}
+		if s.sloTTFT > 0 && o.ttft > s.sloTTFT {
+			metrics.violation.WithLabelValues(kindTTFT).Inc()
+		}
+		if s.sloTPOT > 0 && o.tpot > s.sloTPOT {
+			metrics.violation.WithLabelValues(kindTPOT).Inc()
+		}
+		return
+	}
+	rel(kindE2E, s.ttft+max(o.output-1, 0)*s.tpot, o.e2e)
+}

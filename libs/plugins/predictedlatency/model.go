@@ -1,0 +1,524 @@
+package predictedlatency
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Features. A request's TTFT on an endpoint is predicted from what must be
+// prefilled before its first token (its own uncached prompt, and the
+// prompts still being prefilled there) and from how much every step costs
+// while that happens (the sequences decoding, their context); its TPOT from
+// the batch it will decode in over its lifetime: the requests in flight
+// weighted by how much of its output each will still be running for
+// (processor sharing), their context, and the prefill work they interleave.
+// The units keep every feature near 1 for a loaded 8B-class pod.
+const (
+	tOne       = iota // intercept
+	tUncached         // own uncached prompt tokens / 1e3
+	tPrefill          // prompt tokens still to prefill ahead / 1e3
+	tDecoding         // sequences decoding / 100
+	tContext          // their context tokens / 1e5
+	tPrefillXD        // (own + ahead)/1e3 x decoding/100: prefill steps slowed by decoding
+	tPrefillXK        // (own + ahead)/1e3 x context/1e5
+	tWaiting          // the engine's waiting queue (metrics) / 10
+	nTTFT
+)
+
+const (
+	dOne     = iota // intercept
+	dBatch          // co-running sequences over the request's life / 100
+	dContext        // their context plus its own / 1e5
+	dPrefill        // prompt tokens still to prefill / 1e3
+	dKV             // KV-cache utilisation, 0..1 (metrics)
+	nTPOT
+)
+
+const nTheta = nTTFT + nTPOT
+
+// features are what a prediction for one request on one endpoint is made
+// from; decisions carry them, so that every replica learns from the same.
+type features struct {
+	ttft [nTTFT]float64
+	tpot [nTPOT]float64
+}
+
+// prior is the model before any request finished: the step costs of an
+// 8B-class model on one H100 (10 ms per step, 35 µs per prefilled token,
+// 200 µs per decoding sequence, 100 ns per context token attended, 8192
+// tokens per step). Only its shape matters once requests finish: the first
+// fit scales it to what they show, then learns its departures from it.
+var prior = [nTheta]float64{
+	tOne: 0.015, tUncached: 0.036, tPrefill: 0.036, tDecoding: 0.03, tContext: 0.015,
+	tPrefillXD: 0.0024, tPrefillXK: 0.0012, tWaiting: 0.1,
+	nTTFT + dOne: 0.010, nTTFT + dBatch: 0.02, nTTFT + dContext: 0.01, nTTFT + dPrefill: 0.001, nTTFT + dKV: 0.005,
+}
+
+// sample is one finished request: the features its decision recorded and
+// what was observed (seconds; 0 when not measured).
+type sample struct {
+	stamp  scheduling.Stamp // the completion's time and the decision id
+	x      features
+	ttft   float64 // streamed: time to the first token
+	tpot   float64 // streamed: mean time per output token after it
+	e2e    float64 // not streamed: the whole request
+	output float64 // output tokens
+}
+
+// rows appends the regression rows of s, with the key's scales applied:
+// TTFT and TPOT rows for a streamed request, one end-to-end row
+// (TTFT + (output-1) x TPOT) otherwise.
+func (s *sample) rows(dst []row, g, h float64) []row {
+	if s.ttft > 0 {
+		var r row
+		for i, v := range s.x.ttft {
+			r.x[i] = g * v
+		}
+		r.y = s.ttft
+		dst = append(dst, r)
+	}
+	if s.tpot > 0 {
+		var r row
+		for i, v := range s.x.tpot {
+			r.x[nTTFT+i] = h * v
+		}
+		r.y = s.tpot
+		dst = append(dst, r)
+	}
+	if s.e2e > 0 && s.ttft == 0 {
+		var r row
+		n := max(s.output-1, 0)
+		for i, v := range s.x.ttft {
+			r.x[i] = g * v
+		}
+		for i, v := range s.x.tpot {
+			r.x[nTTFT+i] = n * h * v
+		}
+		r.y = s.e2e
+		dst = append(dst, r)
+	}
+	return dst
+}
+
+type row struct {
+	x [nTheta]float64
+	y float64
+}
+
+// fit is a fitted model: immutable, read without locks.
+type fit struct {
+	theta [nTheta]float64
+	// scales are the per-key factors of the TTFT and TPOT predictions: a
+	// pod (or variant) twice as slow as the pool's shape has 2 in both.
+	scales map[string][2]float64
+	// meanOutput is the mean output of the finished requests, the expected
+	// output of a request that sets no max_tokens.
+	meanOutput float64
+	samples    int
+}
+
+// scale returns the key's factors (1 for a key without samples).
+func (f *fit) scale(key string) (g, h float64) {
+	if s, ok := f.scales[key]; ok {
+		return s[0], s[1]
+	}
+	return 1, 1
+}
+
+// predict returns the predicted TTFT and TPOT, in seconds.
+func (f *fit) predict(key string, x *features) (ttft, tpot float64) {
+	g, h := f.scale(key)
+	for i, v := range x.ttft {
+		ttft += f.theta[i] * v
+	}
+	for i, v := range x.tpot {
+		tpot += f.theta[nTTFT+i] * v
+	}
+	return max(g*ttft, minPrediction), max(h*tpot, minPrediction)
+}
+
+// minPrediction keeps predictions positive (a fit may extrapolate below 0).
+const minPrediction = 1e-5
+
+// Fit tuning.
+const (
+	priorRows  = 8 // the prior weighs like this many rows per coefficient
+	scaleRows  = 1 // a key's scales start at 1 with this weight
+	fitRounds  = 3 // alternations of the shared fit and the keys' scales
+	minObserve = 1e-4
+)
+
+// model is the online predictor: the newest samples of every key (an
+// endpoint, or a variant when the pool's pods are grouped by a label) and
+// the fit made from them. Every replica fed the same completions (in any
+// order) holds the same samples, hence the same fit.
+type model struct {
+	window    time.Duration
+	perKey    int
+	refitGap  time.Duration
+	refitRows int
+	now       func() time.Time
+
+	mu      sync.Mutex
+	byKey   map[string][]sample // each sorted by stamp, newest perKey kept
+	pending int                 // samples since the last fit
+	lastFit time.Time
+	fitting atomic.Bool
+
+	current atomic.Pointer[fit]
+}
+
+func newModel(window time.Duration, perKey int, now func() time.Time) *model {
+	m := &model{window: window, perKey: perKey, refitGap: 250 * time.Millisecond, refitRows: 64, now: now, byKey: map[string][]sample{}}
+	m.current.Store(&fit{theta: prior, meanOutput: defaultOutput})
+	return m
+}
+
+// defaultOutput is the expected output of a request without max_tokens
+// before any request finished (vLLM's chat default is open-ended; this is
+// a typical answer).
+const defaultOutput = 256
+
+// add records a sample under key. It does not fit (callers may hold
+// locks); maybeRefit does.
+func (m *model) add(key string, s sample) {
+	m.mu.Lock()
+	l := m.byKey[key]
+	i, found := slices.BinarySearchFunc(l, s.stamp, func(a sample, st scheduling.Stamp) int { return a.stamp.Compare(st) })
+	switch {
+	case found:
+		m.mu.Unlock()
+		return
+	case len(l) >= m.perKey && i == 0:
+		m.mu.Unlock()
+		return // older than every sample kept
+	}
+	l = slices.Insert(l, i, s)
+	if len(l) > m.perKey {
+		l = slices.Delete(l, 0, len(l)-m.perKey)
+	}
+	m.byKey[key] = l
+	m.pending++
+	m.mu.Unlock()
+}
+
+// maybeRefit refits in the background when samples arrived since the
+// last fit and either enough did or the last fit is old enough (a fit of
+// 20 endpoints' 512 samples takes milliseconds: the completion that
+// triggers it does not wait for it).
+func (m *model) maybeRefit() {
+	m.mu.Lock()
+	due := m.pending > 0 && (m.pending >= m.refitRows || m.now().Sub(m.lastFit) >= m.refitGap)
+	m.mu.Unlock()
+	if due && m.fitting.CompareAndSwap(false, true) {
+		go func() {
+			defer m.fitting.Store(false)
+			m.fit()
+		}()
+	}
+}
+
+// configure changes the window and the samples kept per key.
+func (m *model) configure(window time.Duration, perKey int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.window, m.perKey = window, perKey
+	for k, l := range m.byKey {
+		if len(l) > perKey {
+			m.byKey[k] = slices.Delete(l, 0, len(l)-perKey)
+		}
+	}
+}
+
+// samples returns how many samples the model holds.
+func (m *model) samples() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, l := range m.byKey {
+		n += len(l)
+	}
+	return n
+}
+
+// drop forgets a key's samples (its endpoint left the pool).
+func (m *model) drop(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byKey, key)
+}
+
+// refit fits the model to the samples held now, after any fit under way;
+// predictions go on with the previous fit meanwhile.
+func (m *model) refit() {
+	for !m.fitting.CompareAndSwap(false, true) {
+		time.Sleep(time.Millisecond)
+	}
+	defer m.fitting.Store(false)
+	m.fit()
+}
+
+// fit fits the model; the caller holds the fitting flag.
+func (m *model) fit() {
+	m.mu.Lock()
+	now := m.now()
+	cutoff := now.Add(-m.window).UnixNano()
+	keys := make([]string, 0, len(m.byKey))
+	for k := range m.byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	byKey := make([][]sample, len(keys))
+	for i, k := range keys {
+		l := m.byKey[k]
+		j, _ := slices.BinarySearchFunc(l, cutoff, func(a sample, c int64) int { return cmp.Compare(a.stamp.Nanos, c) })
+		if j > 0 {
+			l = slices.Delete(l, 0, j)
+			m.byKey[k] = l
+		}
+		byKey[i] = slices.Clone(l)
+	}
+	m.pending, m.lastFit = 0, now
+	m.mu.Unlock()
+	start := time.Now()
+	m.current.Store(fitSamples(keys, byKey))
+	metrics.fits.Inc()
+	metrics.fitTime.Observe(time.Since(start).Seconds())
+}
+
+// fitSamples fits the model to the samples of every key. It is a pure
+// function of its input: the same samples give the same fit, bit for bit.
+//
+// The shared coefficients are the prior's, scaled by one factor fitted
+// first (the pool's hardware and the clock it is measured in), times
+// (1 + d_i) per coefficient, with d a ridge regression pulled towards 0
+// (priorRows rows' worth): a coefficient the samples say nothing about
+// keeps the prior's shape. Each key then gets two factors (TTFT, TPOT),
+// pulled towards 1, fitted to its own samples; the two fits alternate.
+// Rows are weighted by 1/y^2, so the fit minimises relative errors.
+func fitSamples(keys []string, byKey [][]sample) *fit {
+	f := &fit{theta: prior, meanOutput: defaultOutput, scales: make(map[string][2]float64, len(keys))}
+	var rows []row
+	var outputs, n float64
+	for _, l := range byKey {
+		for i := range l {
+			outputs += l[i].output
+			n++
+		}
+	}
+	if n == 0 {
+		return f
+	}
+	f.samples = int(n)
+	f.meanOutput = max(outputs/n, 1)
+	scales := make([][2]float64, len(keys))
+	for i := range scales {
+		scales[i] = [2]float64{1, 1}
+	}
+	build := func() {
+		rows = rows[:0]
+		for k, l := range byKey {
+			for i := range l {
+				rows = l[i].rows(rows, scales[k][0], scales[k][1])
+			}
+		}
+	}
+	build()
+	if len(rows) == 0 {
+		return f
+	}
+	// one factor for the prior's scale
+	var num, den float64
+	for i := range rows {
+		p := dot(&rows[i].x, &prior)
+		w := weight(rows[i].y)
+		num += w * p * rows[i].y
+		den += w * p * p
+	}
+	alpha := 1.0
+	if den > 0 && num > 0 {
+		alpha = num / den
+	}
+	var base [nTheta]float64
+	for i := range base {
+		base[i] = alpha * prior[i]
+	}
+	for round := range fitRounds {
+		if round > 0 {
+			build()
+		}
+		f.theta = fitShared(rows, &base)
+		for k, l := range byKey {
+			scales[k] = fitScales(l, &f.theta)
+		}
+	}
+	for k, key := range keys {
+		f.scales[key] = scales[k]
+	}
+	return f
+}
+
+// fitShared solves for theta = base x (1 + d): with v_i = x_i base_i, the
+// rows say y - v.1 = v.d; ridge on d with priorRows rows per coefficient.
+func fitShared(rows []row, base *[nTheta]float64) [nTheta]float64 {
+	var a [nTheta][nTheta]float64
+	var b [nTheta]float64
+	var v [nTheta]float64
+	for r := range rows {
+		var pred float64
+		for i := range v {
+			v[i] = rows[r].x[i] * base[i]
+			pred += v[i]
+		}
+		w := weight(rows[r].y)
+		res := rows[r].y - pred
+		for i := range v {
+			if v[i] == 0 {
+				continue
+			}
+			wv := w * v[i]
+			b[i] += wv * res
+			for j := i; j < nTheta; j++ {
+				a[i][j] += wv * v[j]
+			}
+		}
+	}
+	for i := range a {
+		a[i][i] += priorRows
+		for j := 0; j < i; j++ {
+			a[i][j] = a[j][i]
+		}
+	}
+	d, ok := solve(&a, &b)
+	theta := *base
+	if !ok {
+		return theta
+	}
+	for i := range theta {
+		theta[i] = base[i] * (1 + d[i])
+	}
+	return theta
+}
+
+// fitScales fits a key's TTFT and TPOT factors to its samples, pulled
+// towards 1.
+func fitScales(l []sample, theta *[nTheta]float64) [2]float64 {
+	// rows: y = g*at + h*ad (at: the shared TTFT prediction, ad: the
+	// shared TPOT prediction times the tokens it applies to)
+	a := [2][2]float64{{scaleRows, 0}, {0, scaleRows}}
+	b := [2]float64{scaleRows, scaleRows}
+	add := func(at, ad, y float64) {
+		// scaled by 1/y: relative errors, and the prior's rows weigh alike
+		w := weight(y)
+		a[0][0] += w * at * at
+		a[0][1] += w * at * ad
+		a[1][1] += w * ad * ad
+		b[0] += w * at * y
+		b[1] += w * ad * y
+	}
+	streamed := false
+	for i := range l {
+		streamed = streamed || l[i].ttft > 0 || l[i].tpot > 0
+	}
+	for i := range l {
+		s := &l[i]
+		var at, ad float64
+		for j, v := range s.x.ttft {
+			at += theta[j] * v
+		}
+		for j, v := range s.x.tpot {
+			ad += theta[nTTFT+j] * v
+		}
+		if s.ttft > 0 {
+			add(at, 0, s.ttft)
+		}
+		if s.tpot > 0 {
+			add(0, ad, s.tpot)
+		}
+		if s.e2e > 0 && s.ttft == 0 {
+			add(at, max(s.output-1, 0)*ad, s.e2e)
+		}
+	}
+	if !streamed {
+		// only durations: TTFT and TPOT cannot be told apart, so one speed
+		// factor for both (a slower accelerator is slower at both)
+		// (the prior's row was added to each of the two; count it once)
+		num := b[0] + b[1] - scaleRows
+		den := a[0][0] + 2*a[0][1] + a[1][1] - scaleRows
+		if den <= 0 {
+			return [2]float64{1, 1}
+		}
+		s := clampScale(num / den)
+		return [2]float64{s, s}
+	}
+	a[1][0] = a[0][1]
+	det := a[0][0]*a[1][1] - a[0][1]*a[1][0]
+	if det <= 0 {
+		return [2]float64{1, 1}
+	}
+	g := (b[0]*a[1][1] - a[0][1]*b[1]) / det
+	h := (a[0][0]*b[1] - a[1][0]*b[0]) / det
+	// a factor is a speed: never negative, never absurd
+	return [2]float64{clampScale(g), clampScale(h)}
+}
+
+func clampScale(v float64) float64 { return min(max(v, 0.05), 20) }
+
+// weight is a row's weight: 1/y^2, so that residuals count relative to
+// what was observed.
+func weight(y float64) float64 {
+	y = max(y, minObserve)
+	return 1 / (y * y)
+}
+
+func dot(a, b *[nTheta]float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// solve solves a x = b for a symmetric positive definite a (Cholesky);
+// ok is false when a is not.
+func solve(a *[nTheta][nTheta]float64, b *[nTheta]float64) (x [nTheta]float64, ok bool) {
+	var l [nTheta][nTheta]float64
+	for i := range nTheta {
+		for j := 0; j <= i; j++ {
+			s := a[i][j]
+			for k := range j {
+				s -= l[i][k] * l[j][k]
+			}
+			if i == j {
+				if s <= 0 || math.IsNaN(s) {
+					return x, false
+				}
+				l[i][i] = math.Sqrt(s)
+			} else {
+				l[i][j] = s / l[j][j]
+			}
+		}
+	}
+	var y [nTheta]float64
+	for i := range nTheta {
+		s := b[i]
+		for k := range i {
+			s -= l[i][k] * y[k]
+		}
+		y[i] = s / l[i][i]
+	}
+	for i := nTheta - 1; i >= 0; i-- {
+		s := y[i]
+		for k := i + 1; k < nTheta; k++ {
+			s -= l[k][i] * x[k]
+		}
+		x[i] = s / l[i][i]
+	}
+	return x, true
+}

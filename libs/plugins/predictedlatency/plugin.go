@@ -1,0 +1,371 @@
+// Package predictedlatency holds predicted-latency-scorer: it predicts each
+// candidate's time to first token (TTFT) and time per output token (TPOT)
+// for the request at hand, and routes to the endpoint that meets the
+// request's latency SLO (x-slo-ttft-ms, x-slo-tpot-ms) or, without one,
+// to the endpoint that answers it soonest.
+//
+// The predictor runs in process, in well under a microsecond per
+// candidate. It is a projection of the decision and completion streams:
+// every decision records the features its prediction was made from (the
+// request's uncached prompt and expected output; the target's prefill
+// backlog, decoding batch and context from the requests in flight to it,
+// which every picker replica counts alike; its waiting queue and KV-cache
+// use from metrics), every completion the latencies observed, and each
+// finished request becomes a training sample. The model is a ridge
+// regression on a physical prior (the step costs of continuous batching)
+// with a speed factor per endpoint, so a pool of unlike pods (different
+// GPUs, or one throttled) is predicted right. Replicas fed the same
+// streams, in any order, hold the same samples and so the same model; a
+// restarted replica rebuilds it by replaying them.
+package predictedlatency
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermod/hermod/libs/plugins/flight"
+	"github.com/hermod/hermod/libs/scheduling"
+)
+
+// Type is the registered plugin type.
+const Type = "predicted-latency-scorer"
+
+// Request headers.
+const (
+	// HeaderSLOTTFT and HeaderSLOTPOT carry the request's latency SLOs in
+	// milliseconds (GIE's names); llm-d's current names are accepted too.
+	HeaderSLOTTFT     = "x-slo-ttft-ms"
+	HeaderSLOTPOT     = "x-slo-tpot-ms"
+	HeaderLLMDSLOTTFT = "x-llm-d-slo-ttft-ms"
+	HeaderLLMDSLOTPOT = "x-llm-d-slo-tpot-ms"
+	// HeaderPriority is the request's priority (the gateway resolves
+	// x-gateway-inference-objective into it); below 0 is sheddable.
+	HeaderPriority = "x-gateway-inference-priority"
+)
+
+func init() {
+	scheduling.Register(scheduling.Registration{Type: Type, New: New})
+}
+
+// Plugin is predicted-latency-scorer. It is a CyclePreparer (the
+// request's own features, outside the scheduler's lock), a Filter (it
+// sheds a sheddable request no endpoint can serve within its SLO), a
+// Scorer, a PreRequest hook (the decision records its features and
+// predictions), a Projection (the requests in flight per endpoint), a
+// ResponseComplete hook (every finished request trains the model) and a
+// StateRetainer.
+type Plugin struct {
+	scheduling.Named
+	params Params
+	prefix scheduling.PrefixMatcher // nil: read the cycle's prefix match, if any
+	key    scheduling.StateKey
+	state  *state
+	pool   sync.Pool
+}
+
+// state is what a reloaded configuration's plugin takes over.
+type state struct {
+	flight  *flight.Tracker[uint64, inflight, outcome]
+	model   *model
+	lastOwn atomic.Uint64 // the decision this replica took last
+}
+
+// inflight is a request in flight, as its decision recorded it.
+type inflight struct {
+	x          features
+	prompt     float64 // prompt tokens
+	uncached   float64 // of which not cached on the target
+	output     float64 // expected output tokens
+	ttft, tpot float64 // predicted, seconds
+	sloTTFT    float64 // seconds; 0: none
+	sloTPOT    float64
+	endpoint   string
+	own        bool // decided by this replica (its metrics are observed here)
+}
+
+// outcome is how a request ended.
+type outcome struct {
+	ok       bool
+	streamed bool
+	at       time.Time
+	ttft     float64
+	tpot     float64
+	e2e      float64
+	output   float64
+}
+
+// New builds a predicted-latency-scorer.
+func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	p, err := decodeParams(raw, h)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = Type
+	}
+	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, key: scheduling.StateKey(Type + "/" + name)}
+	if p.PrefixPluginName != "" {
+		dep, err := h.Plugin(p.PrefixPluginName)
+		if err != nil {
+			return nil, scheduling.ParamErrorf("prefixPluginName", "%v", err)
+		}
+		m, ok := dep.(scheduling.PrefixMatcher)
+		if !ok {
+			return nil, scheduling.ParamErrorf("prefixPluginName", "%q (type %s) is not a prefix-cache plugin", p.PrefixPluginName, dep.TypedName().Type)
+		}
+		pl.prefix = m
+	} else {
+		for _, e := range h.Earlier() {
+			if m, ok := e.(scheduling.PrefixMatcher); ok {
+				pl.prefix = m
+				break
+			}
+		}
+	}
+	pl.state = newState(p, h.Now)
+	pl.pool.New = func() any { return &cycle{} }
+	return pl, nil
+}
+
+func newState(p Params, now func() time.Time) *state {
+	st := &state{
+		flight: flight.NewTracker[uint64, inflight, outcome](p.ContextTTL.Std(), now),
+		model:  newModel(p.TrainingWindow.Std(), p.SamplesPerEndpoint, now),
+	}
+	st.flight.SetPair(st.learn)
+	return st
+}
+
+// learn turns a finished request into a training sample (under the
+// tracker's lock: the model only records it).
+func (st *state) learn(id uint64, _ time.Time, s *inflight, o *outcome) {
+	if s.own {
+		observe(s, o)
+	}
+	if !o.ok || s.endpoint == "" {
+		return
+	}
+	smp := sample{stamp: scheduling.StampOf(id, o.at), x: s.x, output: o.output}
+	if o.streamed {
+		smp.ttft, smp.tpot = o.ttft, o.tpot
+	} else {
+		smp.e2e = o.e2e
+	}
+	if smp.ttft > 0 || smp.tpot > 0 || smp.e2e > 0 {
+		st.model.add(s.endpoint, smp)
+	}
+}
+
+// Parameters implements scheduling.ParameterReporter.
+func (p *Plugin) Parameters() any { return p.params }
+
+// cycle is the plugin's per-request state.
+type cycle struct {
+	plugin   *Plugin
+	prompt   float64 // prompt tokens (tokenized, or estimated)
+	output   float64 // expected output tokens
+	sloTTFT  float64 // seconds; 0: none
+	sloTPOT  float64
+	priority int
+	streamed bool
+	preds    map[string]*candidate // by endpoint name
+	spare    []*candidate
+	out      []*candidate
+	values   []float64 // the decision's effect values
+	reported scheduling.Predictions
+}
+
+// candidate is one endpoint's prediction for the request.
+type candidate struct {
+	x           features
+	uncached    float64
+	prefixRatio float64 // fraction of the prompt the endpoint holds
+	inFlight    int
+	ttft, tpot  float64
+	e2e         float64
+	meets       bool
+	prefill     bool // a prefill endpoint: its TPOT does not count
+}
+
+// Release implements scheduling.Releaser.
+func (c *cycle) Release() {
+	for _, cd := range c.preds {
+		c.spare = append(c.spare, cd)
+	}
+	clear(c.preds)
+	clear(c.out)
+	c.reported.Reset()
+	p := c.plugin
+	c.plugin = nil
+	p.pool.Put(c)
+}
+
+// PrepareCycle implements scheduling.CyclePreparer: the request's tokens,
+// expected output, SLOs and priority, before the scheduler's lock.
+func (p *Plugin) PrepareCycle(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, _ []*scheduling.Endpoint) {
+	p.request(cs, req)
+}
+
+// request returns the cycle's request-level state, computing it once.
+func (p *Plugin) request(cs *scheduling.CycleState, req *scheduling.Request) *cycle {
+	if c, ok := scheduling.ReadState[*cycle](cs, p.key); ok {
+		return c
+	}
+	c := p.pool.Get().(*cycle)
+	c.plugin = p
+	if c.preds == nil {
+		c.preds = map[string]*candidate{}
+	}
+	c.prompt = req.EstimatedTokens(charsToTokens)
+	c.output = float64(req.Body.MaxTokens)
+	if c.output <= 0 {
+		c.output = p.state.model.current.Load().meanOutput
+	}
+	c.streamed = req.Body.Stream
+	c.sloTTFT = headerMillis(req, HeaderSLOTTFT, HeaderLLMDSLOTTFT)
+	c.sloTPOT = 0
+	if p.params.streaming() && c.streamed {
+		c.sloTPOT = headerMillis(req, HeaderSLOTPOT, HeaderLLMDSLOTPOT) * p.params.SLOBufferFactor
+	}
+	c.priority = 0
+	if v, err := strconv.Atoi(req.Header(HeaderPriority)); err == nil {
+		c.priority = v
+	}
+	cs.Write(p.key, c)
+	return c
+}
+
+// charsToTokens estimates prompt tokens from characters when the request
+// was not tokenized (about 4 characters a token).
+const charsToTokens = 0.25
+
+// headerMillis reads an SLO header (milliseconds) as seconds; 0 when
+// absent or not a positive number.
+func headerMillis(req *scheduling.Request, names ...string) float64 {
+	for _, n := range names {
+		if v := req.Header(n); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
+				return ms / 1e3
+			}
+		}
+	}
+	return 0
+}
+
+// predict returns the predictions for eps (computed once per endpoint per
+// cycle) and records them for the decision event.
+func (p *Plugin) predict(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint) (*cycle, []*candidate) {
+	c := p.request(cs, req)
+	var match *scheduling.PrefixMatch
+	if p.prefix != nil {
+		match = p.prefix.MatchPrefix(ctx, cs, req, eps)
+	} else if m, ok := scheduling.ReadState[*scheduling.PrefixMatch](cs, scheduling.PrefixMatchKey); ok {
+		match = m
+	}
+	preds, _ := scheduling.ReadState[*scheduling.Predictions](cs, scheduling.PredictionsKey)
+	if preds == nil {
+		preds = &c.reported
+		cs.Write(scheduling.PredictionsKey, preds)
+	}
+	f := p.state.model.current.Load()
+	if cap(c.out) < len(eps) {
+		c.out = make([]*candidate, len(eps))
+	}
+	out := c.out[:len(eps)]
+	for i, e := range eps {
+		if cd, ok := c.preds[e.Name]; ok {
+			out[i] = cd
+			continue
+		}
+		cd := c.newCandidate()
+		p.features(c, cd, e, match)
+		cd.ttft, cd.tpot = f.predict(e.Name, &cd.x)
+		cd.prefill = p.params.EndpointRoleLabel != "" && e.Labels[p.params.EndpointRoleLabel] == "prefill"
+		cd.e2e = cd.ttft
+		if !cd.prefill {
+			cd.e2e += max(c.output-1, 0) * cd.tpot
+		}
+		cd.meets = (c.sloTTFT == 0 || cd.ttft <= c.sloTTFT) && (c.sloTPOT == 0 || cd.prefill || cd.tpot <= c.sloTPOT)
+		c.preds[e.Name] = cd
+		out[i] = cd
+		pr := scheduling.Prediction{TTFT: seconds(cd.ttft), TPOT: seconds(cd.tpot), MeetsSLO: cd.meets}
+		if c.sloTTFT > 0 {
+			pr.TTFTHeadroom = seconds(c.sloTTFT - cd.ttft)
+		}
+		if c.sloTPOT > 0 && !cd.prefill {
+			pr.TPOTHeadroom = seconds(c.sloTPOT - cd.tpot)
+		}
+		preds.Set(e.Name, pr)
+	}
+	return c, out
+}
+
+func (c *cycle) newCandidate() *candidate {
+	if n := len(c.spare); n > 0 {
+		cd := c.spare[n-1]
+		c.spare = c.spare[:n-1]
+		*cd = candidate{}
+		return cd
+	}
+	return &candidate{}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// features computes the request's features on endpoint e from the
+// requests in flight to it (their progress estimated from their own
+// predictions) and its metrics.
+func (p *Plugin) features(c *cycle, cd *candidate, e *scheduling.Endpoint, match *scheduling.PrefixMatch) {
+	cached := 0.0
+	if match != nil && match.TotalBlocks > 0 {
+		cached = float64(match.CachedTokens(e.Name))
+		cd.prefixRatio = float64(match.BlocksOf(e)) / float64(match.TotalBlocks)
+	}
+	cd.uncached = max(c.prompt-cached, 0)
+	o := max(c.output, 1)
+	var pending, decoding, context, batch, batchContext float64
+	n := 0
+	p.state.flight.Each(e.NameHash(), func(elapsed time.Duration, s *inflight) {
+		n++
+		el := elapsed.Seconds()
+		remaining := s.output
+		ctx := s.prompt
+		if el < s.ttft {
+			pending += s.uncached * (1 - el/s.ttft)
+		} else {
+			remaining = min(max(s.output-(el-s.ttft)/s.tpot, 1), s.output)
+			ctx += s.output - remaining
+			decoding++
+			context += ctx
+		}
+		share := min(remaining, o) / o
+		batch += share
+		batchContext += ctx * share
+	})
+	cd.inFlight = n
+	var waiting, kv float64
+	if m := e.Metrics; m != nil {
+		waiting, kv = float64(m.WaitingRequests), m.KVCacheUsage
+	}
+	ahead := (cd.uncached + pending) / 1e3
+	x := &cd.x
+	x.ttft = [nTTFT]float64{
+		tOne: 1, tUncached: cd.uncached / 1e3, tPrefill: pending / 1e3, tDecoding: decoding / 100, tContext: context / 1e5,
+		tPrefillXD: ahead * decoding / 100, tPrefillXK: ahead * context / 1e5, tWaiting: waiting / 10,
+	}
+	x.tpot = [nTPOT]float64{
+		dOne: 1, dBatch: (batch + 1) / 100, dContext: (batchContext + c.prompt + o/2) / 1e5, dPrefill: (pending + cd.uncached) / 1e3, dKV: kv,
+	}
+}
+
+// String describes the plugin's state for logs and debugging.
+func (p *Plugin) String() string {
+	f := p.state.model.current.Load()
+	return fmt.Sprintf("%s: %d in flight, model of %d samples", p.TypedName(), p.state.flight.Len(), f.samples)
+}
