@@ -89,6 +89,16 @@ func TestFlowControlShedsAndRefusesFast(t *testing.T) {
 	if code := <-first; code != 200 {
 		t.Fatalf("first request: %d", code)
 	}
+	// the picker sees the priority the objective resolved to
+	if resp, body, _ := post(t, g.url, map[string]string{"X-Gateway-Inference-Objective": "batch"}); resp.code != http.StatusOK {
+		t.Fatalf("sheddable request on an idle pool: %d %s", resp.code, body)
+	}
+	g.picker.mu.Lock()
+	last := g.picker.reqs[len(g.picker.reqs)-1]
+	g.picker.mu.Unlock()
+	if got := last.GetHeaders()[PriorityHeader]; got != "-1" {
+		t.Fatalf("the picker saw priority %q, want -1 (objective batch)", got)
+	}
 	// the picker sheds a request flow control kept: 503, not 429
 	g.picker.mu.Lock()
 	g.picker.err = status.Error(codes.ResourceExhausted, "every endpoint is at maxInflightPerEndpoint")

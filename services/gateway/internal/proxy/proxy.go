@@ -151,6 +151,9 @@ type request struct {
 	// (priority >= 0): when the picker sheds it, it is refused with 503
 	// to retry, not 429
 	keepable bool
+	// priority is flow control's classification (classified: it ran)
+	priority   int
+	classified bool
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, am *apiMetrics) {
@@ -192,8 +195,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 	// client left is completed (as canceled) like any other, so that its
 	// in-flight count drops. The picker client bounds the call.
 	pickStart := time.Now()
+	ph := pickHeaders(r.Header)
+	if req.classified {
+		// the picker's plugins (predicted-latency-scorer sheds only
+		// sheddable requests) see the priority an objective resolved to
+		ph[PriorityHeader] = strconv.Itoa(req.priority)
+	}
 	d, err := h.o.Picker.Pick(context.WithoutCancel(r.Context()), &pickerv1.PickRequest{
-		Pool: h.o.Pool, RequestId: req.id, Api: api, Body: body, Headers: pickHeaders(r.Header),
+		Pool: h.o.Pool, RequestId: req.id, Api: api, Body: body, Headers: ph,
 	})
 	req.pickedAt = time.Now()
 	h.m.pickDuration.Observe(req.pickedAt.Sub(pickStart).Seconds())
@@ -504,6 +513,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 		return false
 	}
 	req.keepable = prio >= 0
+	req.priority, req.classified = prio, true
 	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model})
 	switch {
 	case err == nil:

@@ -10,6 +10,12 @@ import (
 // valid one.
 const RequestIDHeader = "X-Request-Id"
 
+// PriorityHeader is the header (as the picker sees it, lower case) that
+// carries the priority flow control classified a request with:
+// x-gateway-inference-priority, or the priority of the objective
+// x-gateway-inference-objective names.
+const PriorityHeader = "x-gateway-inference-priority"
+
 // RequestIDs gives every request an id before next serves it: the client's
 // x-request-id when it is valid (1 to 128 characters of letters, digits and
 // -_.:/+=), a new random one otherwise. The id is on the request (for the

@@ -159,16 +159,40 @@ func decisionLine(d *eventsv1.RoutingDecision) string {
 			for i, s := range p.GetScorers() {
 				fmt.Fprintf(&b, " %s=%.2f", s.GetName(), e.GetScores()[i])
 			}
+			writePrediction(&b, e.GetPrediction())
 		}
 		for _, e := range eps {
 			if e.GetName() != d.GetPrimaryName() {
 				fmt.Fprintf(&b, "  | next %s %.2f", e.GetName(), e.GetTotal())
+				writePrediction(&b, e.GetPrediction())
 				break
 			}
 		}
 	}
 	return b.String()
 }
+
+// writePrediction adds a latency predictor's forecast: predicted TTFT and
+// TPOT, and the SLO headroom when the request set one.
+func writePrediction(b *strings.Builder, p *eventsv1.LatencyPrediction) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(b, " [ttft %s tpot %s", ms(p.GetTtftSeconds()), ms(p.GetTpotSeconds()))
+	if h := p.GetTtftHeadroomSeconds(); h != 0 {
+		fmt.Fprintf(b, " ttft-headroom %s", ms(h))
+	}
+	if h := p.GetTpotHeadroomSeconds(); h != 0 {
+		fmt.Fprintf(b, " tpot-headroom %s", ms(h))
+	}
+	if !p.GetMeetsSlo() {
+		b.WriteString(" misses SLO")
+	}
+	b.WriteByte(']')
+}
+
+// ms formats seconds as milliseconds.
+func ms(s float64) string { return fmt.Sprintf("%.1fms", 1e3*s) }
 
 func shorten(s string, n int) string {
 	if len(s) <= n {
