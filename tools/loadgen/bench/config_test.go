@@ -9,9 +9,10 @@ import (
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
-// The benchmark's configurations load in the picker's scheduler.
+// The benchmark's configurations (every one in configs/) load in the
+// picker's scheduler.
 func TestConfigsBuild(t *testing.T) {
-	for _, name := range append([]string{"round-robin", "load-aware"}, PrefixPolicies...) {
+	for _, name := range Configs() {
 		text, err := Config(name)
 		if err != nil {
 			t.Fatal(err)

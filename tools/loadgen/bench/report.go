@@ -71,21 +71,26 @@ func NewReport(title, baseline string, runs []*RunResult) (*Report, error) {
 	base := runs[i].Results.Summary.TotalE2E
 	r := &Report{Title: title, Baseline: baseline, Runs: runs, Charts: map[string]string{}}
 	for _, run := range runs {
-		s := run.Results.Summary
-		row := Row{
-			Run: run.Spec.Name, Policy: run.Spec.Stack.Policy, Total: s.TotalE2E, Avg: s.Avg, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99,
-			Count: s.Count, Failed: s.Failed, Bound: run.Bound.Total, PerPod: s.PerPod,
-			TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, Throughput: s.Throughput, OutputTPS: s.OutputTokens, HitRate: s.HitRate,
-		}
-		if base > 0 {
-			row.VsBaseline = (base - s.TotalE2E) / base
-		}
-		if run.Bound.Total > 0 {
-			row.OverBound = (s.TotalE2E - run.Bound.Total) / run.Bound.Total
-		}
-		r.Rows = append(r.Rows, row)
+		r.Rows = append(r.Rows, newRow(run, base))
 	}
 	return r, nil
+}
+
+// newRow is a run's line, compared with a baseline's total (0: none).
+func newRow(run *RunResult, base float64) Row {
+	s := run.Results.Summary
+	row := Row{
+		Run: run.Spec.Name, Policy: run.Spec.Stack.Policy, Total: s.TotalE2E, Avg: s.Avg, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99,
+		Count: s.Count, Failed: s.Failed, Bound: run.Bound.Total, PerPod: s.PerPod,
+		TTFTP50: s.TTFTP50, TTFTP90: s.TTFTP90, Throughput: s.Throughput, OutputTPS: s.OutputTokens, HitRate: s.HitRate,
+	}
+	if base > 0 {
+		row.VsBaseline = (base - s.TotalE2E) / base
+	}
+	if run.Bound.Total > 0 {
+		row.OverBound = (s.TotalE2E - run.Bound.Total) / run.Bound.Total
+	}
+	return row
 }
 
 // Write saves the report into dir: each run's results JSON, a queue chart
@@ -95,50 +100,18 @@ func (r *Report) Write(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
-	var xMax, yMax float64
+	xMax, yMax := queueScales(r.Runs)
 	for _, run := range r.Runs {
-		xMax = max(xMax, run.Results.Summary.TotalE2E)
-		for _, q := range run.Results.Queues {
-			for _, s := range q.Samples {
-				xMax, yMax = max(xMax, s.T), max(yMax, s.Waiting+s.Running)
-			}
-		}
-	}
-	for _, run := range r.Runs {
-		if err := writeJSON(filepath.Join(dir, "results-"+run.Spec.Name+".json"), run); err != nil {
+		if err := WriteResult(dir, run); err != nil {
 			return "", err
 		}
-		if len(run.Results.Queues) == 0 {
-			continue
-		}
-		c := &chart.Chart{
-			Title:  fmt.Sprintf("%s: requests pending per pod, waiting + running (%s workload, %d requests)", run.Spec.Stack.Policy, run.Spec.Workload.Name, len(run.Results.Requests)),
-			XLabel: "simulated time (s)", YLabel: "pending", XMax: xMax, YMax: max(1.05*yMax, 1),
-			Marks: []chart.Mark{{X: run.Results.Summary.TotalE2E, Label: fmt.Sprintf("all done %.0fs", run.Results.Summary.TotalE2E)}},
-		}
-		if b := run.Bound.Total; b > 0 {
-			c.Marks = append(c.Marks, chart.Mark{X: b, Label: fmt.Sprintf("bound %.0fs", b)})
-		}
-		for _, q := range run.Results.Queues {
-			s := chart.Series{Name: q.Pod}
-			for _, p := range q.Samples {
-				s.X, s.Y = append(s.X, p.T), append(s.Y, p.Waiting+p.Running)
-			}
-			c.Series = append(c.Series, s)
-		}
-		name := "queue-" + run.Spec.Name + ".png"
-		f, err := os.Create(filepath.Join(dir, name))
+		name, err := writeQueueChart(dir, run, xMax, yMax)
 		if err != nil {
-			return "", fmt.Errorf("report: %w", err)
+			return "", err
 		}
-		err = c.WritePNG(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if name != "" {
+			r.Charts[run.Spec.Name] = name
 		}
-		if err != nil {
-			return "", fmt.Errorf("report: chart %s: %w", name, err)
-		}
-		r.Charts[run.Spec.Name] = name
 	}
 	if r.Runs[0].Spec.Stream {
 		if err := r.writeTTFTChart(dir); err != nil {
@@ -163,12 +136,15 @@ func (r *Report) Markdown(w io.Writer) {
 	first := r.Runs[0]
 	f := first.Spec.Fleet
 	fmt.Fprintf(w, "Workload %s: %d requests. Fleet: %d pods of %s", first.Spec.Workload.Name, len(first.Results.Requests), f.Pods, f.Model)
-	if f.SlowPods > 0 {
-		fmt.Fprintf(w, " (%d at speed %g)", f.SlowPods, f.SlowSpeed)
+	if !uniformSpeed(f) {
+		fmt.Fprintf(w, " at speeds %s", f.SpeedList())
 	}
 	fmt.Fprintf(w, ", simulator at speed %g; %d picker replica(s)", f.Speed, first.Spec.Stack.Pickers)
 	if n := first.Spec.Stack.GoMaxProcs; n > 0 {
 		fmt.Fprintf(w, "; every process with GOMAXPROCS=%d", n)
+	}
+	if n := first.Spec.NoisyNeighbour; n > 0 {
+		fmt.Fprintf(w, "; a noisy neighbour burning %s beside every stack", threads(n))
 	}
 	fmt.Fprintln(w, ". Times are simulated seconds.")
 	fmt.Fprintln(w)
@@ -208,19 +184,15 @@ func (r *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms over %d folds\n", run.Spec.Stack.Policy, 1e3*l.P50, 1e3*l.P90, 1e3*l.P99, l.Count)
 		}
 	}
+	fmt.Fprintln(w, "\nMachine load average (1, 5, 15 min) at the start and the end of each run:")
+	fmt.Fprintln(w)
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "- %s: %s\n", run.Spec.Stack.Policy, loadRange(run))
+	}
 	fmt.Fprintln(w, "\nRequests per pod:")
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {
-		pods := make([]string, 0, len(row.PerPod))
-		for p := range row.PerPod {
-			pods = append(pods, p)
-		}
-		slices.Sort(pods)
-		parts := make([]string, len(pods))
-		for i, p := range pods {
-			parts[i] = fmt.Sprintf("%s %d", p, row.PerPod[p])
-		}
-		fmt.Fprintf(w, "- %s: %s\n", row.Policy, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "- %s: %s\n", row.Policy, perPodText(row.PerPod))
 	}
 	if len(r.Charts) > 0 {
 		if c, ok := r.Charts[ttftChart]; ok {
@@ -236,6 +208,71 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 }
 
+// writeQueueChart draws the run's queues (queue-<run>.png in dir) on the
+// given scales and returns the file's name ("" when there are no
+// queues).
+func writeQueueChart(dir string, run *RunResult, xMax, yMax float64) (string, error) {
+	if len(run.Results.Queues) == 0 {
+		return "", nil
+	}
+	c := &chart.Chart{
+		Title:  fmt.Sprintf("%s: requests pending per pod, waiting + running (%s workload, %d requests)", run.Spec.Stack.Policy, run.Spec.Workload.Name, len(run.Results.Requests)),
+		XLabel: "simulated time (s)", YLabel: "pending", XMax: xMax, YMax: max(1.05*yMax, 1),
+		Marks: []chart.Mark{{X: run.Results.Summary.TotalE2E, Label: fmt.Sprintf("all done %.0fs", run.Results.Summary.TotalE2E)}},
+	}
+	if run.Spec.Scenario != "" {
+		c.Title = fmt.Sprintf("%s, %s fleet (%s), order %d: requests pending per pod, waiting + running", run.Spec.Stack.Policy, run.Spec.Scenario, run.Spec.Fleet.SpeedList(), run.Spec.Order)
+	}
+	if b := run.Bound.Total; b > 0 {
+		c.Marks = append(c.Marks, chart.Mark{X: b, Label: fmt.Sprintf("bound %.0fs", b)})
+	}
+	for _, q := range run.Results.Queues {
+		s := chart.Series{Name: q.Pod}
+		for _, p := range q.Samples {
+			s.X, s.Y = append(s.X, p.T), append(s.Y, p.Waiting+p.Running)
+		}
+		c.Series = append(c.Series, s)
+	}
+	name := "queue-" + run.Spec.Name + ".png"
+	return name, writeChart(dir, name, c)
+}
+
+// queueScales are the largest time and queue length of the runs' queue
+// samples: shared scales for their charts.
+func queueScales(runs []*RunResult) (xMax, yMax float64) {
+	for _, run := range runs {
+		xMax = max(xMax, run.Results.Summary.TotalE2E)
+		for _, q := range run.Results.Queues {
+			for _, s := range q.Samples {
+				xMax, yMax = max(xMax, s.T), max(yMax, s.Waiting+s.Running)
+			}
+		}
+	}
+	return xMax, yMax
+}
+
+// writeChart draws c into dir/name.
+func writeChart(dir, name string, c *chart.Chart) error {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	err = c.WritePNG(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("report: chart %s: %w", name, err)
+	}
+	return nil
+}
+
+// WriteResult saves a run's results as dir/results-<run>.json, the file
+// ReadResult reads.
+func WriteResult(dir string, run *RunResult) error {
+	return writeJSON(filepath.Join(dir, "results-"+run.Spec.Name+".json"), run)
+}
+
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -245,6 +282,27 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil
+}
+
+// uniformSpeed reports whether every pod of f runs at speed 1.
+func uniformSpeed(f Fleet) bool {
+	for _, s := range f.PodSpeeds() {
+		if s != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// loadRange is the run's load averages, "start -> end".
+func loadRange(run *RunResult) string {
+	show := func(l *LoadAvg) string {
+		if l == nil {
+			return "?"
+		}
+		return l.String()
+	}
+	return show(run.LoadStart) + " → " + show(run.LoadEnd)
 }
 
 // ReadResult loads a run's results saved by Report.Write.
@@ -296,16 +354,8 @@ func (r *Report) writeTTFTChart(dir string) error {
 	}
 	c.XMax = xMax
 	name := "ttft-cdf.png"
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	err = c.WritePNG(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("report: chart %s: %w", name, err)
+	if err := writeChart(dir, name, c); err != nil {
+		return err
 	}
 	r.Charts[ttftChart] = name
 	return nil

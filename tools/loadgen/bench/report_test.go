@@ -73,32 +73,3 @@ func TestReportComparesRunsAndWritesChartsAndResults(t *testing.T) {
 		t.Fatal("a markdown file read as results")
 	}
 }
-
-func TestRoutingSpecsShareFleetAndWorkload(t *testing.T) {
-	specs, err := RoutingSpecs(DefaultRouting())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(specs) != 2 || specs[0].Stack.Policy != "round-robin" || specs[1].Stack.Policy != "load-aware" {
-		t.Fatalf("specs %+v", specs)
-	}
-	if specs[0].Workload != specs[1].Workload || specs[0].Fleet != specs[1].Fleet || len(specs[0].Workload.Requests) != 800 {
-		t.Fatal("the runs do not share one fleet and one workload")
-	}
-	for _, s := range specs {
-		if err := s.validate(); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(s.Stack.Config, "kind: EndpointPickerConfig") {
-			t.Fatalf("%s config %q", s.Name, s.Stack.Config)
-		}
-	}
-	bad := specs[0]
-	bad.Fleet.Pods = 0
-	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "pods") {
-		t.Fatalf("validate = %v", err)
-	}
-	if _, err := Config("nope"); err == nil {
-		t.Fatal("unknown config found")
-	}
-}

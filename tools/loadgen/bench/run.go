@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,11 @@ type RunResult struct {
 	// DecisionLag is how long decisions took to reach the other pickers,
 	// when there were several folding each other's (nil otherwise).
 	DecisionLag *DecisionLag `json:"decision_lag,omitempty"`
+	// LoadStart and LoadEnd are the machine's load average when the run
+	// began (before its stack started) and when its workload was done
+	// (nil where the machine does not tell).
+	LoadStart *LoadAvg `json:"load_start,omitempty"`
+	LoadEnd   *LoadAvg `json:"load_end,omitempty"`
 }
 
 // Run starts a stack for spec, sends its workload, stops the stack and
@@ -49,26 +55,43 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		spec.Timeout = 10000 * time.Second
 	}
 	began := time.Now()
+	loadStart := readLoadAvg()
 	dir := filepath.Join(env.Dir, spec.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, err)
 	}
+	nz := startNoise(spec.NoisyNeighbour)
+	defer nz.Stop()
 	st, err := startStack(ctx, env.BinDir, dir, &spec, env.StackLog)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, err)
+	}
+	if err := st.checkSpeeds(spec.Fleet); err != nil {
+		return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), st.stop())
 	}
 	pods := make([]runner.Pod, len(st.state.Pods))
 	for i, p := range st.state.Pods {
 		pods[i] = runner.Pod{Name: p.Name, Address: p.Address}
 	}
 	if env.Progress != nil {
-		fmt.Fprintf(env.Progress, "run %s: %s routing, %d pods, speed %g, %d requests\n", spec.Name, spec.Stack.Policy, spec.Fleet.Pods, spec.Fleet.Speed, len(spec.Workload.Requests))
+		noisy := ""
+		if n := spec.NoisyNeighbour; n > 0 {
+			noisy = ", a noisy neighbour burning " + threads(n)
+		}
+		fmt.Fprintf(env.Progress, "run %s: %s routing, %d pods at speeds %s, simulator speed %g, %d requests (%s)%s\n",
+			spec.Name, spec.Stack.Policy, spec.Fleet.Pods, spec.Fleet.SpeedList(), spec.Fleet.Speed, len(spec.Workload.Requests), spec.Workload.Name, noisy)
+	}
+	if spec.Warmup != nil {
+		if err := warmUp(ctx, env, spec, st); err != nil {
+			return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), st.stop())
+		}
 	}
 	res, runErr := runner.Run(ctx, spec.Workload, runner.Options{
 		BaseURL: "http://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap, Pods: pods, SampleInterval: spec.SampleInterval,
 		Progress: env.Progress,
 	})
+	loadEnd := readLoadAvg()
 	var lag *DecisionLag
 	if runErr == nil && len(st.state.Pickers) > 1 {
 		var err error
@@ -83,7 +106,10 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 	if stopErr != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, stopErr)
 	}
-	out := &RunResult{Spec: spec, Bound: IdealBound(spec.Workload, spec.Fleet), Results: res, Wall: time.Since(began), DecisionLag: lag}
+	out := &RunResult{
+		Spec: spec, Bound: IdealBound(spec.Workload, spec.Fleet), Results: res, Wall: time.Since(began), DecisionLag: lag,
+		LoadStart: loadStart, LoadEnd: loadEnd,
+	}
 	if env.Progress != nil {
 		res.PrintSummary(env.Progress)
 		if lag != nil {
@@ -91,6 +117,26 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// warmUp sends the spec's warm-up workload and waits for its answers; a
+// request that fails fails the run (the stack is not what it should be).
+func warmUp(ctx context.Context, env Env, spec Spec, st *stack) error {
+	began := time.Now()
+	res, err := runner.Run(ctx, spec.Warmup, runner.Options{
+		BaseURL: "http://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
+		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap,
+	})
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if n := res.Summary.Failed; n > 0 {
+		return fmt.Errorf("warm-up: %d of %d requests failed", n, len(spec.Warmup.Requests))
+	}
+	if env.Progress != nil {
+		fmt.Fprintf(env.Progress, "run %s: warmed up with %d requests in %s\n", spec.Name, len(spec.Warmup.Requests), time.Since(began).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // moreGateways are the base URLs of the gateways after the first.

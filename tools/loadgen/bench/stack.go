@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,13 +61,17 @@ func startStack(ctx context.Context, binDir, dir string, spec *Spec, log io.Writ
 		"--bin-dir", binDir, "--state-file", stateFile, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", ports[2]), "--nats-port", "0", "--etcd-port", "0",
 		"--sim-base-port", strconv.Itoa(ports[0]), "--kv-base-port", strconv.Itoa(ports[1]),
-		"--model", f.Model, "--pods", strconv.Itoa(f.Pods), "--slow-pods", strconv.Itoa(f.SlowPods),
+		"--model", f.Model, "--pods", strconv.Itoa(f.Pods),
 		"--speed", strconv.FormatFloat(f.Speed, 'g', -1, 64), "--pickers", strconv.Itoa(spec.Stack.Pickers),
 		"--config", cfgFile, "--sim-args", strings.Join(simArgs, ","),
 	}
-	if f.SlowPods > 0 {
-		args = append(args, "--slow-speed", strconv.FormatFloat(f.SlowSpeed, 'g', -1, 64))
+	speedArgs, perPod := devstackSpeedArgs(f)
+	if perPod {
+		if err := checkDevstackPodSpeeds(binDir, f); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
 	}
+	args = append(args, speedArgs...)
 	if st := spec.Stack; st.Gateways > 1 || st.PairGateways || st.Valkey || len(st.PickerArgs) > 0 {
 		args = append(args, "--gateways", strconv.Itoa(max(st.Gateways, 1)), "--pair-gateways="+strconv.FormatBool(st.PairGateways), "--valkey="+strconv.FormatBool(st.Valkey))
 		if len(st.PickerArgs) > 0 {
@@ -94,6 +100,86 @@ func startStack(ctx context.Context, binDir, dir string, spec *Spec, log io.Writ
 		return nil, errors.Join(err, s.stop())
 	}
 	return s, nil
+}
+
+// DevstackPodSpeedsFlag is the hermod-devstack flag that starts every pod
+// at a speed of its own (a comma list, one per pod), which fleets of more
+// than two pod speeds need: --slow-pods and --slow-speed give the last
+// pods one other speed.
+const DevstackPodSpeedsFlag = "pod-speeds"
+
+// ErrNoPodSpeeds is returned for a fleet that needs hermod-devstack's
+// --pod-speeds when the devstack has no such flag.
+var ErrNoPodSpeeds = errors.New("hermod-devstack has no --" + DevstackPodSpeedsFlag + " flag")
+
+// devstackSpeedArgs are the hermod-devstack flags that start f's pods at
+// their speeds: --slow-pods and --slow-speed when the fleet is pods at
+// speed 1 followed by pods of one other speed (every devstack has them),
+// else --pod-speeds (perPod).
+func devstackSpeedArgs(f Fleet) (args []string, perPod bool) {
+	speeds := f.PodSpeeds()
+	if len(speeds) == 0 {
+		return []string{"--slow-pods", "0"}, false
+	}
+	// the run of pods at the last pod's speed, unless that is 1
+	last, slow := speeds[len(speeds)-1], 0
+	for last != 1 && slow < len(speeds) && speeds[len(speeds)-1-slow] == last {
+		slow++
+	}
+	for _, s := range speeds[:len(speeds)-slow] {
+		if s != 1 {
+			return []string{"--" + DevstackPodSpeedsFlag, formatSpeeds(speeds)}, true
+		}
+	}
+	if slow == 0 {
+		return []string{"--slow-pods", "0"}, false
+	}
+	return []string{"--slow-pods", strconv.Itoa(slow), "--slow-speed", strconv.FormatFloat(last, 'g', -1, 64)}, false
+}
+
+// CheckDevstack checks, before any run starts, that the hermod-devstack in
+// binDir can start every spec's fleet: fleets of more than two pod
+// speeds need its --pod-speeds (ErrNoPodSpeeds otherwise).
+func CheckDevstack(binDir string, specs []Spec) error {
+	for i := range specs {
+		if _, perPod := devstackSpeedArgs(specs[i].Fleet); perPod {
+			if err := checkDevstackPodSpeeds(binDir, specs[i].Fleet); err != nil {
+				return fmt.Errorf("run %s: %w", specs[i].Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkDevstackPodSpeeds asks hermod-devstack -h whether it has
+// --pod-speeds.
+func checkDevstackPodSpeeds(binDir string, f Fleet) error {
+	bin := filepath.Join(binDir, "hermod-devstack")
+	out, err := exec.Command(bin, "-h").CombinedOutput()
+	if len(out) == 0 && err != nil {
+		return fmt.Errorf("hermod-devstack -h: %w", err)
+	}
+	if !podSpeedsFlag.Match(out) {
+		return fmt.Errorf("pod speeds %s: %w (%s has only --slow-pods and --slow-speed: the last pods at one other speed)", f.SpeedList(), ErrNoPodSpeeds, bin)
+	}
+	return nil
+}
+
+// podSpeedsFlag finds --pod-speeds in the flag package's usage.
+var podSpeedsFlag = regexp.MustCompile(`(?m)^\s+-{1,2}` + DevstackPodSpeedsFlag + `\b`)
+
+// checkSpeeds checks that the devstack started the pods at the fleet's
+// speeds.
+func (s *stack) checkSpeeds(f Fleet) error {
+	want := f.PodSpeeds()
+	got := make([]float64, len(s.state.Pods))
+	for i, p := range s.state.Pods {
+		got[i] = p.Speed
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("stack: hermod-devstack started pods at speeds %s, the fleet's are %s", formatSpeeds(got), formatSpeeds(want))
+	}
+	return nil
 }
 
 func (s *stack) waitState(ctx context.Context, stateFile string) error {

@@ -23,6 +23,8 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// Points marks every point with a square, for lines of few points.
+	Points bool
 }
 
 // Chart is a line chart.
@@ -35,6 +37,9 @@ type Chart struct {
 	// XMax and YMax fix the axes' upper ends (0: from the data), so that
 	// charts drawn side by side share scales. Both axes start at 0.
 	XMax, YMax float64
+	// XStep, when positive, spaces the X ticks (1: whole numbers, for a
+	// chart of runs); by default they are round values from the data.
+	XStep float64
 	// Marks are vertical lines at the given X, labelled (e.g. when the last
 	// request finished).
 	Marks []Mark
@@ -66,6 +71,7 @@ const (
 	marginTop    = 40
 	marginBottom = 48
 	lineWidth    = 2
+	pointSize    = 3 // half the side of a point's square
 )
 
 // WritePNG draws the chart.
@@ -104,6 +110,9 @@ func (c *Chart) Draw() (*image.RGBA, error) {
 		}
 	}
 	xTicks, xMax := ticks(xMax)
+	if c.XStep > 0 {
+		xTicks, xMax = stepTicks(xMax, c.XStep)
+	}
 	yTicks, yMax := ticks(yMax)
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	draw.Draw(img, img.Bounds(), &image.Uniform{white}, image.Point{}, draw.Src)
@@ -144,6 +153,15 @@ func (c *Chart) Draw() (*image.RGBA, error) {
 		if len(s.X) == 1 {
 			line(img, px(s.X[0]), py(s.Y[0]), px(s.X[0]), py(s.Y[0]), col, plot)
 		}
+		if s.Points {
+			for j := range s.X {
+				x, y := px(s.X[j]), py(s.Y[j])
+				// squares reach out of the plot: points on the axes show whole
+				for d := -pointSize; d <= pointSize; d++ {
+					line(img, x-pointSize, y+d, x+pointSize, y+d, col, plot.Inset(-pointSize))
+				}
+			}
+		}
 		// legend
 		ly := plot.Min.Y + 8 + i*18
 		for k := 0; k < lineWidth+1; k++ {
@@ -176,6 +194,17 @@ func ticks(v float64) ([]float64, float64) {
 	end := math.Ceil(v/step-1e-9) * step
 	var out []float64
 	for t := 0.0; t <= end+step/2; t += step {
+		out = append(out, t)
+	}
+	return out, end
+}
+
+// stepTicks returns ticks step apart from 0 up to v, and the axis end:
+// v itself (at least step).
+func stepTicks(v, step float64) ([]float64, float64) {
+	end := max(step, v)
+	var out []float64
+	for t := 0.0; t <= end+1e-9; t += step {
 		out = append(out, t)
 	}
 	return out, end

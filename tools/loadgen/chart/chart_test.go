@@ -73,6 +73,20 @@ func TestTicksAreRound(t *testing.T) {
 	}
 }
 
+func TestStepTicks(t *testing.T) {
+	for _, c := range []struct {
+		v, step, end float64
+		n            int
+	}{
+		{0, 1, 1, 2}, {1, 1, 1, 2}, {4, 1, 4, 5}, {4.25, 1, 4.25, 5}, {7, 2, 7, 4},
+	} {
+		ts, end := stepTicks(c.v, c.step)
+		if end != c.end || len(ts) != c.n || ts[1]-ts[0] != c.step {
+			t.Errorf("stepTicks(%v, %v) = %v end %v", c.v, c.step, ts, end)
+		}
+	}
+}
+
 func TestRejectsBadSeries(t *testing.T) {
 	c := &Chart{Series: []Series{{Name: "x", X: []float64{1}, Y: nil}}}
 	if _, err := c.Draw(); err == nil {
@@ -81,5 +95,26 @@ func TestRejectsBadSeries(t *testing.T) {
 	c = &Chart{Width: 100, Height: 100}
 	if _, err := c.Draw(); err == nil {
 		t.Fatal("too small chart drawn")
+	}
+}
+
+func TestPointsAreMarked(t *testing.T) {
+	c := &Chart{Series: []Series{{Name: "policy", X: []float64{0, 2, 4}, Y: []float64{10, 20, 10}, Points: true}}, XMax: 4, YMax: 40}
+	img, err := c.Draw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the middle point's square: its corner is off the line
+	plotWidth, plotHeight := 960-marginLeft-marginRight, 480-marginTop-marginBottom
+	x, y := marginLeft+plotWidth/2, 480-marginBottom-plotHeight/2
+	if got := img.RGBAAt(x+pointSize, y+pointSize); got != Palette[0] {
+		t.Fatalf("corner of the middle point is %v", got)
+	}
+	c.Series[0].Points = false
+	if img, err = c.Draw(); err != nil {
+		t.Fatal(err)
+	}
+	if got := img.RGBAAt(x+pointSize, y+pointSize); got == Palette[0] {
+		t.Fatal("a point is marked without Points")
 	}
 }

@@ -29,6 +29,8 @@ func run() error {
 	fs.IntVar(&o.Pods, "pods", 4, "vllm-sim pods (one process each)")
 	fs.IntVar(&o.SlowPods, "slow-pods", 1, "how many of the pods are slower")
 	fs.Float64Var(&o.SlowSpeed, "slow-speed", 0.5, "speed factor of the slower pods")
+	var podSpeeds cmdline.List
+	fs.Var(&podSpeeds, "pod-speeds", "one speed factor per pod, comma-separated (e.g. 1,1,0.5,2): sets --pods and replaces --slow-pods and --slow-speed")
 	fs.Float64Var(&o.Speed, "speed", 1, "simulated time runs this many times faster than real time")
 	fs.IntVar(&o.Pickers, "pickers", 1, "picker replicas")
 	fs.IntVar(&o.Gateways, "gateways", 1, "gateway replicas (the first on --listen, the others on free ports; the state file lists them)")
@@ -56,6 +58,13 @@ func run() error {
 		return err
 	}
 	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
+	if len(podSpeeds) > 0 {
+		speeds, err := stack.ParsePodSpeeds(podSpeeds)
+		if err != nil {
+			return err
+		}
+		o.PodSpeeds, o.Pods, o.SlowPods = speeds, len(speeds), 0
+	}
 	o.OTLPEndpoint = common.OTLPEndpoint // every service exports its spans there
 	vs, err := stack.ParseVariants(variants)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +47,9 @@ type Options struct {
 	Pods      int     // vllm-sim pods, one process each
 	SlowPods  int     // how many of them run at SlowSpeed
 	SlowSpeed float64 // pod speed factor of the slow pods
+	// PodSpeeds, when set, is every pod's speed factor (one per pod): it
+	// replaces SlowPods and SlowSpeed.
+	PodSpeeds []float64
 	Speed     float64 // simulated time factor of every pod
 	Pickers   int     // picker replicas
 	// Gateways is how many gateway replicas run (the first on Listen).
@@ -140,6 +144,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("--slow-pods: between 0 and --pods (got %d)", o.SlowPods)
 	case o.SlowSpeed <= 0:
 		return fmt.Errorf("--slow-speed: must be positive (got %v)", o.SlowSpeed)
+	case len(o.PodSpeeds) > 0 && len(o.PodSpeeds) != o.Pods:
+		return fmt.Errorf("--pod-speeds: %d speeds for %d pods", len(o.PodSpeeds), o.Pods)
 	case o.Pickers < 1:
 		return fmt.Errorf("--pickers: at least 1 (got %d)", o.Pickers)
 	}
@@ -273,10 +279,7 @@ func (s *stack) children() error {
 		pods = 0 // the fleet follows the autoscaler
 	}
 	for i := range pods {
-		speed := 1.0
-		if i >= s.o.Pods-s.o.SlowPods {
-			speed = s.o.SlowSpeed
-		}
+		speed := s.o.podSpeed(i)
 		port := s.o.SimBasePort + i
 		kv := s.o.KVBasePort + 2*i
 		args := []string{"serve", s.o.Model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--pods", "1",
@@ -459,9 +462,36 @@ func (s *stack) writeState() error {
 	return nil
 }
 
+// podSpeed is pod i's speed factor.
+func (o *Options) podSpeed(i int) float64 {
+	switch {
+	case len(o.PodSpeeds) > 0:
+		return o.PodSpeeds[i]
+	case i >= o.Pods-o.SlowPods:
+		return o.SlowSpeed
+	}
+	return 1
+}
+
+// ParsePodSpeeds parses --pod-speeds: positive numbers, one per pod.
+func ParsePodSpeeds(list []string) ([]float64, error) {
+	out := make([]float64, len(list))
+	for i, s := range list {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("--pod-speeds: %q is not a positive number", s)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 func (s *stack) banner() {
 	slow := ""
-	if s.o.SlowPods > 0 {
+	switch {
+	case len(s.o.PodSpeeds) > 0:
+		slow = fmt.Sprintf(", at speeds %s", strings.Trim(fmt.Sprint(s.o.PodSpeeds), "[]"))
+	case s.o.SlowPods > 0:
 		slow = fmt.Sprintf(", %d of them at %gx speed", s.o.SlowPods, s.o.SlowSpeed)
 	}
 	ctl := filepath.Join(s.o.BinDir, "hermodctl")
