@@ -278,6 +278,7 @@ func FuzzBuildConfig(f *testing.F) {
 		"testdata/reference/003-pd-context-length.yaml",
 		"testdata/reference/003-deployment-values.yaml",
 		"testdata/reference/001-tokenizer.yaml",
+		"testdata/reference/001-data-layer.yaml",
 	} {
 		data, err := os.ReadFile(p)
 		if err != nil {

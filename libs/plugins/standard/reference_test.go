@@ -66,6 +66,14 @@ plugin single-profile-handler (single-profile-handler) default
 handler single-profile-handler
 profile default: filters [] scorers [queue-scorer*1 load-aware-scorer*1 active-request-scorer*1 session-affinity-scorer*1 no-hit-lru-scorer*1] picker max-score-picker
 `, nil},
+		{"001-data-layer.yaml", `plugin models-data-source (models-data-source) plugins[0]
+plugin model-server-protocol-models (model-server-protocol-models) plugins[1]
+plugin queue-scorer (queue-scorer) plugins[2]
+plugin max-score-picker (max-score-picker) plugins[3]
+plugin single-profile-handler (single-profile-handler) default
+handler single-profile-handler
+profile default: filters [] scorers [queue-scorer*1] picker max-score-picker
+`, nil},
 		{"001-disagg-canonical.yaml", `plugin disagg-headers-handler (disagg-headers-handler) plugins[0]
 plugin prefix-based-pd-decider (prefix-based-pd-decider) plugins[1]
 plugin prefill-filter (prefill-filter) plugins[2]
@@ -161,11 +169,13 @@ func TestReference000Parameters(t *testing.T) {
 }
 
 // Plugins Hermod knows but does not build fail clearly with their gate;
-// without it (gated ones) they are skipped with a warning.
+// without it (gated ones) they are skipped with a warning. The list is
+// empty today; TestReference001TypesAvailable checks that no type of the
+// reference documents is in it.
 func TestUnavailablePlugins(t *testing.T) {
 	for _, r := range standard.Unavailable {
 		t.Run(r.Type, func(t *testing.T) {
-			cfg, err := scheduling.ParseConfig([]byte("featureGates: [prepareDataPlugins]\nplugins: [{type: " + r.Type + "}]\n"))
+			cfg, err := scheduling.ParseConfig([]byte("featureGates: [prepareDataPlugins, dataLayer]\nplugins: [{type: " + r.Type + "}]\n"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,6 +195,45 @@ func TestUnavailablePlugins(t *testing.T) {
 				t.Errorf("warnings = %q", w)
 			}
 		})
+	}
+}
+
+// reference001Types are the plugin types reference/001 (Heimdall's plugin
+// reference) documents, in its order.
+var reference001Types = []string{
+	"single-profile-handler", "disagg-profile-handler",
+	"prefix-based-pd-decider", "always-disagg-pd-decider", "always-disagg-multimodal-decider",
+	"by-label", "by-label-selector", "prefill-filter", "decode-filter", "encode-filter",
+	"context-length-aware", "active-request-scorer", "load-aware-scorer", "no-hit-lru-scorer",
+	"precise-prefix-cache-scorer", "prefix-cache-scorer", "session-affinity-scorer",
+	"kv-cache-utilization-scorer", "lora-affinity-scorer", "queue-scorer", "running-requests-size-scorer",
+	"predicted-latency-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
+	"disagg-headers-handler", "tokenizer", "response-header-handler",
+	"models-data-source", "model-server-protocol-models", "responses-store",
+}
+
+// Every type reference/001 documents is built: none is refused as "not
+// available in this build".
+func TestReference001TypesAvailable(t *testing.T) {
+	unavailable := map[string]bool{}
+	for _, r := range standard.Unavailable {
+		unavailable[r.Type] = true
+		for _, a := range r.Aliases {
+			unavailable[a] = true
+		}
+	}
+	for _, typ := range reference001Types {
+		reg, ok := scheduling.DefaultRegistry.Lookup(typ)
+		switch {
+		case !ok:
+			t.Errorf("%s: not registered", typ)
+		case reg.New == nil || unavailable[typ]:
+			t.Errorf("%s: registered as not available in this build", typ)
+		}
+	}
+	// The newer upstream name of the extractor too.
+	if reg, ok := scheduling.DefaultRegistry.Lookup("models-data-extractor"); !ok || reg.New == nil {
+		t.Errorf("models-data-extractor: not available")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	// Each package registers its plugin types in init().
 	_ "github.com/hermod/hermod/libs/plugins/activerequest"
 	_ "github.com/hermod/hermod/libs/plugins/contextlength"
+	_ "github.com/hermod/hermod/libs/plugins/datalayer"
 	_ "github.com/hermod/hermod/libs/plugins/decider"
 	_ "github.com/hermod/hermod/libs/plugins/filter"
 	_ "github.com/hermod/hermod/libs/plugins/headers"
@@ -28,11 +29,9 @@ import (
 // Unavailable lists plugin types that EndpointPickerConfigs use but this
 // build does not provide yet. Naming one is an error ("not available in this
 // build"), except that plugins needing a feature gate the config does not
-// enable are skipped with a warning, as they would be anyway.
-var Unavailable = []scheduling.Registration{
-	{Type: "models-data-source"},
-	{Type: "model-server-protocol-models"},
-}
+// enable are skipped with a warning, as they would be anyway. Every type of
+// the reference documents is built today, so the list is empty.
+var Unavailable = []scheduling.Registration{}
 
 // ValidationOptions let every plugin load where none of the services a
 // picker provides them runs (hermodctl config validate, devstack's check

@@ -140,7 +140,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer scraper.Close()
+	data := newDataLayer(scraper, log)
+	defer func() {
+		scraper.Close()
+		data.close() // once no poll uses its sources
+	}()
+	// The pool's config says how served models are polled; follow it from
+	// the first version on, before any endpoint is polled.
+	cw, err := coord.WatchConfig(ctx, etcd, cfg.Pool, data.apply, coord.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer cw.Close()
+	select {
+	case <-data.first:
+	case <-ctx.Done():
+		return nil
+	}
 
 	own := coord.NewOwnership(cfg.Pool, cfg.Replica, assign(cfg.Pool, scraper, sink, log))
 	service := servicePrefix + cfg.Pool

@@ -1,6 +1,7 @@
-// Package enginemetrics decodes what a model server reports about itself:
-// its Prometheus exposition (/metrics) into [Metrics], and its OpenAI model
-// list (/v1/models) into [Model]s.
+// Package enginemetrics decodes what a model server reports about its load:
+// its Prometheus exposition (/metrics) into [Metrics]. Its OpenAI model
+// list (/v1/models) is parsed by libs/plugins/datalayer, the one parser
+// of it, which the collector polls with.
 //
 // # Metrics read
 //

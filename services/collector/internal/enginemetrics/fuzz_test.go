@@ -107,24 +107,3 @@ func checkRanges(t *testing.T, m Metrics) {
 		}
 	}
 }
-
-// FuzzModelList checks that ParseModels never panics and returns unique,
-// non-empty ids.
-func FuzzModelList(f *testing.F) {
-	f.Add(readTestdata(f, "models-vllm-sim.json"))
-	f.Add(readTestdata(f, "models-openai.json"))
-	f.Add([]byte(`{"object":"list","data":[{"id":"a","parent":null},{"id":"a"}]}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		models, err := ParseModels(body)
-		if err != nil {
-			return
-		}
-		seen := map[string]bool{}
-		for _, m := range models {
-			if m.ID == "" || seen[m.ID] {
-				t.Fatalf("id %q in %+v", m.ID, models)
-			}
-			seen[m.ID] = true
-		}
-	})
-}

@@ -35,14 +35,16 @@ type Config struct {
 	// consumers treat PodMetrics as stale.
 	Timeout time.Duration
 	// ModelsInterval is the time between two polls of /v1/models
-	// (DefaultModelsInterval); the first poll is at once.
+	// (DefaultModelsInterval) unless a ModelsPoll sets its own; the first
+	// poll is at once.
 	ModelsInterval time.Duration
 	// Jitter is the fraction by which each wait between ticks varies at
 	// random, both ways (DefaultJitter); at most 0.5, negative for none.
 	// The first tick is at a random phase within an interval either way.
 	Jitter float64
-	// MaxBodyBytes caps a response body (DefaultMaxBodyBytes); a larger one
-	// fails the scrape with reason parse.
+	// MaxBodyBytes caps a /metrics body (DefaultMaxBodyBytes); a larger one
+	// fails the scrape with reason parse. A model list is capped at
+	// datalayer.MaxBodyBytes.
 	MaxBodyBytes int64
 
 	// Client makes the requests (NewHTTPClient when nil, closed with the

@@ -4,6 +4,16 @@
 // [Sink], and polls its /v1/models on a slower interval for the served
 // model names.
 //
+// # Served models
+//
+// The models poll runs the data-layer plugins of libs/plugins/datalayer
+// (see [ModelsPoll]): a models-data-source fetches the endpoint's OpenAI
+// model list and model-server-protocol-models turns it into the names of
+// its base models and adapters. By default the source is
+// http://<endpoint>/v1/models; [Scraper.SetModelsPoll] puts the pool
+// config's source in its place (another scheme, path, TLS setting or
+// interval), and every endpoint is polled with it at once.
+//
 // # Scheduling
 //
 // Each loop starts at a random phase within one interval and waits an
@@ -13,8 +23,8 @@
 // slow endpoint) is skipped and counted in
 // hermod_collector_scrape_skipped_total, and the next scrape starts at the
 // first tick after it ends, so requests never pile up on a struggling
-// server. The /v1/models poll runs beside it, at once on start and then
-// every Config.ModelsInterval.
+// server. The models poll runs beside it, at once on start and then every
+// Config.ModelsInterval (or the configured source's interval).
 //
 // # Failures
 //

@@ -30,14 +30,12 @@ func (e *scrapeError) Unwrap() error { return e.err }
 // errStopped is returned when the loop's context ends during a request.
 var errStopped = errors.New("scrape loop stopped")
 
-// Accept headers. The metrics one asks for the classic text format:
-// Python's prometheus_client (vLLM, SGLang) answers OpenMetrics to any
-// Accept that mentions it, whatever the q-values, and the text format is
-// the cheaper to read.
-const (
-	acceptMetrics = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
-	acceptModels  = "application/json"
-)
+// acceptMetrics is the Accept header of scrapes. It asks for the classic
+// text format: Python's prometheus_client (vLLM, SGLang) answers
+// OpenMetrics to any Accept that mentions it, whatever the q-values, and
+// the text format is the cheaper to read. (Model lists are fetched by the
+// models data source, libs/plugins/datalayer.)
+const acceptMetrics = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 
 // fetch GETs url within the scrape timeout and reads the body into buf. It
 // returns the response's Content-Type, or a *scrapeError, or errStopped when

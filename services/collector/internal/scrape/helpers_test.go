@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 // pod is a model server on a real HTTP port whose answers a test controls.
 type pod struct {
 	srv *httptest.Server
+	mux *http.ServeMux // more paths may be added
 
 	metrics atomic.Pointer[string]
 	models  atomic.Pointer[string]
@@ -50,10 +51,10 @@ func newPod(t testing.TB, body string) *pod {
 	p := &pod{}
 	p.setMetrics(body)
 	p.setModels(`{"object":"list","data":[{"id":"base","root":"base","parent":null},{"id":"lora-a","parent":"base"}]}`)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", p.serveMetrics)
-	mux.HandleFunc("GET /v1/models", p.serveModels)
-	p.srv = httptest.NewServer(mux)
+	p.mux = http.NewServeMux()
+	p.mux.HandleFunc("GET /metrics", p.serveMetrics)
+	p.mux.HandleFunc("GET /v1/models", p.serveModels)
+	p.srv = httptest.NewServer(p.mux)
 	t.Cleanup(p.srv.Close)
 	return p
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/plugins/datalayer"
 )
 
 // Scraper scrapes a set of endpoints, one loop each (see the package
@@ -18,6 +19,11 @@ type Scraper struct {
 	ownClient bool
 	tel       *telemetry
 	log       *slog.Logger
+
+	// polls is how served models are polled (SetModelsPoll);
+	// defaultModels is the Scraper's own models-data-source.
+	polls         modelsPolls
+	defaultModels *datalayer.ModelsSource
 
 	// reconcile serializes SetEndpoints and Close, which wait for loops
 	// with it held; mu guards targets and closed only briefly, for the
@@ -38,6 +44,10 @@ func New(cfg Config) (*Scraper, error) {
 	if s.client == nil {
 		s.client, s.ownClient = NewHTTPClient(), true
 	}
+	if s.defaultModels, err = datalayer.NewModelsSource("", datalayer.DefaultModelsParams()); err != nil {
+		return nil, fmt.Errorf("new scraper: %w", err)
+	}
+	s.polls.cur.Store(newActivePoll(ModelsPoll{Source: s.defaultModels, Extractor: datalayer.NewModelsExtractor(""), Interval: cfg.ModelsInterval}))
 	if s.tel, err = newTelemetry(cfg.Registerer, s.snapshot); err != nil {
 		return nil, fmt.Errorf("new scraper: %w", err)
 	}
@@ -103,8 +113,8 @@ func (s *Scraper) SetEndpoints(eps []*registryv1.Endpoint) {
 }
 
 // Close stops every loop and waits for them, unregisters the metrics and
-// closes the idle connections of the client it made. Later calls do
-// nothing.
+// closes the idle connections of the client and the models source it made
+// (not those of a ModelsPoll's source). Later calls do nothing.
 func (s *Scraper) Close() {
 	s.reconcile.Lock()
 	defer s.reconcile.Unlock()
@@ -127,6 +137,7 @@ func (s *Scraper) Close() {
 	if s.ownClient {
 		s.client.CloseIdleConnections()
 	}
+	_ = s.defaultModels.Close()
 }
 
 // start runs t's loops.

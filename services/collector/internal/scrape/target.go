@@ -12,6 +12,7 @@ import (
 	"time"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // target is one endpoint being scraped: its identity, what its two loops
@@ -21,8 +22,9 @@ type target struct {
 	pool, name string
 	address    string // host:port
 	metricsURL string
-	modelsURL  string
-	started    time.Time
+	// endpoint is what the models data source fetches from.
+	endpoint *scheduling.Endpoint
+	started  time.Time
 
 	// lastGood is the time of the latest good scrape (unix nanoseconds, 0
 	// before the first).
@@ -59,7 +61,7 @@ func newTarget(ep *registryv1.Endpoint) (*target, error) {
 		name:       ep.GetName(),
 		address:    address,
 		metricsURL: "http://" + address + "/metrics",
-		modelsURL:  "http://" + address + "/v1/models",
+		endpoint:   scheduling.NewEndpoint(ep.GetName(), ep.GetAddress(), int(ep.GetPort()), nil),
 		started:    time.Now(),
 	}, nil
 }

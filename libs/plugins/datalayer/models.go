@@ -1,4 +1,4 @@
-package enginemetrics
+package datalayer
 
 import (
 	"encoding/json"
@@ -35,7 +35,9 @@ var (
 
 // ParseModels decodes a /v1/models body ({"object":"list","data":[...]}),
 // keeping the order of the list and the first of entries with the same id.
-// An entry without id is an error, as is a body without a data array.
+// An entry without id is an error, as is a body without a data array or
+// whose object is not "list". Fields other than id, root and parent are
+// ignored.
 func ParseModels(body []byte) ([]Model, error) {
 	var l modelList
 	if err := json.Unmarshal(body, &l); err != nil {
@@ -66,7 +68,8 @@ func ParseModels(body []byte) ([]Model, error) {
 	return out, nil
 }
 
-// ModelIDs returns the IDs of models, in order.
+// ModelIDs returns the IDs of models, in order: the names of the base
+// models and adapters an endpoint serves. It never returns nil.
 func ModelIDs(models []Model) []string {
 	ids := make([]string, len(models))
 	for i, m := range models {

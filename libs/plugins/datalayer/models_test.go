@@ -1,10 +1,27 @@
-package enginemetrics
+package datalayer
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func TestParseModels(t *testing.T) {
 	tests := []struct {
@@ -63,4 +80,28 @@ func TestModelIDs(t *testing.T) {
 	if !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Errorf("ModelIDs = %v", got)
 	}
+	if got := ModelIDs(nil); got == nil || len(got) != 0 {
+		t.Errorf("ModelIDs(nil) = %#v, want an empty non-nil slice", got)
+	}
+}
+
+// FuzzModelList checks that ParseModels never panics and returns unique,
+// non-empty ids.
+func FuzzModelList(f *testing.F) {
+	f.Add(readTestdata(f, "models-vllm-sim.json"))
+	f.Add(readTestdata(f, "models-openai.json"))
+	f.Add([]byte(`{"object":"list","data":[{"id":"a","parent":null},{"id":"a"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		models, err := ParseModels(body)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, m := range models {
+			if m.ID == "" || seen[m.ID] {
+				t.Fatalf("id %q in %+v", m.ID, models)
+			}
+			seen[m.ID] = true
+		}
+	})
 }

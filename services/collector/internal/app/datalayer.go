@@ -1,0 +1,191 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/plugins/datalayer"
+	"github.com/hermod/hermod/libs/plugins/standard"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/services/collector/internal/scrape"
+)
+
+// modelsPoller is the part of the scraper the data layer drives.
+type modelsPoller interface {
+	SetModelsPoll(scrape.ModelsPoll)
+}
+
+// dataLayer makes the collector poll served models as the pool's
+// EndpointPickerConfig says: when the config enables the dataLayer gate and
+// its data section has a models-data-source, every endpoint's models are
+// fetched with that source (its scheme, path, insecureSkipVerify and
+// interval) and its model-server-protocol-models extractor. Without a
+// config, the gate or such a source, the default is polled:
+// http://<endpoint>/v1/models every --models-interval. A version that does
+// not parse or build (as the picker builds it) is logged and leaves the
+// poll as it was, as the picker keeps its previous config.
+//
+// apply runs on the config watcher's goroutine, one call at a time; close
+// runs after the watcher and the scraper have stopped.
+type dataLayer struct {
+	poller modelsPoller
+	log    *slog.Logger
+
+	// data is the config in force (nil: none); sched is the scheduler
+	// built from it whose source the poller uses (nil: the default
+	// poll), and params that source's parameters.
+	data    []byte
+	sched   *scheduling.Scheduler
+	params  *datalayer.ModelsParams
+	applied bool // a poll was put in force
+
+	firstOnce sync.Once
+	first     chan struct{} // closed once the first version is applied
+}
+
+func newDataLayer(poller modelsPoller, log *slog.Logger) *dataLayer {
+	return &dataLayer{poller: poller, log: log, first: make(chan struct{})}
+}
+
+// discardLog discards the logs of the schedulers the collector builds:
+// the picker reports the config's warnings.
+var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// apply follows one version of the pool's config.
+func (d *dataLayer) apply(v coord.ConfigVersion) {
+	defer d.firstOnce.Do(func() { close(d.first) })
+	data := bytes.TrimSpace(v.Data)
+	if v.Deleted || len(data) == 0 {
+		d.data = nil
+		d.use(nil, scrape.ModelsPoll{}, nil, "the pool has no config", v.Revision)
+		return
+	}
+	if d.data != nil && bytes.Equal(data, d.data) {
+		return
+	}
+	s, err := buildConfig(data)
+	if err != nil {
+		d.log.Error("pool config rejected; served models are polled as before", "key", coord.ConfigKey(v.Pool), "revision", v.Revision, "error", err)
+		return
+	}
+	d.data = slices.Clone(data)
+	poll, src, why := modelsPollOf(s)
+	if src == nil {
+		_ = s.Close()
+		s = nil
+	}
+	d.use(s, poll, src, why, v.Revision)
+}
+
+// buildConfig parses and builds a config as `hermodctl config validate`
+// does (no indexer, any tokenizer).
+func buildConfig(data []byte) (*scheduling.Scheduler, error) {
+	cfg, err := scheduling.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	s, err := scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(discardLog))...)
+	if err != nil {
+		return nil, fmt.Errorf("build: %w", err)
+	}
+	return s, nil
+}
+
+// use puts poll in force, src being its source (nil: the default poll) in
+// scheduler s, unless it is the poll in force already. why says where it
+// comes from.
+func (d *dataLayer) use(s *scheduling.Scheduler, poll scrape.ModelsPoll, src *datalayer.ModelsSource, why string, revision int64) {
+	var params *datalayer.ModelsParams
+	if src != nil {
+		p := src.Params()
+		params = &p
+	}
+	if d.applied && samePoll(params, d.params) {
+		// The same parameters: keep the source in use (and its
+		// connections) and drop the one just built.
+		if s != nil {
+			_ = s.Close()
+		}
+		return
+	}
+	d.poller.SetModelsPoll(poll)
+	if d.sched != nil {
+		_ = d.sched.Close()
+	}
+	d.sched, d.params, d.applied = s, params, true
+	shown := datalayer.DefaultModelsParams()
+	if params != nil {
+		shown = *params
+	}
+	attrs := []any{"url", shown.Scheme + "://<endpoint>" + shown.Path, "why", why, "revision", revision}
+	if params != nil {
+		attrs = append(attrs, "source", src.TypedName().Name, "insecure_skip_verify", shown.InsecureSkipVerify)
+		if shown.Interval > 0 {
+			attrs = append(attrs, "interval", shown.Interval.String())
+		}
+	}
+	d.log.Info("served models polling", attrs...)
+}
+
+// samePoll says whether two sources' parameters (nil: the default poll)
+// poll alike.
+func samePoll(a, b *datalayer.ModelsParams) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// close closes the scheduler whose source was in use.
+func (d *dataLayer) close() {
+	if d.sched != nil {
+		_ = d.sched.Close()
+		d.sched = nil
+	}
+}
+
+// modelsPollOf returns the models poll a built config asks for, with its
+// source, and why: the first models-data-source of its data section and
+// that source's first model-server-protocol-models extractor. Without the
+// dataLayer gate, a data section or such a source, the source is nil (the
+// default poll).
+func modelsPollOf(s *scheduling.Scheduler) (scrape.ModelsPoll, *datalayer.ModelsSource, string) {
+	desc := s.Describe()
+	switch {
+	case desc.Data == nil || len(desc.Data.Sources) == 0:
+		return scrape.ModelsPoll{}, nil, "the config has no data sources"
+	case !slices.Contains(desc.FeatureGates, scheduling.GateDataLayer):
+		return scrape.ModelsPoll{}, nil, "the config's data section is ignored without featureGates: [dataLayer]"
+	}
+	byName := map[string]scheduling.Plugin{}
+	for _, p := range s.Plugins() {
+		byName[p.TypedName().Name] = p
+	}
+	for _, ds := range desc.Data.Sources {
+		src, ok := byName[ds.PluginRef].(*datalayer.ModelsSource)
+		if !ok {
+			continue
+		}
+		poll := scrape.ModelsPoll{Source: src, Interval: src.Params().Interval.Std()}
+		why := "data source " + ds.PluginRef
+		for _, ref := range ds.Extractors {
+			if x, ok := byName[ref].(*datalayer.ModelsExtractor); ok {
+				poll.Extractor = x
+				why += ", extractor " + ref
+				break
+			}
+		}
+		if poll.Extractor == nil {
+			// Hermod's picker always routes by served models: extract them
+			// as model-server-protocol-models would.
+			why += " (no model-server-protocol-models extractor listed: served models are extracted anyway)"
+		}
+		return poll, src, why
+	}
+	return scrape.ModelsPoll{}, nil, "the config's data section has no " + datalayer.ModelsSourceType
+}
