@@ -101,6 +101,11 @@ type Metrics struct {
 	MaxLoRAs     int
 	RunningLoRAs []string
 	WaitingLoRAs []string
+	// PromptTokens and OutputTokens are the engine's counters of prompt
+	// tokens prefilled and output tokens generated since it started
+	// (vllm:prompt_tokens_total, vllm:generation_tokens_total): how far
+	// the requests in flight have got.
+	PromptTokens, OutputTokens float64
 	// UpdatedAt is when the scrape was taken.
 	UpdatedAt time.Time
 }

@@ -49,15 +49,25 @@ type features struct {
 	tpot [nTPOT]float64
 }
 
-// prior is the model before any request finished: the step costs of an
-// 8B-class model on one H100 (10 ms per step, 35 µs per prefilled token,
-// 200 µs per decoding sequence, 100 ns per context token attended, 8192
-// tokens per step). Only its shape matters once requests finish: the first
-// fit scales it to what they show, then learns its departures from it.
+// prior is the model before any request finished, derived from the step
+// cost of continuous batching with chunked prefill,
+//
+//	step = c0 + prefilled tokens x cp + decoding sequences x cd + context tokens x ca,
+//
+// with at most B tokens a step, for an 8B-class model on one H100
+// (c0 10 ms, cp 35 µs, cd 200 µs, ca 100 ns, B 8192). A request's first
+// token waits half a step, then the (ahead + own)/B steps that prefill
+// what is ahead of it and its own prompt, each slowed by the decoding
+// batch: TTFT = 1.5 c0 + (ahead + own)(cp + c0/B) + 1.5 (D cd + K ca) +
+// (ahead + own)/B (D cd + K ca). Its TPOT is a decoding step with the
+// batch it shares (the prompts ahead of it are prefilled before its first
+// token, so they barely count). Only the prior's shape matters once
+// requests finish: the first fit scales it to what they show (another
+// model, accelerator, or clock), then learns its departures from it.
 var prior = [nTheta]float64{
-	tOne: 0.015, tUncached: 0.036, tPrefill: 0.036, tDecoding: 0.03, tContext: 0.015,
-	tPrefillXD: 0.0024, tPrefillXK: 0.0012, tWaiting: 0.1,
-	nTTFT + dOne: 0.010, nTTFT + dBatch: 0.02, nTTFT + dContext: 0.01, nTTFT + dPrefill: 0.001, nTTFT + dKV: 0.005,
+	tOne: 0.015, tUncached: 0.0362, tPrefill: 0.0362, tDecoding: 0.03, tContext: 0.015,
+	tPrefillXD: 0.00244, tPrefillXK: 0.00122, tWaiting: 0.1,
+	nTTFT + dOne: 0.010, nTTFT + dBatch: 0.02, nTTFT + dContext: 0.01, nTTFT + dPrefill: 1e-5, nTTFT + dKV: 0.001,
 }
 
 // sample is one finished request: the features its decision recorded and
@@ -148,9 +158,9 @@ const minPrediction = 1e-5
 
 // Fit tuning.
 const (
-	priorRows  = 8 // the prior weighs like this many rows per coefficient
-	scaleRows  = 1 // a key's scales start at 1 with this weight
-	fitRounds  = 3 // alternations of the shared fit and the keys' scales
+	priorRows  = 8    // the prior weighs like this many rows per coefficient
+	scaleRows  = 0.25 // a key's scales start at 1 with this weight
+	fitRounds  = 4    // alternations of the shared fit and the keys' scales
 	minObserve = 1e-4
 )
 

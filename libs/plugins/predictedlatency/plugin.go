@@ -71,14 +71,18 @@ type Plugin struct {
 
 // state is what a reloaded configuration's plugin takes over.
 type state struct {
-	flight  *flight.Tracker[uint64, inflight, outcome]
-	model   *model
-	lastOwn atomic.Uint64 // the decision this replica took last
+	flight   *flight.Tracker[uint64, inflight, outcome]
+	model    *model
+	progress *progress
+	lastOwn  atomic.Uint64 // the decision this replica took last
 }
 
-// inflight is a request in flight, as its decision recorded it.
+// inflight is a request in flight, as its decision recorded it. It is
+// kept small: every prediction scans the requests in flight to each
+// candidate (the features, read only when the request finishes, are
+// kept apart).
 type inflight struct {
-	x          features
+	x          *features
 	prompt     float64 // prompt tokens
 	uncached   float64 // of which not cached on the target
 	output     float64 // expected output tokens
@@ -98,6 +102,7 @@ type outcome struct {
 	tpot     float64
 	e2e      float64
 	output   float64
+	prompt   float64 // prompt tokens the engine counted (0: unknown)
 }
 
 // New builds a predicted-latency-scorer.
@@ -135,8 +140,9 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 
 func newState(p Params, now func() time.Time) *state {
 	st := &state{
-		flight: flight.NewTracker[uint64, inflight, outcome](p.ContextTTL.Std(), now),
-		model:  newModel(p.TrainingWindow.Std(), p.SamplesPerEndpoint, now),
+		flight:   flight.NewTracker[uint64, inflight, outcome](p.ContextTTL.Std(), now),
+		model:    newModel(p.TrainingWindow.Std(), p.SamplesPerEndpoint, now),
+		progress: newProgress(),
 	}
 	st.flight.SetPair(st.learn)
 	return st
@@ -148,10 +154,17 @@ func (st *state) learn(id uint64, _ time.Time, s *inflight, o *outcome) {
 	if s.own {
 		observe(s, o)
 	}
+	if o.output > 0 {
+		prompt := o.prompt
+		if prompt <= 0 {
+			prompt = s.prompt
+		}
+		st.progress.finished(s.endpoint, prompt, o.output)
+	}
 	if !o.ok || s.endpoint == "" {
 		return
 	}
-	smp := sample{stamp: scheduling.StampOf(id, o.at), x: s.x, output: o.output}
+	smp := sample{stamp: scheduling.StampOf(id, o.at), x: *s.x, output: o.output}
 	if o.streamed {
 		smp.ttft, smp.tpot = o.ttft, o.tpot
 	} else {
@@ -178,6 +191,7 @@ type cycle struct {
 	spare    []*candidate
 	out      []*candidate
 	values   []float64 // the decision's effect values
+	work     []flightWork
 	reported scheduling.Predictions
 }
 
@@ -329,25 +343,41 @@ func (p *Plugin) features(c *cycle, cd *candidate, e *scheduling.Endpoint, match
 	}
 	cd.uncached = max(c.prompt-cached, 0)
 	o := max(c.output, 1)
-	var pending, decoding, context, batch, batchContext float64
-	n := 0
+	// each request in flight: how far it has got, as its own prediction
+	// has it, then corrected to what the engine's counters show
+	work := c.work[:0]
+	var predPrompt, predOutput, prompts float64
 	p.state.flight.Each(e.NameHash(), func(elapsed time.Duration, s *inflight) {
-		n++
 		el := elapsed.Seconds()
-		remaining := s.output
-		ctx := s.prompt
+		w := flightWork{prompt: s.prompt, uncached: s.uncached, output: s.output, pending: 1}
 		if el < s.ttft {
-			pending += s.uncached * (1 - el/s.ttft)
+			w.pending = 1 - el/s.ttft
 		} else {
-			remaining = min(max(s.output-(el-s.ttft)/s.tpot, 1), s.output)
-			ctx += s.output - remaining
-			decoding++
-			context += ctx
+			w.pending = 0
+			w.generated = min(1+(el-s.ttft)/s.tpot, s.output)
 		}
+		predPrompt += s.prompt * (1 - w.pending)
+		predOutput += w.generated
+		prompts += s.prompt
+		work = append(work, w)
+	})
+	c.work = work
+	n := len(work)
+	if promptIn, outputIn, ok := p.state.progress.sync(e, n); ok && n > 0 {
+		correct(work, promptIn, outputIn, predPrompt, predOutput, prompts)
+	}
+	var pending, decoding, context, batch, batchContext float64
+	for i := range work {
+		w := &work[i]
+		remaining := max(w.output-w.generated, 1)
+		ctx := w.prompt + w.generated
+		pending += w.uncached * w.pending
+		decoding += 1 - w.pending
+		context += (1 - w.pending) * ctx
 		share := min(remaining, o) / o
 		batch += share
 		batchContext += ctx * share
-	})
+	}
 	cd.inFlight = n
 	var waiting, kv float64
 	if m := e.Metrics; m != nil {
@@ -364,8 +394,89 @@ func (p *Plugin) features(c *cycle, cd *candidate, e *scheduling.Endpoint, match
 	}
 }
 
+// flightWork is a request in flight (its prompt, uncached prompt and
+// expected output tokens) and how far it has got: the share of its prompt
+// still to prefill, and the output tokens generated.
+type flightWork struct {
+	prompt, uncached, output float64
+	pending                  float64
+	generated                float64
+}
+
+// correct scales the predicted progress of an endpoint's requests in
+// flight to the tokens its engine counted for them: prompt tokens
+// prefilled (of prompts in all) and output tokens generated. Where the
+// prediction says nothing has happened yet and the engine says it has,
+// the progress is shared out evenly.
+func correct(work []flightWork, promptIn, outputIn, predPrompt, predOutput, prompts float64) {
+	if prompts > 0 {
+		measured := min(max(prompts-promptIn, 0)/prompts, 1) // share still to prefill
+		predicted := 1 - predPrompt/prompts
+		for i := range work {
+			w := &work[i]
+			switch {
+			case predicted > 0:
+				w.pending = min(w.pending*measured/predicted, 1)
+			default:
+				w.pending = measured
+			}
+		}
+	}
+	for i := range work {
+		w := &work[i]
+		limit := max(w.output-1, 0) // in flight: not done yet
+		switch {
+		case predOutput > 0:
+			w.generated = min(w.generated*outputIn/predOutput, limit)
+		default:
+			w.generated = min(outputIn/float64(len(work)), limit)
+		}
+	}
+}
+
 // String describes the plugin's state for logs and debugging.
 func (p *Plugin) String() string {
 	f := p.state.model.current.Load()
 	return fmt.Sprintf("%s: %d in flight, model of %d samples", p.TypedName(), p.state.flight.Len(), f.samples)
+}
+
+// ModelState is the predictor's model as /debug/projection shows it.
+type ModelState struct {
+	// Samples is how many finished requests the fit was made from.
+	Samples int `json:"samples"`
+	// TTFT and TPOT are the shared coefficients, by feature.
+	TTFT map[string]float64 `json:"ttft"`
+	TPOT map[string]float64 `json:"tpot"`
+	// Speeds are each endpoint's factors of the TTFT and TPOT predictions
+	// (2: twice as slow as the pool's shape).
+	Speeds map[string][2]float64 `json:"speeds"`
+	// MeanOutput is the output expected of a request without max_tokens.
+	MeanOutput float64 `json:"mean_output"`
+	// InFlight is the requests in flight, by endpoint.
+	InFlight map[string]int `json:"in_flight"`
+}
+
+var (
+	ttftNames = [nTTFT]string{"one", "uncached_per_1k", "prefill_ahead_per_1k", "decoding_per_100", "context_per_100k", "ahead_x_decoding", "ahead_x_context", "waiting_per_10"}
+	tpotNames = [nTPOT]string{"one", "batch_per_100", "context_per_100k", "prefill_per_1k", "kv_usage"}
+)
+
+// Model returns the model in force and the requests in flight to the
+// named endpoints.
+func (p *Plugin) Model(endpoints []string) ModelState {
+	f := p.state.model.current.Load()
+	st := ModelState{Samples: f.samples, TTFT: map[string]float64{}, TPOT: map[string]float64{}, Speeds: map[string][2]float64{}, MeanOutput: f.meanOutput, InFlight: map[string]int{}}
+	for i, n := range ttftNames {
+		st.TTFT[n] = f.theta[i]
+	}
+	for i, n := range tpotNames {
+		st.TPOT[n] = f.theta[nTTFT+i]
+	}
+	for k, v := range f.scales {
+		st.Speeds[k] = v
+	}
+	for _, e := range endpoints {
+		st.InFlight[e] = p.state.flight.InFlight(e)
+	}
+	return st
 }

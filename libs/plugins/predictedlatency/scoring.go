@@ -312,6 +312,7 @@ func (p *Plugin) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effe
 		endpoint: e.Endpoints[0],
 		own:      decisionID == p.state.lastOwn.Load(),
 	}
+	s.x = new(features)
 	copy(s.x.ttft[:], v[valTTFT0:valTTFT0+nTTFT])
 	copy(s.x.tpot[:], v[valTPOT0:valTPOT0+nTPOT])
 	if at.IsZero() {
@@ -333,6 +334,7 @@ func (p *Plugin) ResponseComplete(_ context.Context, _ *scheduling.Request, resp
 		tpot:     resp.Usage.TPOT.Seconds(),
 		e2e:      resp.Usage.Duration.Seconds(),
 		output:   float64(resp.Usage.CompletionTokens),
+		prompt:   float64(resp.Usage.PromptTokens),
 	}
 	if o.at.IsZero() {
 		o.at = time.Now()
@@ -364,7 +366,10 @@ func (p *Plugin) InheritState(prev scheduling.Plugin) bool {
 
 // EndpointRemoved implements scheduling.EndpointRemover: the endpoint's
 // samples leave the model.
-func (p *Plugin) EndpointRemoved(name string) { p.state.model.drop(name) }
+func (p *Plugin) EndpointRemoved(name string) {
+	p.state.model.drop(name)
+	p.state.progress.forget(name)
+}
 
 // Refit fits the model to the samples held now (it otherwise refits as
 // requests finish, at most every 250 ms).

@@ -40,7 +40,7 @@ type bucket struct {
 func scrapeDecisionLag(ctx context.Context, pickers []stackstate.Service) (*DecisionLag, error) {
 	merged := map[float64]float64{}
 	for _, p := range pickers {
-		bs, err := scrapeBuckets(ctx, "http://"+p.Ops+"/metrics", lagMetric)
+		bs, err := scrapeBuckets(ctx, "http://"+p.Ops+"/metrics", lagMetric, "")
 		if err != nil {
 			return nil, fmt.Errorf("decision lag of %s: %w", p.Name, err)
 		}
@@ -52,11 +52,16 @@ func scrapeDecisionLag(ctx context.Context, pickers []stackstate.Service) (*Deci
 	for le, c := range merged {
 		bs = append(bs, bucket{le, c})
 	}
-	slices.SortFunc(bs, func(a, b bucket) int { return compareFloat(a.le, b.le) })
+	sortBuckets(bs)
 	if len(bs) == 0 || bs[len(bs)-1].count == 0 {
 		return nil, nil
 	}
 	return &DecisionLag{Count: int64(bs[len(bs)-1].count), P50: quantile(bs, 0.5), P90: quantile(bs, 0.9), P99: quantile(bs, 0.99)}, nil
+}
+
+// sortBuckets sorts buckets by their bound.
+func sortBuckets(bs []bucket) {
+	slices.SortFunc(bs, func(a, b bucket) int { return compareFloat(a.le, b.le) })
 }
 
 func compareFloat(a, b float64) int {
@@ -70,8 +75,9 @@ func compareFloat(a, b float64) int {
 }
 
 // scrapeBuckets returns the cumulative buckets of histogram name in the
-// Prometheus text exposition at url.
-func scrapeBuckets(ctx context.Context, url, name string) ([]bucket, error) {
+// Prometheus text exposition at url, of the series with the label pair
+// label (`kind="ttft"`; empty: a histogram without labels).
+func scrapeBuckets(ctx context.Context, url, name, label string) ([]bucket, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -87,13 +93,17 @@ func scrapeBuckets(ctx context.Context, url, name string) ([]bucket, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseBuckets(resp.Body, name)
+	return parseBuckets(resp.Body, name, label)
 }
 
 // parseBuckets reads the `<name>_bucket{le="..."} <count>` lines of a text
-// exposition (a histogram without other labels).
-func parseBuckets(r io.Reader, name string) ([]bucket, error) {
+// exposition, or with label set, the `<name>_bucket{<label>,le="..."}
+// <count>` lines (the Go client writes labels sorted, le last).
+func parseBuckets(r io.Reader, name, label string) ([]bucket, error) {
 	prefix := name + `_bucket{le="`
+	if label != "" {
+		prefix = name + `_bucket{` + label + `,le="`
+	}
 	var out []bucket
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -17,7 +17,7 @@ hermod_picker_projection_decision_lag_seconds_sum 0.5
 hermod_picker_projection_decision_lag_seconds_count 100
 other_bucket{le="1"} 7
 `
-	bs, err := parseBuckets(strings.NewReader(text), lagMetric)
+	bs, err := parseBuckets(strings.NewReader(text), lagMetric, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ other_bucket{le="1"} 7
 			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
 		}
 	}
-	if _, err := parseBuckets(strings.NewReader(lagMetric+`_bucket{le="x"} 1`), lagMetric); err == nil {
+	if _, err := parseBuckets(strings.NewReader(lagMetric+`_bucket{le="x"} 1`), lagMetric, ""); err == nil {
 		t.Error("a malformed bound parsed")
 	}
 }

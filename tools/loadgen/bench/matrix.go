@@ -599,6 +599,7 @@ func (r *RoutingReport) Markdown(w io.Writer) {
 		if c, ok := r.Charts["orders-"+s.Scenario]; ok {
 			fmt.Fprintf(w, "\n![%s: %s per order](%s)\n", s.Scenario, keyName(s.Key), c)
 		}
+		r.predictionErrors(w, s.Scenario)
 	}
 
 	fmt.Fprintln(w, "\n## Appendix: every run")
@@ -620,6 +621,43 @@ func (r *RoutingReport) Markdown(w io.Writer) {
 		if c, ok := r.Charts[run.Spec.Name]; ok {
 			fmt.Fprintf(w, "- [%s](%s)\n", run.Spec.Name, c)
 		}
+	}
+}
+
+// predictionErrors writes, for the scenario's runs whose picker predicted
+// latencies, the median absolute percentage error of each kind of
+// prediction: mean, least and greatest over the orders.
+func (r *RoutingReport) predictionErrors(w io.Writer, scenario string) {
+	type key struct{ policy, kind string }
+	medians := map[key][]float64{}
+	var policies []string
+	for _, run := range r.Runs {
+		if run.Spec.Scenario != scenario {
+			continue
+		}
+		for _, kind := range predictionKinds {
+			if pe := run.PredictionError[kind]; pe != nil {
+				k := key{run.Spec.Stack.Policy, kind}
+				if !slices.Contains(policies, k.policy) {
+					policies = append(policies, k.policy)
+				}
+				medians[k] = append(medians[k], 100*pe.P50)
+			}
+		}
+	}
+	if len(policies) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nLatency predictions, median absolute percentage error over each run's workload (warm-up left out); mean (least–greatest) over the orders:")
+	fmt.Fprintln(w)
+	for _, p := range policies {
+		var parts []string
+		for _, kind := range predictionKinds {
+			if xs := medians[key{p, kind}]; len(xs) > 0 {
+				parts = append(parts, kind+" "+statText(statOf(xs), "%.1f%%"))
+			}
+		}
+		fmt.Fprintf(w, "- %s: %s\n", p, strings.Join(parts, ", "))
 	}
 }
 

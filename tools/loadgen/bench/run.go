@@ -40,6 +40,11 @@ type RunResult struct {
 	// (nil where the machine does not tell).
 	LoadStart *LoadAvg `json:"load_start,omitempty"`
 	LoadEnd   *LoadAvg `json:"load_end,omitempty"`
+	// PredictionError is how far a latency predictor's predictions
+	// (predicted-latency-scorer) were from what the workload's requests
+	// showed, by kind: ttft, tpot (streamed requests), e2e (unstreamed).
+	// Nil when no predictor ran.
+	PredictionError map[string]*PredictionError `json:"prediction_error,omitempty"`
 }
 
 // Run starts a stack for spec, sends its workload, stops the stack and
@@ -86,6 +91,7 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 			return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), st.stop())
 		}
 	}
+	before, _ := scrapePredictionErrors(ctx, st.state.Pickers)
 	res, runErr := runner.Run(ctx, spec.Workload, runner.Options{
 		BaseURL: "http://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap, Pods: pods, SampleInterval: spec.SampleInterval,
@@ -99,6 +105,16 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 			fmt.Fprintf(env.Progress, "run %s: %v\n", spec.Name, err)
 		}
 	}
+	var predErr map[string]*PredictionError
+	if runErr == nil && before != nil {
+		if after, err := scrapePredictionErrors(ctx, st.state.Pickers); err == nil {
+			if pe := after.since(before); len(pe) > 0 {
+				predErr = pe
+			}
+		} else if env.Progress != nil {
+			fmt.Fprintf(env.Progress, "run %s: %v\n", spec.Name, err)
+		}
+	}
 	stopErr := st.stop()
 	if runErr != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, runErr)
@@ -108,12 +124,17 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 	}
 	out := &RunResult{
 		Spec: spec, Bound: IdealBound(spec.Workload, spec.Fleet), Results: res, Wall: time.Since(began), DecisionLag: lag,
-		LoadStart: loadStart, LoadEnd: loadEnd,
+		LoadStart: loadStart, LoadEnd: loadEnd, PredictionError: predErr,
 	}
 	if env.Progress != nil {
 		res.PrintSummary(env.Progress)
 		if lag != nil {
 			fmt.Fprintf(env.Progress, "decisions reached the other pickers in p50 %.2f ms, p99 %.2f ms (wall, %d folds)\n", 1e3*lag.P50, 1e3*lag.P99, lag.Count)
+		}
+		for _, kind := range predictionKinds {
+			if pe := predErr[kind]; pe != nil {
+				fmt.Fprintf(env.Progress, "%s predictions: median absolute error %.1f%%, p90 %.1f%% (%d requests)\n", kind, 100*pe.P50, 100*pe.P90, pe.Count)
+			}
 		}
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hermod/hermod/libs/plugins/activerequest"
 	"github.com/hermod/hermod/libs/plugins/nohitlru"
+	"github.com/hermod/hermod/libs/plugins/predictedlatency"
 	"github.com/hermod/hermod/libs/plugins/prefix"
 )
 
@@ -18,6 +19,8 @@ type ProjectionState struct {
 	ConfigRevision int64                    `json:"config_revision"`
 	InFlight       int                      `json:"in_flight"`
 	Endpoints      map[string]EndpointState `json:"endpoints"`
+	// LatencyModel is predicted-latency-scorer's model, when configured.
+	LatencyModel *predictedlatency.ModelState `json:"latency_model,omitempty"`
 }
 
 // EndpointState is one endpoint's share of the projections.
@@ -55,6 +58,9 @@ func (a *app) projectionState() ProjectionState {
 				e.PrefixBlocks = p.Index().Blocks(n)
 				st.Endpoints[n] = e
 			}
+		case *predictedlatency.Plugin:
+			m := p.Model(names)
+			st.LatencyModel = &m
 		case *nohitlru.Scorer:
 			for n, r := range p.ColdRanks(names) {
 				e := st.Endpoints[n]

@@ -294,6 +294,8 @@ func toMetrics(m *eventsv1.PodMetrics) *scheduling.Metrics {
 		MaxLoRAs:        int(m.GetMaxLora()),
 		RunningLoRAs:    m.GetRunningLoraAdapters(),
 		WaitingLoRAs:    m.GetWaitingLoraAdapters(),
+		PromptTokens:    m.GetPromptTokensTotal(),
+		OutputTokens:    m.GetGenerationTokensTotal(),
 		UpdatedAt:       at,
 	}
 }
