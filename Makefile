@@ -36,9 +36,10 @@ help:
 	@echo "make build        build every module and the binaries into bin/"
 	@echo "make proto        regenerate libs/api from proto/"
 	@echo "make lint         golangci-lint over every module"
-	@echo "make bench        the routing benchmark: round-robin against load-aware on reference/000's workload"
-	@echo "                  (report in bench-out/routing; BENCH_ARGS='--speed 5' passes flags to hermod-bench)"
-	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing"
+	@echo "make bench        the routing benchmark: round-robin, load-aware and predicted-latency over five arrival"
+	@echo "                  orders and three fleets (about 35 min; report in bench-out/routing;"
+	@echo "                  BENCH_ARGS='--orders 2' passes flags to hermod-bench)"
+	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing (noisy neighbour on)"
 	@echo "make bench-multi  20 gateways, 20 pods: per-gateway least-request against the events and Valkey global views"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
@@ -125,18 +126,22 @@ fuzz: fuzz-smoke
 
 test: vet lint proto-check build unit fuzz-smoke
 
-# The routing benchmark: two stacks (round-robin, then load-aware) on the
-# same seeded vllm-sim fleet, reference/000's workload; writes the report,
-# the results and the queue charts to bench-out/routing.
+# The routing benchmark: round-robin, reference/000's load-aware and the
+# recommended predicted-latency config, each on five arrival orders of
+# reference/000's workload over four identical pods and over four with
+# one at half speed, and on five seeds of a mixed-size Poisson workload
+# over pods at speeds 1,1,0.5,2; writes the report, the results and the
+# charts to bench-out/routing (about 35 minutes).
 BENCH_ARGS ?=
 bench: apt-deps binaries
 	$(BIN)/hermod-bench routing --out bench-out/routing $(BENCH_ARGS)
 
 # The prefix benchmark: random, load-only, approximate prefix + load and
-# precise prefix + load on a shared-prefix chat workload over 8 pods;
-# writes to bench-out/prefix.
+# precise prefix + load on a shared-prefix chat workload over 8 pods,
+# with a noisy neighbour burning a core beside the stack; writes to
+# bench-out/prefix.
 bench-prefix: apt-deps binaries
-	$(BIN)/hermod-bench prefix --out bench-out/prefix $(BENCH_ARGS)
+	$(BIN)/hermod-bench prefix --out bench-out/prefix --noisy-neighbour 1 $(BENCH_ARGS)
 
 # The many-gateways benchmark: 20 gateways each with its own picker, 20
 # pods serving one ~1 s request at a time, at 90% of capacity; per-gateway

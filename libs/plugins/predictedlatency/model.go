@@ -15,10 +15,10 @@ import (
 // prefilled before its first token (its own uncached prompt, and the
 // prompts still being prefilled there) and from how much every step costs
 // while that happens (the sequences decoding, their context); its TPOT from
-// the batch it will decode in over its lifetime: the requests in flight
-// weighted by how much of its output each will still be running for
-// (processor sharing), their context, and the prefill work they interleave.
-// The units keep every feature near 1 for a loaded 8B-class pod.
+// the batch it will decode in: the requests in flight (under steady
+// traffic, new arrivals take the places of those that finish), their
+// context over its lifetime, and the prefill work they interleave. The
+// units keep every feature near 1 for a loaded 8B-class pod.
 const (
 	tOne       = iota // intercept
 	tUncached         // own uncached prompt tokens / 1e3
@@ -151,6 +151,22 @@ func (f *fit) predict(key string, x *features) (ttft, tpot float64) {
 		tpot += f.theta[nTTFT+i] * v
 	}
 	return max(g*ttft, minPrediction), max(h*tpot, minPrediction)
+}
+
+// delayAdded predicts how much later the requests in flight to an
+// endpoint finish, together, when a new request joins them: each decoding
+// step they share with it (overlap) is longer by its cost (a sequence, and
+// attention over its context), and each request decoding now waits once
+// for its uncached prompt's prefill. From the model's coefficients (a
+// decode step costs dBatch/100 per sequence and dContext/1e5 per context
+// token; a prompt token tUncached/1e3), at the endpoint's speed.
+func (f *fit) delayAdded(key string, prompt, uncached, output, overlap, decoding float64) float64 {
+	g, h := f.scale(key)
+	perSeq := max(f.theta[nTTFT+dBatch], 0) / 100
+	perToken := max(f.theta[nTTFT+dContext], 0) / 1e5
+	perPrompt := max(f.theta[tUncached], 0) / 1e3
+	step := perSeq + perToken*(prompt+output/2)
+	return h*step*overlap + g*perPrompt*uncached*decoding
 }
 
 // minPrediction keeps predictions positive (a fit may extrapolate below 0).

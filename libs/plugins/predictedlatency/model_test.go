@@ -244,3 +244,32 @@ func BenchmarkFit(b *testing.B) {
 		fitMap(all)
 	}
 }
+
+// The delay a request adds to those in flight grows with the steps it
+// shares with them, its context and the endpoint's slowness, and with its
+// prefill for the ones decoding.
+func TestDelayAdded(t *testing.T) {
+	f := fitSamples(nil, nil)
+	f.scales = map[string][2]float64{"slow": {2, 2}}
+	base := f.delayAdded("x", 1000, 1000, 100, 0, 0)
+	if base != 0 {
+		t.Fatalf("alone: %v", base)
+	}
+	one := f.delayAdded("x", 1000, 0, 100, 100, 0)
+	// a decode step costs dBatch/100 per sequence plus dContext/1e5 per
+	// context token (prompt + half its output)
+	want := 100 * (prior[nTTFT+dBatch]/100 + prior[nTTFT+dContext]/1e5*1050)
+	if math.Abs(one-want) > 1e-12 {
+		t.Fatalf("delay over 100 shared steps %v, want %v", one, want)
+	}
+	if two := f.delayAdded("x", 1000, 0, 100, 200, 0); math.Abs(two-2*one) > 1e-12 {
+		t.Fatalf("twice the overlap: %v, want %v", two, 2*one)
+	}
+	if slow := f.delayAdded("slow", 1000, 0, 100, 100, 0); math.Abs(slow-2*one) > 1e-12 {
+		t.Fatalf("on a pod twice as slow: %v, want %v", slow, 2*one)
+	}
+	prefill := f.delayAdded("x", 1000, 500, 100, 0, 4)
+	if want := 4 * 500 * prior[tUncached] / 1e3; math.Abs(prefill-want) > 1e-12 {
+		t.Fatalf("prefill delay %v, want %v", prefill, want)
+	}
+}

@@ -2,7 +2,8 @@
 // candidate's time to first token (TTFT) and time per output token (TPOT)
 // for the request at hand, and routes to the endpoint that meets the
 // request's latency SLO (x-slo-ttft-ms, x-slo-tpot-ms) or, without one,
-// to the endpoint that answers it soonest.
+// to the endpoint where it adds the least predicted latency (its own and
+// the delay it causes the requests already there).
 //
 // The predictor runs in process, in well under a microsecond per
 // candidate. It is a projection of the decision and completion streams:
@@ -203,7 +204,12 @@ type candidate struct {
 	inFlight    int
 	ttft, tpot  float64
 	e2e         float64
-	meets       bool
+	// overlap is the decode steps the requests in flight share with this
+	// one (the sum of min(their remaining, its output)), decoding how
+	// many of them decode now: the delay it adds to them
+	overlap, decoding float64
+	cost              float64 // e2e plus the delay added to the others
+	meets             bool
 	prefill     bool // a prefill endpoint: its TPOT does not count
 }
 
@@ -305,6 +311,7 @@ func (p *Plugin) predict(ctx context.Context, cs *scheduling.CycleState, req *sc
 		if !cd.prefill {
 			cd.e2e += max(c.output-1, 0) * cd.tpot
 		}
+		cd.cost = cd.e2e + f.delayAdded(e.Name, c.prompt, cd.uncached, c.output, cd.overlap, cd.decoding)
 		cd.meets = (c.sloTTFT == 0 || cd.ttft <= c.sloTTFT) && (c.sloTPOT == 0 || cd.prefill || cd.tpot <= c.sloTPOT)
 		c.preds[e.Name] = cd
 		out[i] = cd
@@ -367,6 +374,7 @@ func (p *Plugin) features(c *cycle, cd *candidate, e *scheduling.Endpoint, match
 		correct(work, promptIn, outputIn, predPrompt, predOutput, prompts)
 	}
 	var pending, decoding, context, batch, batchContext float64
+	cd.overlap = 0
 	for i := range work {
 		w := &work[i]
 		remaining := max(w.output-w.generated, 1)
@@ -374,10 +382,14 @@ func (p *Plugin) features(c *cycle, cd *candidate, e *scheduling.Endpoint, match
 		pending += w.uncached * w.pending
 		decoding += 1 - w.pending
 		context += (1 - w.pending) * ctx
-		share := min(remaining, o) / o
-		batch += share
-		batchContext += ctx * share
+		// the batch it will decode in: those in flight now (as they
+		// finish, new arrivals take their places: under steady traffic
+		// the batch a request starts with is the batch it keeps)
+		batch++
+		batchContext += ctx + min(remaining, o)/2
+		cd.overlap += min(remaining, o)
 	}
+	cd.decoding = decoding
 	cd.inFlight = n
 	var waiting, kv float64
 	if m := e.Metrics; m != nil {

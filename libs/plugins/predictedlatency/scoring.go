@@ -10,10 +10,14 @@ import (
 
 // Score implements scheduling.Scorer.
 //
-// Without an SLO the request goes to the endpoint predicted to answer it
-// soonest: score = the lowest predicted end-to-end time among the
-// candidates (TTFT plus the expected output at the predicted TPOT) over
-// the endpoint's own, so the best scores 1.
+// Without an SLO the request goes where it adds the least predicted
+// latency: its own predicted end-to-end time (TTFT plus its expected
+// output at the predicted TPOT) plus the delay it adds to the requests in
+// flight there (each decoding step it shares with them is longer by its
+// cost). Counting only its own latency would be selfish: every request
+// would crowd onto the fastest pod until the fast pod is as slow as the
+// others, long requests included. score = the lowest such cost among the
+// candidates over the endpoint's own, so the best scores 1.
 //
 // With an SLO, the endpoints predicted to meet it (the positive tier) are
 // scored by headroom (least or most first, as headroomSelectionStrategy
@@ -47,10 +51,10 @@ func (p *Plugin) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 	if c.sloTTFT == 0 && c.sloTPOT == 0 {
 		best := math.Inf(1)
 		for _, i := range in {
-			best = min(best, cands[i].e2e)
+			best = min(best, cands[i].cost)
 		}
 		for _, i := range in {
-			scores[i] = best / cands[i].e2e
+			scores[i] = best / cands[i].cost
 		}
 		return
 	}

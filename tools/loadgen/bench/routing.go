@@ -153,7 +153,7 @@ func DefaultHetero() HeteroOptions {
 	return HeteroOptions{
 		Workload: workload.MixedOptions{Requests: 1200, Classes: workload.DefaultMixedClasses(), Seed: workload.ReferenceCommand().Seed},
 		PodSpeed: []float64{1, 1, 0.5, 2},
-		Load:     0.75,
+		Load:     0.6,
 		Stream:   true,
 	}
 }
