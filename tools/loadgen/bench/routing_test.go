@@ -124,8 +124,9 @@ func TestRoutingOptionsValidate(t *testing.T) {
 	}
 }
 
-// At the default rate the hetero workload offers 70-80% of the fleet's
-// capacity on the ideal bound's cost model.
+// At the default rate the hetero workload offers 55-65% of the fleet's
+// capacity on the ideal bound's cost model (whose perfect batching no
+// pod reaches: the pods are busier than that).
 func TestHeteroDefaultLoad(t *testing.T) {
 	h := DefaultHetero()
 	f := HeteroFleet(RoutingFleet(), h.PodSpeed)
@@ -140,11 +141,11 @@ func TestHeteroDefaultLoad(t *testing.T) {
 	}
 	b := IdealBound(w, f)
 	perRequest := b.Work / float64(len(w.Requests))
-	if load := rate * perRequest / b.Capacity; math.Abs(load-0.75) > 1e-9 {
+	if load := rate * perRequest / b.Capacity; math.Abs(load-0.6) > 1e-9 {
 		t.Fatalf("rate %.2f/s offers %.3f of the capacity", rate, load)
 	}
 	// the Poisson process's actual offer over its arrivals
-	if load := b.Work / (b.Capacity * w.Duration().Seconds()); load < 0.70 || load > 0.80 {
+	if load := b.Work / (b.Capacity * w.Duration().Seconds()); load < 0.55 || load > 0.65 {
 		t.Fatalf("the default workload offers %.3f of the capacity over its %.0fs", load, w.Duration().Seconds())
 	}
 	if b.Capacity != 4.5 || rate < 5 || rate > 20 {
