@@ -306,7 +306,7 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, _ *sch
 // predictions it recorded. An effect of another layout is skipped.
 func (p *Plugin) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effect) {
 	v := e.Values
-	if len(v) < nValues || v[valLayout] != layoutVersion1 || len(e.Endpoints) == 0 {
+	if len(v) < nValues || v[valLayout] != layoutVersion1 || len(e.Endpoints) == 0 || !validValues(v) {
 		return
 	}
 	s := inflight{
@@ -326,12 +326,33 @@ func (p *Plugin) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effe
 	p.state.flight.StartWith(decisionID, e.Endpoints[:1], at, s)
 }
 
+// validValues reports whether effect values can be trusted: every one
+// finite and not negative (an event from a faulty or hostile replica must
+// not poison every replica's model).
+func validValues(v []float64) bool {
+	for _, x := range v[:nValues] {
+		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || x > maxValue {
+			return false
+		}
+	}
+	return true
+}
+
+// maxDuration bounds a measured latency: beyond it, not a measurement.
+const maxDuration = 24 * time.Hour
+
+// maxValue bounds an effect value (tokens, seconds): beyond it, a value is
+// not a measurement.
+const maxValue = 1e9
+
 // ResponseComplete implements scheduling.ResponseComplete: the request is
 // no longer in flight, and a request that succeeded teaches the model
 // what its latencies were.
 func (p *Plugin) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
+	u := resp.Usage
 	o := outcome{
-		ok:       resp.StatusCode >= 200 && resp.StatusCode < 300 && resp.Usage.CompletionTokens > 0,
+		ok: resp.StatusCode >= 200 && resp.StatusCode < 300 && u.CompletionTokens > 0 && u.PromptTokens >= 0 &&
+			u.TTFT >= 0 && u.TPOT >= 0 && u.Duration >= 0 && u.CompletionTokens < maxValue && u.Duration < maxDuration,
 		streamed: resp.Streamed,
 		at:       resp.Time,
 		ttft:     resp.Usage.TTFT.Seconds(),
@@ -383,7 +404,7 @@ func (p *Plugin) Refit() { p.state.model.refit() }
 // features of a decision's effect on endpoint (tests and tools).
 func (p *Plugin) Predict(endpoint string, e *scheduling.Effect) (ttft, tpot time.Duration, ok bool) {
 	v := e.Values
-	if len(v) < nValues || v[valLayout] != layoutVersion1 {
+	if len(v) < nValues || v[valLayout] != layoutVersion1 || !validValues(v) {
 		return 0, 0, false
 	}
 	var x features
