@@ -210,7 +210,7 @@ type candidate struct {
 	overlap, decoding float64
 	cost              float64 // e2e plus the delay added to the others
 	meets             bool
-	prefill     bool // a prefill endpoint: its TPOT does not count
+	prefill           bool // a prefill endpoint: its TPOT does not count
 }
 
 // Release implements scheduling.Releaser.
