@@ -175,7 +175,7 @@ const minPrediction = 1e-5
 // Fit tuning.
 const (
 	priorRows  = 8    // the prior weighs like this many rows per coefficient
-	scaleRows  = 0.25 // a key's scales start at 1 with this weight
+	scaleRows  = 0.05 // a key's scales start at 1 with this weight
 	fitRounds  = 4    // alternations of the shared fit and the keys' scales
 	minObserve = 1e-4
 )
