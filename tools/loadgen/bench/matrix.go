@@ -473,18 +473,8 @@ func (r *RoutingReport) Write(dir string) (string, error) {
 				runs = append(runs, run)
 			}
 		}
-		xMax, yMax := queueScales(runs)
-		for _, run := range runs {
-			if err := WriteResult(dir, run); err != nil {
-				return "", err
-			}
-			name, err := writeQueueChart(dir, run, xMax, yMax)
-			if err != nil {
-				return "", err
-			}
-			if name != "" {
-				r.Charts[run.Spec.Name] = name
-			}
+		if err := writeRuns(dir, runs, r.Charts); err != nil {
+			return "", err
 		}
 		name := "orders-" + s.Scenario + ".png"
 		if err := writeChart(dir, name, s.ordersChart()); err != nil {

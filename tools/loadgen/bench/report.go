@@ -93,6 +93,26 @@ func newRow(run *RunResult, base float64) Row {
 	return row
 }
 
+// writeRuns saves each run's results JSON and its queue chart (the runs'
+// charts on shared scales) into dir, recording the charts' file names by
+// run in charts.
+func writeRuns(dir string, runs []*RunResult, charts map[string]string) error {
+	xMax, yMax := queueScales(runs)
+	for _, run := range runs {
+		if err := WriteResult(dir, run); err != nil {
+			return err
+		}
+		name, err := writeQueueChart(dir, run, xMax, yMax)
+		if err != nil {
+			return err
+		}
+		if name != "" {
+			charts[run.Spec.Name] = name
+		}
+	}
+	return nil
+}
+
 // Write saves the report into dir: each run's results JSON, a queue chart
 // per run (queue-<run>.png, shared scales), report.json and report.md. It
 // returns the markdown.
@@ -100,18 +120,8 @@ func (r *Report) Write(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
-	xMax, yMax := queueScales(r.Runs)
-	for _, run := range r.Runs {
-		if err := WriteResult(dir, run); err != nil {
-			return "", err
-		}
-		name, err := writeQueueChart(dir, run, xMax, yMax)
-		if err != nil {
-			return "", err
-		}
-		if name != "" {
-			r.Charts[run.Spec.Name] = name
-		}
+	if err := writeRuns(dir, r.Runs, r.Charts); err != nil {
+		return "", err
 	}
 	if r.Runs[0].Spec.Stream {
 		if err := r.writeTTFTChart(dir); err != nil {
