@@ -140,6 +140,10 @@ type projection struct {
 		InFlight     int `json:"in_flight"`
 		PrefixBlocks int `json:"prefix_blocks"`
 	} `json:"endpoints"`
+	LatencyModel *struct {
+		Samples int                   `json:"samples"`
+		Speeds  map[string][2]float64 `json:"speeds"`
+	} `json:"latency_model"`
 }
 
 func (s *devstack) projection(t *testing.T, picker int) projection {

@@ -174,9 +174,8 @@ const minPrediction = 1e-5
 
 // Fit tuning.
 const (
-	priorRows  = 8    // the prior weighs like this many rows per coefficient
-	scaleRows  = 0.05 // a key's scales start at 1 with this weight
-	fitRounds  = 4    // alternations of the shared fit and the keys' scales
+	priorRows  = 8 // the prior weighs like this many rows per coefficient
+	fitRounds  = 4 // alternations of the shared fit and the keys' scales
 	minObserve = 1e-4
 )
 
@@ -193,8 +192,8 @@ type model struct {
 
 	mu      sync.Mutex
 	byKey   map[string][]sample // each sorted by stamp, newest perKey kept
-	pending int                 // samples since the last fit
-	lastFit time.Time
+	pending atomic.Int64        // samples since the last fit
+	lastFit atomic.Int64        // Unix nanoseconds
 	fitting atomic.Bool
 
 	current atomic.Pointer[fit]
@@ -230,19 +229,21 @@ func (m *model) add(key string, s sample) {
 		l = slices.Delete(l, 0, len(l)-m.perKey)
 	}
 	m.byKey[key] = l
-	m.pending++
+	m.pending.Add(1)
 	m.mu.Unlock()
 }
 
 // maybeRefit refits in the background when samples arrived since the
 // last fit and either enough did or the last fit is old enough (a fit of
-// 20 endpoints' 512 samples takes milliseconds: the completion that
-// triggers it does not wait for it).
+// 20 endpoints' 512 samples takes milliseconds: the completion or request
+// that triggers it does not wait for it). Without pending samples it
+// costs two atomic loads.
 func (m *model) maybeRefit() {
-	m.mu.Lock()
-	due := m.pending > 0 && (m.pending >= m.refitRows || m.now().Sub(m.lastFit) >= m.refitGap)
-	m.mu.Unlock()
-	if due && m.fitting.CompareAndSwap(false, true) {
+	n := m.pending.Load()
+	if n == 0 || (n < int64(m.refitRows) && m.now().UnixNano()-m.lastFit.Load() < int64(m.refitGap)) {
+		return
+	}
+	if m.fitting.CompareAndSwap(false, true) {
 		go func() {
 			defer m.fitting.Store(false)
 			m.fit()
@@ -310,7 +311,8 @@ func (m *model) fit() {
 		}
 		byKey[i] = slices.Clone(l)
 	}
-	m.pending, m.lastFit = 0, now
+	m.pending.Store(0)
+	m.lastFit.Store(now.UnixNano())
 	m.mu.Unlock()
 	start := time.Now()
 	m.current.Store(fitSamples(keys, byKey))
@@ -380,9 +382,11 @@ func fitSamples(keys []string, byKey [][]sample) *fit {
 			build()
 		}
 		f.theta = fitShared(rows, &base)
+		fits := make([]scaleFit, len(byKey))
 		for k, l := range byKey {
-			scales[k] = fitScales(l, &f.theta)
+			fits[k] = fitScales(l, &f.theta)
 		}
+		copy(scales, shrinkScales(fits))
 	}
 	for k, key := range keys {
 		f.scales[key] = scales[k]
@@ -432,28 +436,28 @@ func fitShared(rows []row, base *[nTheta]float64) [nTheta]float64 {
 	return theta
 }
 
-// fitScales fits a key's TTFT and TPOT factors to its samples, pulled
-// towards 1.
-func fitScales(l []sample, theta *[nTheta]float64) [2]float64 {
-	// rows: y = g*at + h*ad (at: the shared TTFT prediction, ad: the
-	// shared TPOT prediction times the tokens it applies to)
-	a := [2][2]float64{{scaleRows, 0}, {0, scaleRows}}
-	b := [2]float64{scaleRows, scaleRows}
-	add := func(at, ad, y float64) {
-		// scaled by 1/y: relative errors, and the prior's rows weigh alike
-		w := weight(y)
-		a[0][0] += w * at * at
-		a[0][1] += w * at * ad
-		a[1][1] += w * ad * ad
-		b[0] += w * at * y
-		b[1] += w * ad * y
-	}
+// scaleFit is a key's TTFT and TPOT factors fitted to its own samples
+// alone, with the data's weight behind each (the sum of w a^2: the
+// estimate's variance is the residual variance over it).
+type scaleFit struct {
+	est, info [2]float64
+	// sq and n are the key's weighted squared relative residuals and its
+	// rows, for the pooled residual variance
+	sq, n float64
+}
+
+// fitScales fits a key's TTFT and TPOT factors to its samples: y = g x
+// (the shared TTFT prediction) + h x (the shared TPOT prediction times the
+// tokens it applies to), weighted by 1/y^2. Keys with only unstreamed
+// samples get one factor for both (their TTFT and TPOT cannot be told
+// apart; a slower accelerator is slower at both).
+func fitScales(l []sample, theta *[nTheta]float64) scaleFit {
+	type row struct{ at, ad, y float64 }
+	rows := make([]row, 0, 2*len(l))
 	streamed := false
 	for i := range l {
-		streamed = streamed || l[i].ttft > 0 || l[i].tpot > 0
-	}
-	for i := range l {
 		s := &l[i]
+		streamed = streamed || s.ttft > 0 || s.tpot > 0
 		var at, ad float64
 		for j, v := range s.x.ttft {
 			at += theta[j] * v
@@ -462,36 +466,106 @@ func fitScales(l []sample, theta *[nTheta]float64) [2]float64 {
 			ad += theta[nTTFT+j] * v
 		}
 		if s.ttft > 0 {
-			add(at, 0, s.ttft)
+			rows = append(rows, row{at, 0, s.ttft})
 		}
 		if s.tpot > 0 {
-			add(0, ad, s.tpot)
+			rows = append(rows, row{0, ad, s.tpot})
 		}
 		if s.e2e > 0 && s.ttft == 0 {
-			add(at, max(s.output-1, 0)*ad, s.e2e)
+			rows = append(rows, row{at, max(s.output-1, 0) * ad, s.e2e})
 		}
 	}
+	var a [2][2]float64
+	var b [2]float64
+	for _, r := range rows {
+		w := weight(r.y)
+		a[0][0] += w * r.at * r.at
+		a[0][1] += w * r.at * r.ad
+		a[1][1] += w * r.ad * r.ad
+		b[0] += w * r.at * r.y
+		b[1] += w * r.ad * r.y
+	}
+	f := scaleFit{est: [2]float64{1, 1}}
+	const eps = 1e-9
 	if !streamed {
-		// only durations: TTFT and TPOT cannot be told apart, so one speed
-		// factor for both (a slower accelerator is slower at both)
-		// (the prior's row was added to each of the two; count it once)
-		num := b[0] + b[1] - scaleRows
-		den := a[0][0] + 2*a[0][1] + a[1][1] - scaleRows
-		if den <= 0 {
-			return [2]float64{1, 1}
+		den := a[0][0] + 2*a[0][1] + a[1][1]
+		if den > eps {
+			s := clampScale((b[0] + b[1]) / den)
+			f.est, f.info = [2]float64{s, s}, [2]float64{den, den}
 		}
-		s := clampScale(num / den)
-		return [2]float64{s, s}
+	} else {
+		det := a[0][0]*a[1][1] - a[0][1]*a[0][1]
+		if det > eps {
+			f.est = [2]float64{
+				clampScale((b[0]*a[1][1] - a[0][1]*b[1]) / det),
+				clampScale((a[0][0]*b[1] - a[0][1]*b[0]) / det),
+			}
+			f.info = [2]float64{a[0][0], a[1][1]}
+		}
 	}
-	a[1][0] = a[0][1]
-	det := a[0][0]*a[1][1] - a[0][1]*a[1][0]
-	if det <= 0 {
-		return [2]float64{1, 1}
+	for _, r := range rows {
+		res := (r.y - f.est[0]*r.at - f.est[1]*r.ad) / max(r.y, minObserve)
+		f.sq += res * res
+		f.n++
 	}
-	g := (b[0]*a[1][1] - a[0][1]*b[1]) / det
-	h := (a[0][0]*b[1] - a[1][0]*b[0]) / det
-	// a factor is a speed: never negative, never absurd
-	return [2]float64{clampScale(g), clampScale(h)}
+	return f
+}
+
+// shrinkScales pulls each key's factors towards the pool's, by how sure
+// its own estimate is against how much the keys differ (empirical Bayes):
+// with identical pods, a few noisy samples each leave every factor near
+// the pool's; a pod that really is slower keeps its factor from a handful
+// of samples. The variance of a key's estimate is the pooled residual
+// variance over the data's weight behind it; the spread of the true
+// factors is what the estimates spread beyond 1.5 times that.
+func shrinkScales(fits []scaleFit) [][2]float64 {
+	out := make([][2]float64, len(fits))
+	var sq, n float64
+	for _, f := range fits {
+		sq, n = sq+f.sq, n+f.n
+	}
+	sigma2 := 0.01 // a 10% residual before there are residuals to go by
+	if n > 1 {
+		sigma2 = max(sq/(n-1), 1e-4)
+	}
+	for d := range 2 {
+		var est, vars []float64
+		var idx []int
+		for k, f := range fits {
+			out[k][d] = 1
+			if f.info[d] > 0 {
+				est = append(est, f.est[d])
+				vars = append(vars, sigma2/f.info[d])
+				idx = append(idx, k)
+			}
+		}
+		if len(est) == 0 {
+			continue
+		}
+		// the precision-weighted mean
+		var num, den float64
+		for i := range est {
+			num += est[i] / vars[i]
+			den += 1 / vars[i]
+		}
+		mean := num / den
+		tau2 := 0.0
+		if len(est) > 1 {
+			var spread, meanVar float64
+			for i := range est {
+				spread += (est[i] - mean) * (est[i] - mean)
+				meanVar += vars[i]
+			}
+			// a spread within 1.5 times what the estimates' own noise
+			// makes is taken for noise (with a few keys, the spread of
+			// their estimates is itself a noisy measure)
+			tau2 = max(spread/float64(len(est)-1)-1.5*meanVar/float64(len(est)), 0)
+		}
+		for i, k := range idx {
+			out[k][d] = clampScale(mean + (est[i]-mean)*tau2/(tau2+vars[i]))
+		}
+	}
+	return out
 }
 
 func clampScale(v float64) float64 { return min(max(v, 0.05), 20) }

@@ -273,3 +273,51 @@ func TestDelayAdded(t *testing.T) {
 		t.Fatalf("prefill delay %v, want %v", prefill, want)
 	}
 }
+
+// Each pod's factor is pulled towards the pool's by how sure its own
+// estimate is against how much the pods differ: identical pods with few,
+// noisy samples come out alike; a slower pod keeps its factor from two
+// samples.
+func TestScalesShrinkByEvidence(t *testing.T) {
+	noisy := func(tr *truth, rng *rand.Rand, n map[string]int, noise float64) map[string][]sample {
+		out := map[string][]sample{}
+		id := uint64(1)
+		pods := make([]string, 0, len(n))
+		for pod := range n {
+			pods = append(pods, pod)
+		}
+		sort.Strings(pods)
+		for _, pod := range pods {
+			for range n[pod] {
+				x, output := randomFeatures(rng)
+				ttft, tpot := tr.latencies(pod, &x)
+				e := func() float64 { return 1 + noise*(2*rng.Float64()-1) }
+				out[pod] = append(out[pod], sample{stamp: scheduling.StampOf(id, time.Unix(1e9, int64(id))), x: x, output: output, e2e: (ttft + (output-1)*tpot) * e()})
+				id++
+			}
+		}
+		return out
+	}
+	for seed := range uint64(5) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		same := newTruth(rng, map[string]float64{"a": 1, "b": 1, "c": 1, "d": 1})
+		f := fitMap(noisy(same, rng, map[string]int{"a": 8, "b": 8, "c": 8, "d": 8}, 0.2))
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, k := range []string{"a", "b", "c", "d"} {
+			g, _ := f.scale(k)
+			lo, hi = min(lo, g), max(hi, g)
+		}
+		if hi/lo > 1.05 {
+			t.Errorf("seed %d: identical pods' factors %.3f..%.3f with 8 samples of 20%% noise each", seed, lo, hi)
+		}
+		slow := newTruth(rng, map[string]float64{"a": 1, "b": 1, "c": 1, "d": 0.5})
+		f = fitMap(noisy(slow, rng, map[string]int{"a": 10, "b": 10, "c": 10, "d": 2}, 0.05))
+		ga, _ := f.scale("a")
+		gd, _ := f.scale("d")
+		// (two samples: the shared fit's departures from the truth's
+		// shape move the estimate a little)
+		if r := gd / ga; r < 1.7 || r > 2.3 {
+			t.Errorf("seed %d: a pod at half speed with two samples is %.2fx slower, want 2", seed, r)
+		}
+	}
+}

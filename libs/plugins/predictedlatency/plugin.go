@@ -230,6 +230,10 @@ func (c *cycle) Release() {
 // expected output, SLOs and priority, before the scheduler's lock.
 func (p *Plugin) PrepareCycle(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, _ []*scheduling.Endpoint) {
 	p.request(cs, req)
+	// samples that arrived since the last fit are fitted now, in the
+	// background (completions refit too, at most every 250 ms: the last
+	// ones before a quiet spell wait for the next request)
+	p.state.model.maybeRefit()
 }
 
 // request returns the cycle's request-level state, computing it once.
