@@ -4,6 +4,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hermod/hermod/libs/jsonenc"
+	"github.com/hermod/hermod/libs/openai"
 )
 
 // Request is what the scheduler knows about one inference request.
@@ -18,8 +19,8 @@ type Request struct {
 	// Headers are the request headers with lower-case names. Plugins read
 	// them (x-session-token, SLO headers); header changes go in the Result.
 	Headers map[string]string
-	// Body is the parsed OpenAI request body.
-	Body Body
+	// Body is the OpenAI request body as the client sent it, parsed.
+	Body openai.Request
 	// TokenIDs is the tokenized prompt when a prepare-data plugin (or the
 	// client, for completions with token prompts) supplied one.
 	TokenIDs []uint32
@@ -28,55 +29,10 @@ type Request struct {
 	promptChars int // PromptChars + 1, once computed
 }
 
-// API is the OpenAI endpoint a body was sent to.
-type API uint8
-
-// The OpenAI APIs the scheduler understands.
-const (
-	APICompletions API = iota + 1
-	APIChatCompletions
-)
-
-func (a API) String() string {
-	switch a {
-	case APICompletions:
-		return "completions"
-	case APIChatCompletions:
-		return "chat_completions"
-	}
-	return "unknown"
-}
-
-// Body is the routing-relevant part of an OpenAI request body.
-type Body struct {
-	API API
-	// Prompt is the completions prompt (several prompts joined by "\n").
-	Prompt string
-	// Messages are the chat messages.
-	Messages []Message
-	// MaxTokens is the output limit the request sets (max_completion_tokens,
-	// else max_tokens); 0 when it sets none.
-	MaxTokens int
-	// Stream is whether the response is streamed.
-	Stream bool
-}
-
-// MediaKind is a bit set of multimodal content kinds.
-type MediaKind uint8
-
-// Media kinds found in chat content blocks.
-const (
-	MediaImage MediaKind = 1 << iota
-	MediaAudio
-	MediaVideo
-)
-
-// Message is one chat message: its role, the concatenated text of its
-// content, and the kinds of media blocks it carries.
-type Message struct {
-	Role    string
-	Content string
-	Media   MediaKind
+// NewRequest returns the Request of a parsed body; the model and a
+// token-id prompt are the body's.
+func NewRequest(id string, body openai.Request, headers map[string]string) *Request {
+	return &Request{ID: id, Model: body.Model, Headers: headers, Body: body, TokenIDs: body.TokenIDs}
 }
 
 // Header returns a request header by lower-case name.
@@ -85,8 +41,8 @@ func (r *Request) Header(name string) string {
 }
 
 // Media returns the union of the media kinds of every message.
-func (r *Request) Media() MediaKind {
-	var m MediaKind
+func (r *Request) Media() openai.MediaKind {
+	var m openai.MediaKind
 	for i := range r.Body.Messages {
 		m |= r.Body.Messages[i].Media
 	}
@@ -102,7 +58,7 @@ func (r *Request) PromptChars() int {
 		return r.promptChars - 1
 	}
 	n := 0
-	if r.Body.API == APIChatCompletions {
+	if r.Body.API == openai.APIChatCompletions {
 		for i := range r.Body.Messages {
 			n += utf8.RuneCountInString(r.Body.Messages[i].Content)
 		}
@@ -130,7 +86,7 @@ func (r *Request) PrefixText() []byte {
 	if r.prefixText != nil {
 		return r.prefixText
 	}
-	if r.Body.API != APIChatCompletions {
+	if r.Body.API != openai.APIChatCompletions {
 		r.prefixText = []byte(r.Body.Prompt)
 		return r.prefixText
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/decider"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
@@ -233,7 +234,7 @@ func TestAlwaysPD(t *testing.T) {
 
 func TestMultimodal(t *testing.T) {
 	d := schedulingtest.New[scheduling.EncodeDecider](t, schedulingtest.NewHandle(), decider.MultimodalType, "", "")
-	withMedia := func(m scheduling.MediaKind, at int) *scheduling.Request {
+	withMedia := func(m openai.MediaKind, at int) *scheduling.Request {
 		req := schedulingtest.Chat("r", "m", "describe this", "ok", "and this?")
 		req.Body.Messages[at].Media = m
 		return req
@@ -246,10 +247,10 @@ func TestMultimodal(t *testing.T) {
 		{"text chat", schedulingtest.Chat("r", "m", "hello", "hi"), false},
 		{"completion", schedulingtest.Completion("r", "m", "an image of a cat"), false},
 		{"empty chat", schedulingtest.Chat("r", "m"), false},
-		{"image", withMedia(scheduling.MediaImage, 0), true},
-		{"audio", withMedia(scheduling.MediaAudio, 2), true},
-		{"video", withMedia(scheduling.MediaVideo, 1), true},
-		{"image and audio", withMedia(scheduling.MediaImage|scheduling.MediaAudio, 2), true},
+		{"image", withMedia(openai.MediaImage, 0), true},
+		{"audio", withMedia(openai.MediaAudio, 2), true},
+		{"video", withMedia(openai.MediaVideo, 1), true},
+		{"image and audio", withMedia(openai.MediaImage|openai.MediaAudio, 2), true},
 	}
 	for _, c := range cases {
 		if got := d.ShouldEncode(context.Background(), schedulingtest.CycleState(1), c.req); got != c.want {
@@ -271,7 +272,7 @@ func TestMultimodalParsedContentBlocks(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"http://x/v.mp4"}}]}]}`, true},
 	}
 	for _, c := range cases {
-		req, err := scheduling.ParseRequest(scheduling.APIChatCompletions, []byte(c.body))
+		req, err := schedulingtest.ParseRequest(openai.APIChatCompletions, []byte(c.body))
 		if err != nil {
 			t.Fatalf("ParseRequest(%s): %v", c.body, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/headers"
 	_ "github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -83,7 +84,7 @@ func clientHeaders() map[string]string {
 
 func imageChat(id string) *scheduling.Request {
 	req := schedulingtest.Chat(id, "m", "what is in this picture?")
-	req.Body.Messages[0].Media = scheduling.MediaImage
+	req.Body.Messages[0].Media = openai.MediaImage
 	req.Headers = clientHeaders()
 	return req
 }

@@ -10,11 +10,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hermod/hermod/libs/inflight"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
 	"github.com/hermod/hermod/libs/redistest"
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -60,7 +62,7 @@ func fleet(waiting ...int) []*scheduling.Endpoint {
 
 func schedule(t *testing.T, s *scheduling.Scheduler, id string, eps []*scheduling.Endpoint) (*scheduling.Result, error) {
 	t.Helper()
-	req, err := scheduling.ParseRequest(scheduling.APICompletions, []byte(`{"model":"m","prompt":"hello"}`))
+	req, err := schedulingtest.ParseRequest(openai.APICompletions, []byte(`{"model":"m","prompt":"hello"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/kv/blockkey"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
@@ -207,7 +208,7 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 
 // tokenize renders and tokenizes the request's prompt.
 func (p *Plugin) tokenize(dst []uint32, req *scheduling.Request) []uint32 {
-	if req.Body.API == scheduling.APIChatCompletions {
+	if req.Body.API == openai.APIChatCompletions {
 		msgs := make([]tokenizer.Message, len(req.Body.Messages))
 		for i, m := range req.Body.Messages {
 			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -93,7 +94,7 @@ func hasWarning(warnings []string, parts ...string) bool {
 
 func imageChat(id string) *scheduling.Request {
 	req := schedulingtest.Chat(id, "m", "what is in this picture?")
-	req.Body.Messages[0].Media = scheduling.MediaImage
+	req.Body.Messages[0].Media = openai.MediaImage
 	return req
 }
 
@@ -255,7 +256,7 @@ func TestDisaggDecodeFirstThenEncodeThenPrefill(t *testing.T) {
 func TestDisaggEncodeForParsedImageContent(t *testing.T) {
 	s := schedulingtest.Scheduler(t, disaggAll)
 	body := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`
-	req, err := scheduling.ParseRequest(scheduling.APIChatCompletions, []byte(body))
+	req, err := schedulingtest.ParseRequest(openai.APIChatCompletions, []byte(body))
 	if err != nil {
 		t.Fatalf("ParseRequest: %v", err)
 	}

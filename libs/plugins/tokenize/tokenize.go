@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/tokenizer"
@@ -85,7 +86,7 @@ func (p *Plugin) PrepareData(_ context.Context, req *scheduling.Request) error {
 		return nil // the client sent token ids
 	}
 	switch req.Body.API {
-	case scheduling.APIChatCompletions:
+	case openai.APIChatCompletions:
 		msgs := make([]tokenizer.Message, len(req.Body.Messages))
 		for i, m := range req.Body.Messages {
 			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
@@ -98,7 +99,7 @@ func (p *Plugin) PrepareData(_ context.Context, req *scheduling.Request) error {
 		} else {
 			req.TokenIDs = p.tok.Encode(nil, text)
 		}
-	case scheduling.APICompletions:
+	case openai.APICompletions:
 		req.TokenIDs = p.tok.Encode(nil, req.Body.Prompt)
 	default:
 		return errNoPrompt

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -169,20 +170,30 @@ func Waiting(ws ...int) []*scheduling.Endpoint {
 	return eps
 }
 
+// ParseRequest parses an OpenAI body sent to api into a Request, as the
+// picker does.
+func ParseRequest(api openai.API, body []byte) (*scheduling.Request, error) {
+	r, err := openai.Parse(api, body)
+	if err != nil {
+		return nil, err
+	}
+	return scheduling.NewRequest("", r, nil), nil
+}
+
 // Completion is a completions request with prompt.
 func Completion(id, model, prompt string) *scheduling.Request {
-	return &scheduling.Request{ID: id, Model: model, Body: scheduling.Body{API: scheduling.APICompletions, Prompt: prompt}}
+	return &scheduling.Request{ID: id, Model: model, Body: openai.Request{API: openai.APICompletions, Prompt: prompt}}
 }
 
 // Chat is a chat request with alternating user/assistant messages.
 func Chat(id, model string, contents ...string) *scheduling.Request {
-	r := &scheduling.Request{ID: id, Model: model, Body: scheduling.Body{API: scheduling.APIChatCompletions}}
+	r := &scheduling.Request{ID: id, Model: model, Body: openai.Request{API: openai.APIChatCompletions}}
 	for i, c := range contents {
 		role := "user"
 		if i%2 == 1 {
 			role = "assistant"
 		}
-		r.Body.Messages = append(r.Body.Messages, scheduling.Message{Role: role, Content: c})
+		r.Body.Messages = append(r.Body.Messages, openai.Message{Role: role, Content: c})
 	}
 	return r
 }

@@ -21,13 +21,12 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
-	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
 	"github.com/hermod/hermod/services/gateway/internal/models"
-	"github.com/hermod/hermod/services/gateway/internal/openai"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 	"github.com/hermod/hermod/services/gateway/internal/proxy"
 	"github.com/hermod/hermod/services/gateway/internal/report"
@@ -164,7 +163,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer func() { _ = conn.Close() }()
 		store = responsesv1.NewResponsesStoreClient(conn)
 	}
-	rh := responses.New(responses.Options{Store: store, Chat: h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS), MaxChain: cfg.MaxChain,
+	rh := responses.New(responses.Options{Store: store, Chat: h.Completions(openai.APIChatCompletions), MaxChain: cfg.MaxChain,
 		MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg})
 	ready := func() error {
 		if !modelsListed.Load() {
@@ -179,8 +178,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler) http.Handler {
 	api := http.NewServeMux()
 	rh.Register(api)
-	api.Handle("POST /v1/completions", h.Completions(pickerv1.Api_API_COMPLETIONS))
-	api.Handle("POST /v1/chat/completions", h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS))
+	api.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
+	api.Handle("POST /v1/chat/completions", h.Completions(openai.APIChatCompletions))
 	api.Handle("GET /v1/models", list)
 	api.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

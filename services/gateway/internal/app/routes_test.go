@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/services/gateway/internal/responses"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
 	"github.com/hermod/hermod/services/gateway/internal/models"
@@ -32,7 +32,7 @@ func TestRoutes(t *testing.T) {
 	list := models.New()
 	list.Update(coord.Snapshot{Endpoints: map[string]*registryv1.Endpoint{"a": {Name: "a", Model: "llama"}}})
 	guard := auth.NewGuard([]auth.Key{{Name: "k", Secret: "sk-1"}}, nil)
-	rh := responses.New(responses.Options{Chat: h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS)})
+	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
 	srv := httptest.NewServer(routes(h, rh, list, guard, telemetry.OpsHandler(telemetry.NewRegistry(), nil)))
 	defer srv.Close()
 

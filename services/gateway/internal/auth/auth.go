@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
-	"github.com/hermod/hermod/services/gateway/internal/openai"
+	"github.com/hermod/hermod/libs/openai"
 )
 
 // Key is one API key and its rate limit.

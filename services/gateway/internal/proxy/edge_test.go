@@ -18,6 +18,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
 
@@ -66,7 +67,7 @@ func TestClientGoneDuringThePick(t *testing.T) {
 	bp := &blockingPicker{release: make(chan struct{})}
 	r := &fakeReporter{got: make(chan struct{}, 1)}
 	h := New(Options{Pool: "pool", Picker: bp, Reporter: r, Logger: quiet})
-	srv := httptest.NewServer(h.Completions(pickerv1.Api_API_COMPLETIONS))
+	srv := httptest.NewServer(h.Completions(openai.APICompletions))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -94,7 +95,7 @@ func TestPickerCanceledIs503(t *testing.T) {
 	bp := &blockingPicker{release: make(chan struct{}), err: status.Error(codes.Canceled, "picker shutting down")}
 	close(bp.release)
 	h := New(Options{Pool: "pool", Picker: bp, Reporter: &fakeReporter{got: make(chan struct{}, 1)}, Logger: quiet})
-	srv := httptest.NewServer(h.Completions(pickerv1.Api_API_COMPLETIONS))
+	srv := httptest.NewServer(h.Completions(openai.APICompletions))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"prompt":"x"}`))
 	if err != nil {

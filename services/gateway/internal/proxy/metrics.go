@@ -82,15 +82,3 @@ func (m *apiMetrics) observe(req *request, end time.Time, ev *eventsv1.RequestCo
 		m.ttft.Observe(ev.GetTtft().AsDuration().Seconds())
 	}
 }
-
-func outcomeLabel(o eventsv1.CompletionOutcome) string {
-	switch o {
-	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS:
-		return "success"
-	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR:
-		return "upstream_error"
-	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED:
-		return "canceled"
-	}
-	return "failed"
-}

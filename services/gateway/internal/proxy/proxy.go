@@ -18,17 +18,14 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
-	"github.com/hermod/hermod/services/gateway/internal/openai"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
 
@@ -119,12 +116,8 @@ func New(o Options) *Handler {
 }
 
 // Completions returns the handler of one OpenAI API.
-func (h *Handler) Completions(api pickerv1.Api) http.Handler {
-	name := "completions"
-	if api == pickerv1.Api_API_CHAT_COMPLETIONS {
-		name = "chat_completions"
-	}
-	am := h.m.forAPI(name)
+func (h *Handler) Completions(api openai.API) http.Handler {
+	am := h.m.forAPI(api.String())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, api, am) })
 }
 
@@ -141,10 +134,8 @@ type request struct {
 	err        string
 	endpoint   *pickerv1.Target
 	attempts   int
-	firstByte  time.Time
-	usage      openai.Usage
-	haveUsage  bool
-	events     int
+	firstByte  time.Time // when the endpoint's answer began
+	seen       openai.Observed
 	pickedAt   time.Time
 	clientGone bool
 	// keepable: flow control classified the request as not sheddable
@@ -156,7 +147,7 @@ type request struct {
 	classified bool
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api, am *apiMetrics) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, am *apiMetrics) {
 	req := &request{id: r.Header.Get(RequestIDHeader), m: am, start: time.Now()}
 	if !requestid.Valid(req.id) { // not behind RequestIDs
 		req.id = requestid.New()
@@ -176,7 +167,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 		h.fail(w, req, http.StatusBadRequest, "", "", "reading the request body: "+err.Error())
 		return
 	}
-	info, err := openai.Inspect(body)
+	info, err := openai.Parse(api, body)
 	if err != nil {
 		var be *openai.BodyError
 		errors.As(err, &be)
@@ -201,8 +192,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api pickerv1.Api
 		// sheddable requests) see the priority an objective resolved to
 		ph[PriorityHeader] = strconv.Itoa(req.priority)
 	}
+	// The picker gets the body parsed: it is parsed once, here.
 	d, err := h.o.Picker.Pick(context.WithoutCancel(r.Context()), &pickerv1.PickRequest{
-		Pool: h.o.Pool, RequestId: req.id, Api: api, Body: body, Headers: ph,
+		Pool: h.o.Pool, RequestId: req.id, Api: api.PickAPI(), Request: info.Proto(), Headers: ph,
 	})
 	req.pickedAt = time.Now()
 	h.m.pickDuration.Observe(req.pickedAt.Sub(pickStart).Seconds())
@@ -346,16 +338,13 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t 
 	req.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
 
-	bufp := h.bufs.Get().(*[]byte)
-	defer h.bufs.Put(bufp)
-	buf := *bufp
-	var err error
 	if streamed {
 		// The client has its headers at once, before the first token.
 		_ = http.NewResponseController(w).Flush()
-		err = h.relayStream(w, resp.Body, buf, req, stripUsage)
-	} else {
-		err = h.relayBody(w, resp.Body, buf, req)
+	}
+	err := h.pass(w, resp.Body, req, openai.NewAccountant(streamed, stripUsage), streamed)
+	if streamed && !req.seen.FirstToken.IsZero() {
+		req.firstByte = req.seen.FirstToken // a stream's first token is its first event
 	}
 	switch {
 	case err == nil && resp.StatusCode < 400:
@@ -373,53 +362,42 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t 
 	}
 }
 
-// relayStream passes an SSE stream through. What it saw (first event,
-// events, usage) is kept however the stream ends.
-func (h *Handler) relayStream(w http.ResponseWriter, body io.Reader, buf []byte, req *request, stripUsage bool) error {
-	sse := newSSERelay(w, stripUsage)
-	defer func() {
-		if !sse.firstEvent.IsZero() {
-			req.firstByte = sse.firstEvent
+// pass copies a response to the client through its accountant (a stream
+// event by event, each flushed as soon as it is whole). What it saw is
+// kept however the response ends.
+func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct *openai.Accountant, streamed bool) error {
+	bufp := h.bufs.Get().(*[]byte)
+	defer h.bufs.Put(bufp)
+	buf := *bufp
+	flush := func() {}
+	if f, ok := w.(http.Flusher); ok && streamed {
+		flush = f.Flush
+	}
+	defer func() { req.seen = acct.Observed() }()
+	write := func(p []byte) error {
+		if len(p) == 0 {
+			return nil
 		}
-		req.usage, req.haveUsage, req.events = sse.usage, sse.haveUsage, sse.events
-	}()
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		flush()
+		return nil
+	}
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			if werr := sse.feed(buf[:n]); werr != nil {
+			if werr := write(acct.Feed(buf[:n])); werr != nil {
 				return werr
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return sse.finish()
+			return write(acct.Finish())
 		}
 		if err != nil {
 			return err
 		}
 	}
-}
-
-// relayBody copies a response through, keeping its tail, where the usage
-// is.
-func (h *Handler) relayBody(w http.ResponseWriter, body io.Reader, buf []byte, req *request) error {
-	var tail tailBuffer
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			tail.write(buf[:n])
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	req.usage, req.haveUsage = openai.ResponseUsage(tail.bytes())
-	return nil
 }
 
 // complete reports the request's end, once. ctx is the request's: its log
@@ -438,7 +416,6 @@ func (h *Handler) complete(ctx context.Context, req *request) {
 		Attempts:   int32(req.attempts),
 		Reporter:   h.o.Replica,
 		Time:       timestamppb.New(end),
-		Duration:   durationpb.New(end.Sub(req.pickedAt)),
 	}
 	if ev.Outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UNSPECIFIED {
 		ev.Outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
@@ -449,23 +426,11 @@ func (h *Handler) complete(ctx context.Context, req *request) {
 	if t := req.endpoint; t != nil {
 		ev.Endpoint, ev.EndpointName = t.GetAddress(), t.GetName()
 	}
-	if !req.firstByte.IsZero() {
-		ev.Ttft = durationpb.New(req.firstByte.Sub(req.pickedAt))
-	}
-	completion := int64(req.events)
-	if req.haveUsage {
-		ev.PromptTokens, ev.CachedTokens, completion = req.usage.PromptTokens, req.usage.CachedTokens(), req.usage.CompletionTokens
-	}
-	if req.info.Stream || req.haveUsage {
-		ev.CompletionTokens = completion
-	}
-	// Time per output token is measured on streams only: a non-streamed
-	// answer arrives at once at the end.
-	if req.info.Stream && completion > 1 && !req.firstByte.IsZero() {
-		ev.Tpot = durationpb.New(end.Sub(req.firstByte) / time.Duration(completion-1))
-	}
+	obs := openai.Observation{PickedAt: req.pickedAt, End: end, Streamed: req.info.Stream, Observed: req.seen}
+	obs.FirstToken = req.firstByte
+	obs.Fill(ev)
 	req.m.observe(req, end, ev)
-	h.m.outcomes.WithLabelValues(outcomeLabel(ev.GetOutcome())).Inc()
+	h.m.outcomes.WithLabelValues(openai.OutcomeLabel(ev.GetOutcome())).Inc()
 	h.o.Reporter.Report(req.decision, ev)
 	if h.verbose {
 		h.log.LogAttrs(ctx, telemetry.LevelRequest, "request completed", slog.String("request_id", req.id),
@@ -480,28 +445,8 @@ func (h *Handler) pickFailed(w http.ResponseWriter, r *http.Request, req *reques
 		req.m.requests.WithLabelValues("499").Inc()
 		return // nobody to answer
 	}
-	st := status.Convert(err)
-	msg := st.Message()
-	switch st.Code() {
-	case codes.InvalidArgument:
-		h.fail(w, req, http.StatusBadRequest, "", "", msg)
-	case codes.NotFound:
-		h.fail(w, req, http.StatusNotFound, "model_not_found", "model", msg)
-	case codes.ResourceExhausted:
-		// every candidate is full: the sheddable go (429), the others are
-		// refused fast, to retry (503)
-		code := http.StatusTooManyRequests
-		if req.keepable {
-			code = http.StatusServiceUnavailable
-		}
-		h.failRetry(w, req, code, msg)
-	case codes.Unavailable, codes.Canceled:
-		h.failRetry(w, req, http.StatusServiceUnavailable, "no endpoint available: "+msg)
-	case codes.DeadlineExceeded:
-		h.fail(w, req, http.StatusGatewayTimeout, "", "", "the picker did not answer in time")
-	default:
-		h.fail(w, req, http.StatusInternalServerError, "", "", "picking an endpoint failed: "+msg)
-	}
+	rej := openai.PickRejection(err, req.keepable)
+	h.answer(w, req, &rej.Error)
 }
 
 // admit runs the request through flow control; false when it was
@@ -531,24 +476,28 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 }
 
 func (h *Handler) failRetry(w http.ResponseWriter, req *request, code int, msg string) {
-	req.m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
-	openai.WriteError(w, code, openai.TypeForStatus(code), "", "", msg, 1)
+	h.answer(w, req, &openai.Error{Status: code, Message: msg, RetryAfter: 1})
 }
 
-// fail answers an error. A request that was routed counts in its
-// completion; one that was not counts here.
+// fail answers an error.
 func (h *Handler) fail(w http.ResponseWriter, req *request, code int, errCode, param, msg string) {
-	req.status = code
+	h.answer(w, req, &openai.Error{Status: code, Code: errCode, Param: param, Message: msg})
+}
+
+// answer answers an error. A request that was routed counts in its
+// completion; one that was not counts here.
+func (h *Handler) answer(w http.ResponseWriter, req *request, e *openai.Error) {
+	req.status = e.Status
 	if req.err == "" {
-		req.err = msg
+		req.err = e.Message
 	}
 	if req.outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UNSPECIFIED {
 		req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED
 	}
 	if req.decision.PickResponse == nil {
-		req.m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+		req.m.requests.WithLabelValues(strconv.Itoa(e.Status)).Inc()
 	}
-	openai.WriteError(w, code, openai.TypeForStatus(code), errCode, param, msg, 0)
+	e.Write(w)
 }
 
 // pickHeaders are the request headers the picker sees (lower-case names,
@@ -584,21 +533,3 @@ func copyHeaders(dst, src http.Header) {
 		dst.Del(k)
 	}
 }
-
-// tailBuffer keeps the last tailSize bytes written to it.
-type tailBuffer struct{ b []byte }
-
-const tailSize = 64 << 10
-
-func (t *tailBuffer) write(p []byte) {
-	if len(p) >= tailSize {
-		t.b = append(t.b[:0], p[len(p)-tailSize:]...)
-		return
-	}
-	if over := len(t.b) + len(p) - tailSize; over > 0 {
-		t.b = t.b[:copy(t.b, t.b[over:])]
-	}
-	t.b = append(t.b, p...)
-}
-
-func (t *tailBuffer) bytes() []byte { return t.b }

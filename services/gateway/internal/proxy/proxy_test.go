@@ -20,6 +20,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
 
@@ -110,8 +111,8 @@ func newGatewayWith(t testing.TB, edit func(*Options), targets ...string) *gw {
 	}
 	h := New(o)
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/completions", h.Completions(pickerv1.Api_API_COMPLETIONS))
-	mux.Handle("POST /v1/chat/completions", h.Completions(pickerv1.Api_API_CHAT_COMPLETIONS))
+	mux.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
+	mux.Handle("POST /v1/chat/completions", h.Completions(openai.APIChatCompletions))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &gw{url: srv.URL, picker: p, reporter: r, metrics: m}
@@ -165,7 +166,7 @@ func TestNonStreamedRequest(t *testing.T) {
 		t.Errorf("upstream got %s %v", upstreamBody, upstreamHeaders)
 	}
 	pr := g.picker.reqs[0]
-	if pr.GetRequestId() != "client-id-1" || pr.GetPool() != "pool" || string(pr.GetBody()) != body || pr.GetHeaders()["x-session-token"] != "cG9kLTA=" {
+	if pr.GetRequestId() != "client-id-1" || pr.GetPool() != "pool" || len(pr.GetBody()) != 0 || pr.GetRequest().GetModel() != "llama" || pr.GetRequest().GetPrompt() != "hello" || pr.GetHeaders()["x-session-token"] != "cG9kLTA=" {
 		t.Errorf("pick request %v", pr)
 	}
 	ev := g.reporter.wait(t, 1)[0]

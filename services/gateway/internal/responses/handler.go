@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
-	"github.com/hermod/hermod/services/gateway/internal/openai"
+	"github.com/hermod/hermod/libs/openai"
 )
 
 // Options configure the handler.

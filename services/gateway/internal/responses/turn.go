@@ -12,7 +12,7 @@ import (
 	"time"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
-	"github.com/hermod/hermod/services/gateway/internal/openai"
+	"github.com/hermod/hermod/libs/openai"
 )
 
 // turn is one POST /v1/responses being served.

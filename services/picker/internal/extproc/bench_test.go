@@ -26,7 +26,7 @@ func BenchmarkExchange(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				s := e.open()
-				s.send(post(fullDuplex, "/v1/chat/completions"))
+				s.send(post(fullDuplex, "/v1/completions"))
 				for i, c := range chunks {
 					s.send(requestBody(c, i == 2))
 				}
@@ -42,24 +42,5 @@ func BenchmarkExchange(b *testing.B) {
 				s.cancel()
 			}
 		})
-	}
-}
-
-// BenchmarkAccountingSSE feeds a 256-event stream with a usage chunk.
-func BenchmarkAccountingSSE(b *testing.B) {
-	var sb strings.Builder
-	for i := range 256 {
-		fmt.Fprintf(&sb, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"token %d\"}}]}\n\n", i)
-	}
-	sb.WriteString("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":256}}\n\ndata: [DONE]\n\n")
-	stream := []byte(sb.String())
-	b.SetBytes(int64(len(stream)))
-	b.ReportAllocs()
-	for range b.N {
-		a := NewAccounting(true)
-		for off := 0; off < len(stream); off += 80 {
-			a.Feed(stream[off:min(off+80, len(stream))])
-		}
-		a.Finish()
 	}
 }

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,11 +16,11 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
 	"github.com/hermod/hermod/libs/telemetry"
 )
@@ -40,7 +41,7 @@ type exchange struct {
 	// the request
 	headersSeen bool
 	passthrough bool
-	api         pickerv1.Api
+	api         openai.API
 	headers     map[string]string
 	requestID   string
 	newID       bool // the id was made here: set on the request and the response
@@ -58,8 +59,7 @@ type exchange struct {
 
 	// the response
 	status    int
-	firstByte time.Time
-	acct      *Accounting
+	acct      *openai.Accountant
 	completed bool
 
 	// outcome labels the stream in the metrics once it is known.
@@ -85,21 +85,6 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) error {
 	return nil // a flow-control update alone: nothing to answer
 }
 
-// inferenceAPI returns the API of an inference path; ok is false for
-// the paths passed through.
-func inferenceAPI(path string) (api pickerv1.Api, ok bool) {
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
-	switch strings.TrimSuffix(path, "/") {
-	case "/v1/completions":
-		return pickerv1.Api_API_COMPLETIONS, true
-	case "/v1/chat/completions":
-		return pickerv1.Api_API_CHAT_COMPLETIONS, true
-	}
-	return pickerv1.Api_API_UNSPECIFIED, false
-}
-
 func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
 	if x.headersSeen {
 		return x.protocolError("request headers sent twice")
@@ -114,14 +99,14 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 	if !requestid.Valid(x.requestID) {
 		x.requestID, x.newID = requestid.New(), true
 	}
-	api, ok := inferenceAPI(x.headers[":path"])
+	api, ok := openai.APIOfPath(x.headers[":path"])
 	if !ok {
 		x.passthrough, x.outcome = true, outcomePassthrough
 		return x.send(headersResponse(true, x.stripDestination()))
 	}
 	x.api = api
 	if h.GetEndOfStream() {
-		return x.reject(rejection{status: http.StatusBadRequest, msg: "the request has no body: " + x.headers[":path"] + " takes a JSON body", details: "hermod_body_missing"})
+		return x.reject(refusal(http.StatusBadRequest, "the request has no body: "+x.headers[":path"]+" takes a JSON body", "hermod_body_missing", 0))
 	}
 	x.subset, x.subsetSet = subsetHint(req.GetMetadataContext(), x.headers)
 	if n, err := strconv.ParseInt(x.headers["content-length"], 10, 64); err == nil && n > 0 && n <= x.s.o.MaxBodyBytes {
@@ -139,8 +124,9 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 	}
 	x.s.log.Warn("ext_proc: this filter configuration cannot route on the request body",
 		"request_body_mode", x.reqMode.String(), "send_body_without_waiting_for_header_response", !x.waitsForHeaders)
-	return x.reject(rejection{status: http.StatusInternalServerError, details: "hermod_extproc_misconfigured",
-		msg: fmt.Sprintf("the picker needs the request body: configure the ext_proc filter with request_body_mode FULL_DUPLEX_STREAMED or BUFFERED (it is %s)", x.reqMode)})
+	return x.reject(refusal(http.StatusInternalServerError,
+		fmt.Sprintf("the picker needs the request body: configure the ext_proc filter with request_body_mode FULL_DUPLEX_STREAMED or BUFFERED (it is %s)", x.reqMode),
+		"hermod_extproc_misconfigured", 0))
 }
 
 // stripDestination removes a routing header the client sent itself.
@@ -159,8 +145,8 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
 		return x.continueBody(true, x.reqMode, b)
 	}
 	if int64(len(x.body))+int64(len(b.GetBody())) > x.s.o.MaxBodyBytes {
-		return x.reject(rejection{status: http.StatusRequestEntityTooLarge, details: "hermod_body_too_large",
-			msg: fmt.Sprintf("request body is larger than %d bytes", x.s.o.MaxBodyBytes)})
+		return x.reject(refusal(http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body is larger than %d bytes", x.s.o.MaxBodyBytes), "hermod_body_too_large", 0))
 	}
 	x.body = append(x.body, b.GetBody()...)
 	x.bodyMsgs++
@@ -181,7 +167,7 @@ func (x *exchange) requestTrailers() error {
 	if !x.passthrough && x.pick == nil {
 		// The trailers say the body is complete.
 		if x.bodyMsgs == 0 {
-			return x.reject(rejection{status: http.StatusBadRequest, msg: "the request has no body: " + x.headers[":path"] + " takes a JSON body", details: "hermod_body_missing"})
+			return x.reject(refusal(http.StatusBadRequest, "the request has no body: "+x.headers[":path"]+" takes a JSON body", "hermod_body_missing", 0))
 		}
 		if err := x.route(false); err != nil {
 			return err
@@ -196,23 +182,28 @@ func (x *exchange) requestTrailers() error {
 func (x *exchange) route(eos bool) error {
 	start := time.Now()
 	if x.subsetSet && len(x.subset) == 0 {
-		return x.reject(rejection{status: http.StatusServiceUnavailable, retry: true, details: "hermod_empty_subset",
-			msg: "no endpoint available: the subset hint names no endpoint"})
+		return x.reject(refusal(http.StatusServiceUnavailable, "no endpoint available: the subset hint names no endpoint", "hermod_empty_subset", 1))
 	}
+	body, err := openai.Parse(x.api, x.body)
+	if err != nil {
+		var be *openai.BodyError
+		errors.As(err, &be)
+		return x.reject(openai.Rejection{Error: *openai.BodyErrorResponse(be), Details: "hermod_bad_request"})
+	}
+	x.model, x.streamReq = body.Model, body.Stream
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), x.s.o.PickTimeout)
-	out, err := x.s.o.Picker.Pick(ctx, &pickerv1.PickRequest{RequestId: x.requestID, Api: x.api, Body: x.body,
+	out, err := x.s.o.Picker.Pick(ctx, &pickerv1.PickRequest{RequestId: x.requestID, Api: x.api.PickAPI(), Request: body.Proto(),
 		Headers: pickHeaders(x.headers, x.requestID), Subset: x.subset})
 	cancel()
 	if err != nil {
-		return x.reject(pickRejection(err))
+		return x.reject(openai.PickRejection(err, false))
 	}
 	x.pick, x.pickedAt = out, time.Now()
 	if len(out.GetTargets()) == 0 {
 		x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, "the picker chose no endpoint")
-		return x.reject(rejection{status: http.StatusServiceUnavailable, retry: true, msg: "no endpoint available: the picker chose none", details: "hermod_no_target"})
+		return x.reject(refusal(http.StatusServiceUnavailable, "no endpoint available: the picker chose none", "hermod_no_target", 1))
 	}
 	x.served = out.GetTargets()[0]
-	x.model, x.streamReq = inspectBody(x.body)
 	if x.s.verbose {
 		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request routed", slog.String("request_id", x.requestID),
 			slog.String("decision_id", out.GetDecisionId()), slog.String("destination", x.destination()),
@@ -314,7 +305,7 @@ func (x *exchange) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv
 	}
 	hs := headerMap(h.GetHeaders())
 	x.status, _ = strconv.Atoi(hs[":status"])
-	x.acct = NewAccounting(strings.HasPrefix(strings.ToLower(hs["content-type"]), "text/event-stream"))
+	x.acct = openai.NewAccountant(strings.HasPrefix(strings.ToLower(hs["content-type"]), "text/event-stream"), false)
 	x.noteServed(req)
 	m := &extprocv3.HeaderMutation{SetHeaders: sortedHeaders(x.served.GetResponseHeaders())}
 	if x.newID {
@@ -332,11 +323,8 @@ func (x *exchange) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv
 func (x *exchange) responseBody(req *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) error {
 	followed := x.pick != nil && !x.completed
 	if followed {
-		if x.firstByte.IsZero() && len(b.GetBody()) > 0 {
-			x.firstByte = time.Now()
-		}
 		if x.acct == nil { // response headers not sent to the picker
-			x.acct = NewAccounting(false)
+			x.acct = openai.NewAccountant(false, false)
 		}
 		x.acct.Feed(b.GetBody())
 		x.noteServed(req)
@@ -435,14 +423,14 @@ func (x *exchange) send(resp *extprocv3.ProcessingResponse) error {
 
 // reject answers the request with an error of its own and ends the
 // stream.
-func (x *exchange) reject(r rejection) error {
+func (x *exchange) reject(r openai.Rejection) error {
 	x.outcome = outcomeImmediate
-	x.s.m.immediateResponse(r.status)
+	x.s.m.immediateResponse(r.Status)
 	if x.s.verbose {
 		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request answered by the picker", slog.String("request_id", x.requestID),
-			slog.Int("status", r.status), slog.String("reason", r.details), slog.String("error", r.msg))
+			slog.Int("status", r.Status), slog.String("reason", r.Details), slog.String("error", r.Message))
 	}
-	if err := x.send(r.response(x.requestID)); err != nil {
+	if err := x.send(immediateResponse(r, x.requestID)); err != nil {
 		return err
 	}
 	return errAnswered
@@ -507,7 +495,6 @@ func (x *exchange) complete(outcome eventsv1.CompletionOutcome, why string) {
 		Outcome:      outcome,
 		StatusCode:   int32(x.status),
 		Error:        why,
-		Duration:     durationpb.New(end.Sub(x.pickedAt)),
 		Streamed:     x.streamReq,
 		Attempts:     1,
 		Reporter:     x.s.o.Replica,
@@ -515,50 +502,17 @@ func (x *exchange) complete(outcome eventsv1.CompletionOutcome, why string) {
 	if outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED {
 		ev.StatusCode = 0 // the client got no whole answer
 	}
-	if !x.firstByte.IsZero() {
-		ev.Ttft = durationpb.New(x.firstByte.Sub(x.pickedAt))
+	obs := openai.Observation{PickedAt: x.pickedAt, End: end, Streamed: x.streamReq}
+	if x.acct != nil {
+		x.acct.Finish()
+		obs.Observed = x.acct.Observed()
 	}
-	x.account(ev, end)
+	obs.Fill(ev)
 	x.s.o.Completer.Complete(context.WithoutCancel(x.ctx), ev)
-	x.outcome = outcomeLabel(outcome)
+	x.outcome = openai.OutcomeLabel(outcome)
 	if x.s.verbose {
 		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request completed", slog.String("request_id", x.requestID),
 			slog.String("decision_id", ev.GetDecisionId()), slog.String("endpoint", ev.GetEndpoint()), slog.Int("status", x.status),
 			slog.String("outcome", outcome.String()), slog.Duration("duration", end.Sub(x.pickedAt)))
 	}
-}
-
-// account fills the token counts of a completion from the response's
-// usage (or, for a stream without one, its events) and the time per output
-// token of a stream.
-func (x *exchange) account(ev *eventsv1.RequestCompleted, end time.Time) {
-	if x.acct == nil {
-		return
-	}
-	x.acct.Finish()
-	u, ok, events := x.acct.Result()
-	completion := int64(events)
-	if ok {
-		ev.PromptTokens, ev.CachedTokens, completion = u.PromptTokens, u.CachedTokens, u.CompletionTokens
-	}
-	if x.streamReq || ok {
-		ev.CompletionTokens = completion
-	}
-	// Time per output token is measured on streams only: a non-streamed
-	// answer arrives at once at the end.
-	if x.streamReq && completion > 1 && !x.firstByte.IsZero() {
-		ev.Tpot = durationpb.New(end.Sub(x.firstByte) / time.Duration(completion-1))
-	}
-}
-
-func outcomeLabel(o eventsv1.CompletionOutcome) string {
-	switch o {
-	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS:
-		return outcomeSuccess
-	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR:
-		return outcomeUpstreamError
-	case eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED:
-		return outcomeCanceled
-	}
-	return outcomeFailed
 }

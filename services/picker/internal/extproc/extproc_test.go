@@ -18,6 +18,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
 )
 
@@ -87,7 +88,9 @@ func TestFullDuplexRoutesStreamsAndCompletes(t *testing.T) {
 		t.Fatalf("%d picks", len(reqs))
 	}
 	pr := reqs[0]
-	if pr.GetApi() != pickerv1.Api_API_CHAT_COMPLETIONS || pr.GetRequestId() != "req-1" || !bytes.Equal(pr.GetBody(), body) || pr.GetSubset() != nil {
+	// The body is parsed once, here: the pick gets it parsed.
+	if pr.GetApi() != pickerv1.Api_API_CHAT_COMPLETIONS || pr.GetRequestId() != "req-1" || len(pr.GetBody()) != 0 || pr.GetSubset() != nil ||
+		pr.GetRequest().GetModel() != "llama" || len(pr.GetRequest().GetMessages()) == 0 {
 		t.Errorf("pick request %v", pr)
 	}
 	for _, k := range []string{"authorization", DestinationHeader, ":path", "content-type"} {
@@ -141,7 +144,7 @@ func TestFullDuplexRoutesStreamsAndCompletes(t *testing.T) {
 	if ev.GetTpot() == nil {
 		t.Error("no time per output token on a stream")
 	}
-	if c := e.streamsCount(outcomeSuccess); c != 1 {
+	if c := e.streamsCount(openai.OutcomeSuccess); c != 1 {
 		t.Errorf("success streams %v", c)
 	}
 }
@@ -175,7 +178,7 @@ func TestLargePromptIsRestreamedInBoundedChunks(t *testing.T) {
 	if want := (len(body) + MaxChunkSize - 1) / MaxChunkSize; len(chunks) != want {
 		t.Errorf("%d chunks, want %d", len(chunks), want)
 	}
-	if pr := e.picker.requests(); len(pr) != 1 || pr[0].GetApi() != pickerv1.Api_API_COMPLETIONS || !bytes.Equal(pr[0].GetBody(), body) {
+	if pr := e.picker.requests(); len(pr) != 1 || pr[0].GetApi() != pickerv1.Api_API_COMPLETIONS || pr[0].GetRequest().GetPrompt() != prompt || pr[0].GetRequest().GetMaxTokens() != 4 {
 		t.Error("the pick did not get the whole body")
 	}
 	s.send(responseHeaders(false, ":status", "200", "content-type", "application/json"))
@@ -340,19 +343,22 @@ func TestImmediateResponses(t *testing.T) {
 		status    int
 		errType   string
 		code      any
+		param     string
 		retry     bool
 		wantPicks int
 	}{
-		{name: "no ready endpoint", pickErr: status.Error(codes.Unavailable, "no ready endpoint"), status: 503, errType: "service_unavailable", code: 503.0, retry: true, wantPicks: 1},
-		{name: "shed", pickErr: status.Error(codes.ResourceExhausted, "every endpoint is full"), status: 429, errType: "rate_limit_error", code: 429.0, retry: true, wantPicks: 1},
+		{name: "no ready endpoint", pickErr: status.Error(codes.Unavailable, "no ready endpoint"), status: 503, errType: "service_unavailable", code: nil, retry: true, wantPicks: 1},
+		{name: "shed", pickErr: status.Error(codes.ResourceExhausted, "every endpoint is full"), status: 429, errType: "rate_limit_error", code: nil, retry: true, wantPicks: 1},
 		{name: "unknown model", pickErr: status.Error(codes.NotFound, "the model `x` does not exist"), status: 404, errType: "not_found_error", code: "model_not_found", wantPicks: 1},
-		{name: "bad body", pickErr: status.Error(codes.InvalidArgument, "prompt: required"), status: 400, errType: "invalid_request_error", code: 400.0, wantPicks: 1},
-		{name: "picker failure", pickErr: status.Error(codes.Internal, "boom"), status: 500, errType: "server_error", code: 500.0, wantPicks: 1},
-		{name: "body too large", maxBody: 20, status: 413, errType: "invalid_request_error", code: 413.0},
+		{name: "refused by the picker", pickErr: status.Error(codes.InvalidArgument, "prompt: required"), status: 400, errType: "invalid_request_error", code: nil, wantPicks: 1},
+		{name: "bad body", msgs: []*extprocv3.ProcessingRequest{post(fullDuplex, "/v1/chat/completions"), requestBody([]byte(`{"model":"llama","messages":{}}`), true)},
+			status: 400, errType: "invalid_request_error", code: nil, param: "messages"},
+		{name: "picker failure", pickErr: status.Error(codes.Internal, "boom"), status: 500, errType: "server_error", code: nil, wantPicks: 1},
+		{name: "body too large", maxBody: 20, status: 413, errType: "invalid_request_error", code: nil},
 		{name: "no body", msgs: []*extprocv3.ProcessingRequest{requestHeaders(fullDuplex, true, ":method", "POST", ":path", "/v1/completions", "x-request-id", "req-1")},
-			status: 400, errType: "invalid_request_error", code: 400.0},
+			status: 400, errType: "invalid_request_error", code: nil},
 		{name: "empty subset hint", msgs: []*extprocv3.ProcessingRequest{post(fullDuplex, "/v1/completions", SubsetKey, ""), requestBody(body, true)},
-			status: 503, errType: "service_unavailable", code: 503.0, retry: true},
+			status: 503, errType: "service_unavailable", code: nil, retry: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,8 +397,11 @@ func TestImmediateResponses(t *testing.T) {
 			if eb.Error.Type != tc.errType || eb.Error.Code != tc.code || eb.Error.Message == "" {
 				t.Errorf("error body %s", ir.GetBody())
 			}
-			if tc.status == 404 && (eb.Error.Param == nil || *eb.Error.Param != "model") {
-				t.Errorf("404 param %v", eb.Error.Param)
+			if tc.status == 404 {
+				tc.param = "model"
+			}
+			if (tc.param == "") != (eb.Error.Param == nil) || (eb.Error.Param != nil && *eb.Error.Param != tc.param) {
+				t.Errorf("param %v, want %q", eb.Error.Param, tc.param)
 			}
 			if ir.GetDetails() == "" || strings.ContainsAny(ir.GetDetails(), " \t") {
 				t.Errorf("details %q", ir.GetDetails())
@@ -510,7 +519,7 @@ func TestCancelDuringTheResponse(t *testing.T) {
 	s.send(responseBody([]byte(sseResponse[0]), false))
 	s.readBody(false, len(sseResponse[0]), false)
 	s.cancel()
-	e.waitStreams(outcomeCanceled, 1)
+	e.waitStreams(openai.OutcomeCanceled, 1)
 	evs := e.done.all()
 	if len(evs) != 1 {
 		t.Fatalf("%d completions, want 1", len(evs))
@@ -549,7 +558,7 @@ func TestUpstreamErrorOutcome(t *testing.T) {
 	if len(evs) != 1 || evs[0].GetOutcome() != eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR || evs[0].GetStatusCode() != 500 {
 		t.Errorf("completions %v", evs)
 	}
-	if e.streamsCount(outcomeUpstreamError) != 1 {
+	if e.streamsCount(openai.OutcomeUpstreamError) != 1 {
 		t.Error("the stream is not counted as an upstream error")
 	}
 }

@@ -7,13 +7,9 @@ import (
 )
 
 // Stream outcomes (the outcome label of hermod_picker_extproc_streams_total):
-// the completion outcome of a routed request, or what became of a stream
-// that routed none.
+// the completion outcome of a routed request (openai.OutcomeLabel), or what
+// became of a stream that routed none.
 const (
-	outcomeSuccess       = "success"
-	outcomeUpstreamError = "upstream_error"
-	outcomeFailed        = "failed"
-	outcomeCanceled      = "canceled"
 	// outcomePassthrough: a request to a path the picker does not route
 	// (/v1/models, ...), passed through unmodified.
 	outcomePassthrough = "passthrough"

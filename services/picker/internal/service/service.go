@@ -21,6 +21,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/scheduling/decisions"
 	"github.com/hermod/hermod/libs/telemetry"
@@ -124,24 +125,10 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	if in.GetPool() != "" && in.GetPool() != s.o.Pool {
 		return nil, status.Errorf(codes.FailedPrecondition, "this picker serves pool %q, not %q", s.o.Pool, in.GetPool())
 	}
-	var api scheduling.API
-	switch in.GetApi() {
-	case pickerv1.Api_API_COMPLETIONS:
-		api = scheduling.APICompletions
-	case pickerv1.Api_API_CHAT_COMPLETIONS:
-		api = scheduling.APIChatCompletions
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "api: unsupported %s", in.GetApi())
-	}
-	if len(in.GetBody()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "body: empty request body")
-	}
-	req, err := scheduling.ParseRequest(api, in.GetBody())
+	req, err := requestOf(in)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
-	req.ID = in.GetRequestId()
-	req.Headers = lowerKeys(in.GetHeaders())
 
 	view := s.o.Endpoints.View()
 	if req.Model != "" && view.Registered > 0 && !view.Serves(req.Model) {
@@ -208,6 +195,28 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 			slog.String("target", out.Targets[0].GetAddress()), slog.Int("fallbacks", len(out.Targets)-1))
 	}
 	return out, nil
+}
+
+// requestOf returns the scheduling request of a PickRequest: its body as
+// the caller parsed it, or parsed here from the raw body.
+func requestOf(in *pickerv1.PickRequest) (*scheduling.Request, error) {
+	api, ok := openai.APIOfPick(in.GetApi())
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "api: unsupported %s", in.GetApi())
+	}
+	var body openai.Request
+	if p := in.GetRequest(); p != nil {
+		body = openai.FromProto(api, p)
+	} else {
+		if len(in.GetBody()) == 0 {
+			return nil, status.Error(codes.InvalidArgument, "body: empty request body")
+		}
+		var err error
+		if body, err = openai.Parse(api, in.GetBody()); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	return scheduling.NewRequest(in.GetRequestId(), body, lowerKeys(in.GetHeaders())), nil
 }
 
 // tracedSchedule runs the scheduling cycle in a CycleSpan: the plugins'

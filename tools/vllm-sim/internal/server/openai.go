@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermod/hermod/libs/jsonenc"
-	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/tokenizer"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/engine"
 )
@@ -28,8 +28,8 @@ const maxBodyBytes = 16 << 20
 // Handler returns the pod's HTTP handler.
 func (p *Pod) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, scheduling.APICompletions) }))
-	mux.HandleFunc("POST /v1/chat/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, scheduling.APIChatCompletions) }))
+	mux.HandleFunc("POST /v1/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APICompletions) }))
+	mux.HandleFunc("POST /v1/chat/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIChatCompletions) }))
 	mux.HandleFunc("GET /v1/models", p.auth(p.models))
 	mux.HandleFunc("POST /tokenize", p.tokenize)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -59,7 +59,7 @@ func (p *Pod) auth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // openAIRequest holds the fields of a completions / chat request the
-// simulator acts on (the prompt and messages are parsed by ParseRequest).
+// simulator acts on (the prompt and messages are read by openai.Parse).
 type openAIRequest struct {
 	Model               string `json:"model"`
 	MaxTokens           *int   `json:"max_tokens"`
@@ -72,7 +72,7 @@ type openAIRequest struct {
 	N    *int   `json:"n"`
 }
 
-func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api scheduling.API) {
+func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 	if status := p.faults.Load().inject(); status != 0 {
 		writeError(w, status, injectedMessage(status))
 		return
@@ -94,7 +94,7 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api scheduling.AP
 		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
 		return
 	}
-	parsed, err := scheduling.ParseRequest(api, body)
+	parsed, err := openai.Parse(api, body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -128,13 +128,13 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api scheduling.AP
 		seed = p.cfg.Seed ^ uint64(*oa.Seed)
 	}
 	id := fmt.Sprintf("%x%016x", p.reqSeq.Add(1), rand.Uint64())
-	seq, err := p.engine.Submit(engine.Request{ID: id, Adapter: adapter, Prompt: prompt, MaxTokens: maxTokens, Chat: api == scheduling.APIChatCompletions, Seed: seed})
+	seq, err := p.engine.Submit(engine.Request{ID: id, Adapter: adapter, Prompt: prompt, MaxTokens: maxTokens, Chat: api == openai.APIChatCompletions, Seed: seed})
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	out := &output{pod: p, api: api, model: model, seq: seq, created: time.Now().Unix()}
-	if api == scheduling.APIChatCompletions {
+	if api == openai.APIChatCompletions {
 		out.id = "chatcmpl-" + id
 	} else {
 		out.id = "cmpl-" + id
@@ -166,15 +166,15 @@ func (p *Pod) resolveModel(m string) (name, adapter string, ok bool) {
 
 // promptTokens tokenizes a request: token-id prompts as given, text with the
 // built-in tokenizer, chat messages through the Llama 3 chat template.
-func (p *Pod) promptTokens(api scheduling.API, req *scheduling.Request) []uint32 {
-	if api == scheduling.APICompletions {
+func (p *Pod) promptTokens(api openai.API, req openai.Request) []uint32 {
+	if api == openai.APICompletions {
 		if len(req.TokenIDs) > 0 {
 			return req.TokenIDs
 		}
-		return p.tok.Encode(nil, req.Body.Prompt)
+		return p.tok.Encode(nil, req.Prompt)
 	}
-	msgs := make([]tokenizer.Message, len(req.Body.Messages))
-	for i, m := range req.Body.Messages {
+	msgs := make([]tokenizer.Message, len(req.Messages))
+	for i, m := range req.Messages {
 		msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
 	}
 	return p.tok.Encode(nil, p.tmpl.Apply(msgs, true))
@@ -191,7 +191,7 @@ func tokenBytes(ids []uint32) []byte {
 // output renders one request's response.
 type output struct {
 	pod     *Pod
-	api     scheduling.API
+	api     openai.API
 	model   string
 	id      string
 	created int64
@@ -237,7 +237,7 @@ func (o *output) complete(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 0, len(text)+512)
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, o.id)
-	if o.api == scheduling.APIChatCompletions {
+	if o.api == openai.APIChatCompletions {
 		b = append(b, `,"object":"chat.completion","created":`...)
 		b = strconv.AppendInt(b, o.created, 10)
 		b = append(b, `,"model":`...)
@@ -285,7 +285,7 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	rc := http.NewResponseController(w)
-	chat := o.api == scheduling.APIChatCompletions
+	chat := o.api == openai.APIChatCompletions
 	// Every chunk is prefix + content + middle + finish_reason + suffix.
 	var prefix []byte
 	prefix = append(prefix, `data: {"id":`...)
@@ -391,11 +391,11 @@ func (p *Pod) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
 		return
 	}
-	api := scheduling.APICompletions
+	api := openai.APICompletions
 	if probe.Messages != nil {
-		api = scheduling.APIChatCompletions
+		api = openai.APIChatCompletions
 	}
-	parsed, err := scheduling.ParseRequest(api, body)
+	parsed, err := openai.Parse(api, body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -314,7 +314,7 @@ func TestErrors(t *testing.T) {
 		{"/v1/completions", `{"prompt":"x","max_tokens":0}`, 400, "max_tokens must be at least 1"},
 		{"/v1/completions", `{"prompt":"x","max_tokens":500}`, 400, "maximum context length is 100 tokens"},
 		{"/v1/completions", `{"prompt":"x","stream_options":{"include_usage":true}}`, 400, "Stream options"},
-		{"/v1/chat/completions", `{"messages":"x"}`, 400, "not a JSON object"},
+		{"/v1/chat/completions", `{"messages":"x"}`, 400, "messages: must be a list of messages"},
 		{"/v1/completions", `{"prompt":"x","n":2}`, 400, "n=1"},
 	}
 	for _, c := range cases {

@@ -7,12 +7,14 @@
 package pickerv1
 
 import (
-	v1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+
+	v1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 )
 
 const (
@@ -130,6 +132,59 @@ func (Api) EnumDescriptor() ([]byte, []int) {
 	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{1}
 }
 
+// Media is a kind of multimodal content part.
+type Media int32
+
+const (
+	Media_MEDIA_UNSPECIFIED Media = 0
+	Media_MEDIA_IMAGE       Media = 1
+	Media_MEDIA_AUDIO       Media = 2
+	Media_MEDIA_VIDEO       Media = 3
+)
+
+// Enum value maps for Media.
+var (
+	Media_name = map[int32]string{
+		0: "MEDIA_UNSPECIFIED",
+		1: "MEDIA_IMAGE",
+		2: "MEDIA_AUDIO",
+		3: "MEDIA_VIDEO",
+	}
+	Media_value = map[string]int32{
+		"MEDIA_UNSPECIFIED": 0,
+		"MEDIA_IMAGE":       1,
+		"MEDIA_AUDIO":       2,
+		"MEDIA_VIDEO":       3,
+	}
+)
+
+func (x Media) Enum() *Media {
+	p := new(Media)
+	*p = x
+	return p
+}
+
+func (x Media) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Media) Descriptor() protoreflect.EnumDescriptor {
+	return file_hermod_picker_v1_picker_proto_enumTypes[2].Descriptor()
+}
+
+func (Media) Type() protoreflect.EnumType {
+	return &file_hermod_picker_v1_picker_proto_enumTypes[2]
+}
+
+func (x Media) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Media.Descriptor instead.
+func (Media) EnumDescriptor() ([]byte, []int) {
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{2}
+}
+
 type PickRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pool; empty means the picker's own. A picker serves one pool.
@@ -137,13 +192,18 @@ type PickRequest struct {
 	// The request's id (x-request-id).
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Api       Api    `protobuf:"varint,3,opt,name=api,proto3,enum=hermod.picker.v1.Api" json:"api,omitempty"`
-	// The OpenAI request body as the client sent it (JSON).
+	// The OpenAI request body as the client sent it (JSON). Not read when
+	// request is set.
 	Body []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
 	// Request headers, names in lower case.
 	Headers map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Subset hint: when non-empty, only these endpoints (host:port) are
 	// candidates.
-	Subset        []string `protobuf:"bytes,6,rep,name=subset,proto3" json:"subset,omitempty"`
+	Subset []string `protobuf:"bytes,6,rep,name=subset,proto3" json:"subset,omitempty"`
+	// The body as the caller already parsed it (the gateway and the
+	// ext_proc server do), so that the picker does not parse it again; when
+	// set, body is not read.
+	Request       *ParsedRequest `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +280,167 @@ func (x *PickRequest) GetSubset() []string {
 	return nil
 }
 
+func (x *PickRequest) GetRequest() *ParsedRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// ParsedRequest is what routing reads of an OpenAI request body.
+type ParsedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The "model" member.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The "stream" member.
+	Stream bool `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	// max_completion_tokens, else max_tokens; 0 when neither is set.
+	MaxTokens int32 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// The completions prompt: several prompts joined by "\n", token-id
+	// prompts as their decimal ids joined by spaces.
+	Prompt string `protobuf:"bytes,4,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// The chat messages.
+	Messages []*ChatMessage `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
+	// A completions prompt given as one list of token ids.
+	TokenIds      []uint32 `protobuf:"varint,6,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParsedRequest) Reset() {
+	*x = ParsedRequest{}
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParsedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParsedRequest) ProtoMessage() {}
+
+func (x *ParsedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParsedRequest.ProtoReflect.Descriptor instead.
+func (*ParsedRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ParsedRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ParsedRequest) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
+func (x *ParsedRequest) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *ParsedRequest) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *ParsedRequest) GetMessages() []*ChatMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ParsedRequest) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+// ChatMessage is one chat message: its role, the text of its content
+// (the text parts joined), and the kinds of media parts it carries.
+type ChatMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Media         []Media                `protobuf:"varint,3,rep,packed,name=media,proto3,enum=hermod.picker.v1.Media" json:"media,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatMessage) Reset() {
+	*x = ChatMessage{}
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatMessage) ProtoMessage() {}
+
+func (x *ChatMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
+func (*ChatMessage) Descriptor() ([]byte, []int) {
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChatMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetMedia() []Media {
+	if x != nil {
+		return x.Media
+	}
+	return nil
+}
+
 type PickResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The decision's id: Complete and the completion event name it.
@@ -242,7 +463,7 @@ type PickResponse struct {
 
 func (x *PickResponse) Reset() {
 	*x = PickResponse{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[1]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +475,7 @@ func (x *PickResponse) String() string {
 func (*PickResponse) ProtoMessage() {}
 
 func (x *PickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[1]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +488,7 @@ func (x *PickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickResponse.ProtoReflect.Descriptor instead.
 func (*PickResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{1}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PickResponse) GetDecisionId() string {
@@ -334,7 +555,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[2]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +567,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[2]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +580,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{2}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Target) GetName() string {
@@ -392,7 +613,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +625,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +638,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{3}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CompleteRequest) GetCompletion() *v1.RequestCompleted {
@@ -435,7 +656,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +668,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,14 +681,14 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{4}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{6}
 }
 
 var File_hermod_picker_v1_picker_proto protoreflect.FileDescriptor
 
 const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\n" +
-	"\x1dhermod/picker/v1/picker.proto\x12\x10hermod.picker.v1\x1a!hermod/events/v1/completion.proto\"\x97\x02\n" +
+	"\x1dhermod/picker/v1/picker.proto\x12\x10hermod.picker.v1\x1a!hermod/events/v1/completion.proto\"\xd2\x02\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1d\n" +
 	"\n" +
@@ -475,10 +696,23 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\x03api\x18\x03 \x01(\x0e2\x15.hermod.picker.v1.ApiR\x03api\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x12D\n" +
 	"\aheaders\x18\x05 \x03(\v2*.hermod.picker.v1.PickRequest.HeadersEntryR\aheaders\x12\x16\n" +
-	"\x06subset\x18\x06 \x03(\tR\x06subset\x1a:\n" +
+	"\x06subset\x18\x06 \x03(\tR\x06subset\x129\n" +
+	"\arequest\x18\a \x01(\v2\x1f.hermod.picker.v1.ParsedRequestR\arequest\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
+	"\rParsedRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\bR\x06stream\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x03 \x01(\x05R\tmaxTokens\x12\x16\n" +
+	"\x06prompt\x18\x04 \x01(\tR\x06prompt\x129\n" +
+	"\bmessages\x18\x05 \x03(\v2\x1d.hermod.picker.v1.ChatMessageR\bmessages\x12\x1b\n" +
+	"\ttoken_ids\x18\x06 \x03(\rR\btokenIds\"j\n" +
+	"\vChatMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12-\n" +
+	"\x05media\x18\x03 \x03(\x0e2\x17.hermod.picker.v1.MediaR\x05media\"\x8d\x03\n" +
 	"\fPickResponse\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x122\n" +
@@ -511,7 +745,12 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\x03Api\x12\x13\n" +
 	"\x0fAPI_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fAPI_COMPLETIONS\x10\x01\x12\x18\n" +
-	"\x14API_CHAT_COMPLETIONS\x10\x022\xa9\x01\n" +
+	"\x14API_CHAT_COMPLETIONS\x10\x02*Q\n" +
+	"\x05Media\x12\x15\n" +
+	"\x11MEDIA_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vMEDIA_IMAGE\x10\x01\x12\x0f\n" +
+	"\vMEDIA_AUDIO\x10\x02\x12\x0f\n" +
+	"\vMEDIA_VIDEO\x10\x032\xa9\x01\n" +
 	"\rPickerService\x12E\n" +
 	"\x04Pick\x12\x1d.hermod.picker.v1.PickRequest\x1a\x1e.hermod.picker.v1.PickResponse\x12Q\n" +
 	"\bComplete\x12!.hermod.picker.v1.CompleteRequest\x1a\".hermod.picker.v1.CompleteResponseB=Z;github.com/hermod/hermod/libs/api/hermod/picker/v1;pickerv1b\x06proto3"
@@ -528,39 +767,45 @@ func file_hermod_picker_v1_picker_proto_rawDescGZIP() []byte {
 	return file_hermod_picker_v1_picker_proto_rawDescData
 }
 
-var file_hermod_picker_v1_picker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hermod_picker_v1_picker_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_hermod_picker_v1_picker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_hermod_picker_v1_picker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_hermod_picker_v1_picker_proto_goTypes = []any{
 	(PickFailure)(0),            // 0: hermod.picker.v1.PickFailure
 	(Api)(0),                    // 1: hermod.picker.v1.Api
-	(*PickRequest)(nil),         // 2: hermod.picker.v1.PickRequest
-	(*PickResponse)(nil),        // 3: hermod.picker.v1.PickResponse
-	(*Target)(nil),              // 4: hermod.picker.v1.Target
-	(*CompleteRequest)(nil),     // 5: hermod.picker.v1.CompleteRequest
-	(*CompleteResponse)(nil),    // 6: hermod.picker.v1.CompleteResponse
-	nil,                         // 7: hermod.picker.v1.PickRequest.HeadersEntry
-	nil,                         // 8: hermod.picker.v1.PickResponse.HeadersEntry
-	nil,                         // 9: hermod.picker.v1.Target.ResponseHeadersEntry
-	(*v1.RequestCompleted)(nil), // 10: hermod.events.v1.RequestCompleted
+	(Media)(0),                  // 2: hermod.picker.v1.Media
+	(*PickRequest)(nil),         // 3: hermod.picker.v1.PickRequest
+	(*ParsedRequest)(nil),       // 4: hermod.picker.v1.ParsedRequest
+	(*ChatMessage)(nil),         // 5: hermod.picker.v1.ChatMessage
+	(*PickResponse)(nil),        // 6: hermod.picker.v1.PickResponse
+	(*Target)(nil),              // 7: hermod.picker.v1.Target
+	(*CompleteRequest)(nil),     // 8: hermod.picker.v1.CompleteRequest
+	(*CompleteResponse)(nil),    // 9: hermod.picker.v1.CompleteResponse
+	nil,                         // 10: hermod.picker.v1.PickRequest.HeadersEntry
+	nil,                         // 11: hermod.picker.v1.PickResponse.HeadersEntry
+	nil,                         // 12: hermod.picker.v1.Target.ResponseHeadersEntry
+	(*v1.RequestCompleted)(nil), // 13: hermod.events.v1.RequestCompleted
 }
 var file_hermod_picker_v1_picker_proto_depIdxs = []int32{
 	1,  // 0: hermod.picker.v1.PickRequest.api:type_name -> hermod.picker.v1.Api
-	7,  // 1: hermod.picker.v1.PickRequest.headers:type_name -> hermod.picker.v1.PickRequest.HeadersEntry
-	4,  // 2: hermod.picker.v1.PickResponse.targets:type_name -> hermod.picker.v1.Target
-	4,  // 3: hermod.picker.v1.PickResponse.prefill:type_name -> hermod.picker.v1.Target
-	4,  // 4: hermod.picker.v1.PickResponse.encode:type_name -> hermod.picker.v1.Target
-	8,  // 5: hermod.picker.v1.PickResponse.headers:type_name -> hermod.picker.v1.PickResponse.HeadersEntry
-	9,  // 6: hermod.picker.v1.Target.response_headers:type_name -> hermod.picker.v1.Target.ResponseHeadersEntry
-	10, // 7: hermod.picker.v1.CompleteRequest.completion:type_name -> hermod.events.v1.RequestCompleted
-	2,  // 8: hermod.picker.v1.PickerService.Pick:input_type -> hermod.picker.v1.PickRequest
-	5,  // 9: hermod.picker.v1.PickerService.Complete:input_type -> hermod.picker.v1.CompleteRequest
-	3,  // 10: hermod.picker.v1.PickerService.Pick:output_type -> hermod.picker.v1.PickResponse
-	6,  // 11: hermod.picker.v1.PickerService.Complete:output_type -> hermod.picker.v1.CompleteResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 1: hermod.picker.v1.PickRequest.headers:type_name -> hermod.picker.v1.PickRequest.HeadersEntry
+	4,  // 2: hermod.picker.v1.PickRequest.request:type_name -> hermod.picker.v1.ParsedRequest
+	5,  // 3: hermod.picker.v1.ParsedRequest.messages:type_name -> hermod.picker.v1.ChatMessage
+	2,  // 4: hermod.picker.v1.ChatMessage.media:type_name -> hermod.picker.v1.Media
+	7,  // 5: hermod.picker.v1.PickResponse.targets:type_name -> hermod.picker.v1.Target
+	7,  // 6: hermod.picker.v1.PickResponse.prefill:type_name -> hermod.picker.v1.Target
+	7,  // 7: hermod.picker.v1.PickResponse.encode:type_name -> hermod.picker.v1.Target
+	11, // 8: hermod.picker.v1.PickResponse.headers:type_name -> hermod.picker.v1.PickResponse.HeadersEntry
+	12, // 9: hermod.picker.v1.Target.response_headers:type_name -> hermod.picker.v1.Target.ResponseHeadersEntry
+	13, // 10: hermod.picker.v1.CompleteRequest.completion:type_name -> hermod.events.v1.RequestCompleted
+	3,  // 11: hermod.picker.v1.PickerService.Pick:input_type -> hermod.picker.v1.PickRequest
+	8,  // 12: hermod.picker.v1.PickerService.Complete:input_type -> hermod.picker.v1.CompleteRequest
+	6,  // 13: hermod.picker.v1.PickerService.Pick:output_type -> hermod.picker.v1.PickResponse
+	9,  // 14: hermod.picker.v1.PickerService.Complete:output_type -> hermod.picker.v1.CompleteResponse
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_hermod_picker_v1_picker_proto_init() }
@@ -573,8 +818,8 @@ func file_hermod_picker_v1_picker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_picker_v1_picker_proto_rawDesc), len(file_hermod_picker_v1_picker_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   8,
+			NumEnums:      3,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

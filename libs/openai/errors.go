@@ -1,0 +1,109 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Error types of the OpenAI error shape.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeAuthentication = "authentication_error"
+	TypePermission     = "permission_error"
+	TypeNotFound       = "not_found_error"
+	TypeRateLimit      = "rate_limit_error"
+	TypeServer         = "server_error"
+	TypeUnavailable    = "service_unavailable"
+)
+
+// Error is an error as the OpenAI API answers it: an HTTP status and the
+// body {"error": {"message", "type", "param", "code"}}, param and code a
+// string or null.
+type Error struct {
+	Status int
+	// Type is the error type; empty: TypeForStatus(Status).
+	Type string
+	// Code is the OpenAI error code ("model_not_found"), or empty (null).
+	Code string
+	// Param names the request member at fault, or is empty (null).
+	Param   string
+	Message string
+	// RetryAfter > 0 sets Retry-After (seconds): the request may succeed
+	// later.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// errorJSON is the wire shape.
+type errorJSON struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// Body returns the error's JSON body, newline-terminated.
+func (e *Error) Body() []byte {
+	var w errorJSON
+	w.Error.Message = e.Message
+	w.Error.Type = e.Type
+	if w.Error.Type == "" {
+		w.Error.Type = TypeForStatus(e.Status)
+	}
+	if e.Param != "" {
+		w.Error.Param = &e.Param
+	}
+	if e.Code != "" {
+		w.Error.Code = &e.Code
+	}
+	b, _ := json.Marshal(w) // strings only: cannot fail
+	return append(b, '\n')
+}
+
+// Write answers the error on w.
+func (e *Error) Write(w http.ResponseWriter) {
+	b := e.Body()
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(b)
+}
+
+// WriteError answers an OpenAI-shaped error: typ is the error type (empty:
+// the status's), code the OpenAI error code or empty, param the member at
+// fault or empty; retryAfter > 0 sets Retry-After (seconds).
+func WriteError(w http.ResponseWriter, status int, typ, code, param, msg string, retryAfter int) {
+	(&Error{Status: status, Type: typ, Code: code, Param: param, Message: msg, RetryAfter: retryAfter}).Write(w)
+}
+
+// TypeForStatus is the error type that goes with an HTTP status.
+func TypeForStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return TypeAuthentication
+	case status == http.StatusForbidden:
+		return TypePermission
+	case status == http.StatusNotFound:
+		return TypeNotFound
+	case status == http.StatusTooManyRequests:
+		return TypeRateLimit
+	case status == http.StatusServiceUnavailable:
+		return TypeUnavailable
+	case status >= 500:
+		return TypeServer
+	}
+	return TypeInvalidRequest
+}
+
+// BodyErrorResponse is the answer to a body Parse refused.
+func BodyErrorResponse(err *BodyError) *Error {
+	return &Error{Status: http.StatusBadRequest, Param: err.Param, Message: err.Error()}
+}

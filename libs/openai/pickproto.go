@@ -1,0 +1,77 @@
+package openai
+
+import (
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+)
+
+// PickAPI is the API's value in a PickRequest.
+func (a API) PickAPI() pickerv1.Api {
+	switch a {
+	case APICompletions:
+		return pickerv1.Api_API_COMPLETIONS
+	case APIChatCompletions:
+		return pickerv1.Api_API_CHAT_COMPLETIONS
+	}
+	return pickerv1.Api_API_UNSPECIFIED
+}
+
+// APIOfPick is the API of a PickRequest's value; ok is false for an
+// unknown one.
+func APIOfPick(a pickerv1.Api) (API, bool) {
+	switch a {
+	case pickerv1.Api_API_COMPLETIONS:
+		return APICompletions, true
+	case pickerv1.Api_API_CHAT_COMPLETIONS:
+		return APIChatCompletions, true
+	}
+	return 0, false
+}
+
+var mediaKinds = [...]struct {
+	kind  MediaKind
+	proto pickerv1.Media
+}{{MediaImage, pickerv1.Media_MEDIA_IMAGE}, {MediaAudio, pickerv1.Media_MEDIA_AUDIO}, {MediaVideo, pickerv1.Media_MEDIA_VIDEO}}
+
+// Proto returns what routing reads of the request, for a PickRequest
+// (strings are shared, not copied).
+func (r *Request) Proto() *pickerv1.ParsedRequest {
+	p := &pickerv1.ParsedRequest{
+		Model: r.Model, Stream: r.Stream, MaxTokens: int32(r.MaxTokens), Prompt: r.Prompt, TokenIds: r.TokenIDs,
+	}
+	if len(r.Messages) > 0 {
+		msgs := make([]pickerv1.ChatMessage, len(r.Messages))
+		p.Messages = make([]*pickerv1.ChatMessage, len(r.Messages))
+		for i, m := range r.Messages {
+			msgs[i].Role, msgs[i].Content = m.Role, m.Content
+			for _, k := range mediaKinds {
+				if m.Media&k.kind != 0 {
+					msgs[i].Media = append(msgs[i].Media, k.proto)
+				}
+			}
+			p.Messages[i] = &msgs[i]
+		}
+	}
+	return p
+}
+
+// FromProto returns the Request a PickRequest carries parsed, sent to api.
+func FromProto(api API, p *pickerv1.ParsedRequest) Request {
+	r := Request{
+		API: api, Model: p.GetModel(), Stream: p.GetStream(), MaxTokens: max(int(p.GetMaxTokens()), 0),
+		Prompt: p.GetPrompt(), TokenIDs: p.GetTokenIds(),
+	}
+	if api == APIChatCompletions {
+		r.Messages = make([]Message, len(p.GetMessages()))
+		for i, m := range p.GetMessages() {
+			r.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent()}
+			for _, media := range m.GetMedia() {
+				for _, k := range mediaKinds {
+					if media == k.proto {
+						r.Messages[i].Media |= k.kind
+					}
+				}
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,446 @@
+package openai
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Request is what Hermod reads of an OpenAI completions or chat-completions
+// request body: enough to route, stream and account for it.
+type Request struct {
+	API API
+	// Model is the "model" member ("" when absent or null).
+	Model string
+	// Stream is the "stream" member.
+	Stream bool
+	// HasStreamOptions says whether "stream_options" is present (null
+	// included); IncludeUsage is its "include_usage".
+	HasStreamOptions bool
+	IncludeUsage     bool
+	// MaxTokens is the output limit the request sets
+	// (max_completion_tokens, else max_tokens), at most MaxInt32; 0 when
+	// it sets none.
+	MaxTokens int
+	// Prompt is the completions prompt (several prompts joined by "\n";
+	// token-id prompts as their decimal ids joined by spaces).
+	Prompt string
+	// Messages are the chat messages.
+	Messages []Message
+	// TokenIDs is a completions prompt given as one list of token ids.
+	TokenIDs []uint32
+}
+
+// MediaKind is a bit set of multimodal content kinds.
+type MediaKind uint8
+
+// Media kinds found in chat content parts.
+const (
+	MediaImage MediaKind = 1 << iota
+	MediaAudio
+	MediaVideo
+)
+
+// Message is one chat message: its role, the concatenated text of its
+// content, and the kinds of media parts it carries.
+type Message struct {
+	Role    string
+	Content string
+	Media   MediaKind
+}
+
+// BodyError is a request body Hermod refuses (HTTP 400); Param names the
+// member at fault ("messages[2].content"), "" for the body as a whole.
+type BodyError struct {
+	Param string
+	Msg   string
+}
+
+func (e *BodyError) Error() string {
+	if e.Param == "" {
+		return e.Msg
+	}
+	return e.Param + ": " + e.Msg
+}
+
+func fieldError(param, format string, args ...any) error {
+	return &BodyError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Parse reads an OpenAI request body sent to api in one pass: it checks
+// that the body is one JSON object and reads the members of Request from
+// it, skipping the others without building them. A body that is not valid
+// JSON, or whose members have the wrong types, is a *BodyError naming the
+// member. Of duplicate members the last counts, as in encoding/json.
+func Parse(api API, body []byte) (Request, error) {
+	r := Request{API: api}
+	if api != APICompletions && api != APIChatCompletions {
+		return Request{}, &BodyError{Msg: fmt.Sprintf("unsupported API %d", api)}
+	}
+	s := scanner{b: body}
+	s.ws()
+	if s.peek() != '{' {
+		return Request{}, &BodyError{Msg: "request body must be a JSON object"}
+	}
+	var p parser
+	if err := s.object(0, func(key []byte) error { return p.member(&s, &r, key) }); err != nil {
+		return Request{}, err
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return Request{}, s.syntaxError("unexpected data after the JSON object")
+	}
+	if err := p.finish(&r); err != nil {
+		return Request{}, err
+	}
+	return r, nil
+}
+
+// parser holds what Parse resolves once the whole object is read.
+type parser struct {
+	maxTokens, maxCompletionTokens int
+	hasPrompt, hasMessages         bool
+}
+
+func (p *parser) member(s *scanner, r *Request, key []byte) error {
+	switch string(key) {
+	case "model":
+		if null, err := s.null(); null || err != nil {
+			r.Model = ""
+			return err
+		}
+		v, ok, err := s.stringValue()
+		if err == nil && !ok {
+			return fieldError("model", "must be a string")
+		}
+		r.Model = v
+		return err
+	case "stream":
+		v, _, err := s.boolValue("stream")
+		r.Stream = v
+		return err
+	case "stream_options":
+		return s.streamOptions(r)
+	case "max_tokens":
+		return s.maxTokens("max_tokens", &p.maxTokens)
+	case "max_completion_tokens":
+		return s.maxTokens("max_completion_tokens", &p.maxCompletionTokens)
+	case "prompt":
+		if r.API != APICompletions {
+			return s.skip(1)
+		}
+		null, err := s.null()
+		p.hasPrompt = !null
+		if null || err != nil {
+			r.Prompt, r.TokenIDs = "", nil
+			return err
+		}
+		return s.prompt(r)
+	case "messages":
+		if r.API != APIChatCompletions {
+			return s.skip(1)
+		}
+		null, err := s.null()
+		p.hasMessages = !null
+		if null || err != nil {
+			r.Messages = nil
+			return err
+		}
+		return s.messages(r)
+	}
+	return s.skip(1)
+}
+
+func (p *parser) finish(r *Request) error {
+	switch {
+	case r.API == APICompletions && !p.hasPrompt:
+		return fieldError("prompt", "required")
+	case r.API == APIChatCompletions && !p.hasMessages:
+		return fieldError("messages", "required")
+	}
+	r.MaxTokens = p.maxCompletionTokens
+	if r.MaxTokens == 0 {
+		r.MaxTokens = p.maxTokens
+	}
+	return nil
+}
+
+// boolValue reads a boolean or null (null reads false).
+func (s *scanner) boolValue(param string) (v, null bool, err error) {
+	switch s.peek() {
+	case 't':
+		return true, false, s.literal("true")
+	case 'f':
+		return false, false, s.literal("false")
+	case 'n':
+		return false, true, s.literal("null")
+	}
+	if err := s.skip(1); err != nil {
+		return false, false, err
+	}
+	return false, false, fieldError(param, "must be a boolean")
+}
+
+func (s *scanner) streamOptions(r *Request) error {
+	switch s.peek() {
+	case 'n':
+		r.HasStreamOptions, r.IncludeUsage = true, false
+		return s.literal("null")
+	case '{':
+		r.HasStreamOptions, r.IncludeUsage = true, false
+		return s.object(1, func(key []byte) error {
+			if string(key) != "include_usage" {
+				return s.skip(2)
+			}
+			v, _, err := s.boolValue("stream_options.include_usage")
+			r.IncludeUsage = v
+			return err
+		})
+	}
+	if err := s.skip(1); err != nil {
+		return err
+	}
+	return fieldError("stream_options", "must be an object")
+}
+
+// maxTokens reads a token limit: a non-negative integer or null (0),
+// clamped to MaxInt32.
+func (s *scanner) maxTokens(param string, dst *int) error {
+	if null, err := s.null(); null || err != nil {
+		*dst = 0
+		return err
+	}
+	v, ok, err := s.uintValue()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fieldError(param, "must be a non-negative integer")
+	}
+	*dst = int(min(v, math.MaxInt32))
+	return nil
+}
+
+// prompt reads a completions prompt: a string, a list of strings (joined
+// by "\n"), one list of token ids (kept as TokenIDs, and as their decimal
+// text so that the prompt still hashes and counts), or a list of token-id
+// lists.
+func (s *scanner) prompt(r *Request) error {
+	r.Prompt, r.TokenIDs = "", nil
+	switch c := s.peek(); {
+	case c == '"':
+		v, _, err := s.stringValue()
+		r.Prompt = v
+		return err
+	case c != '[':
+		if err := s.skip(1); err != nil {
+			return err
+		}
+		return fieldError("prompt", "must be a string or a list")
+	}
+	// A list: of token ids if its first element is a number, else of
+	// strings and token-id lists.
+	save := s.i
+	s.i++
+	s.ws()
+	c := s.peek()
+	s.i = save
+	if c == '-' || (c >= '0' && c <= '9') {
+		ids, err := s.tokenIDs("prompt")
+		if err != nil {
+			return err
+		}
+		r.Prompt, r.TokenIDs = tokenText(ids), ids
+		return nil
+	}
+	var sb strings.Builder
+	err := s.array(1, func(i int) error {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		param := "prompt[" + strconv.Itoa(i) + "]"
+		switch s.peek() {
+		case '"':
+			v, _, err := s.stringValue()
+			sb.WriteString(v)
+			return err
+		case '[':
+			ids, err := s.tokenIDs(param)
+			sb.WriteString(tokenText(ids))
+			return err
+		}
+		if err := s.skip(2); err != nil {
+			return err
+		}
+		return fieldError(param, "must be a string or a list of token ids")
+	})
+	r.Prompt = sb.String()
+	return err
+}
+
+// tokenIDs reads a list of token ids (integers 0..MaxUint32).
+func (s *scanner) tokenIDs(param string) ([]uint32, error) {
+	if s.peek() != '[' {
+		if err := s.skip(2); err != nil {
+			return nil, err
+		}
+		return nil, fieldError(param, "must be a list of token ids")
+	}
+	var ids []uint32
+	bad := false
+	err := s.array(2, func(int) error {
+		v, ok, err := s.uintValue()
+		if !ok || v > math.MaxUint32 {
+			bad = true
+		}
+		ids = append(ids, uint32(v))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if bad {
+		return nil, fieldError(param, "must be a list of token ids (integers 0..%d)", uint32(math.MaxUint32))
+	}
+	return ids, nil
+}
+
+func tokenText(ids []uint32) string {
+	b := make([]byte, 0, len(ids)*6)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendUint(b, uint64(id), 10)
+	}
+	return string(b)
+}
+
+// messages reads the chat messages.
+func (s *scanner) messages(r *Request) error {
+	if s.peek() != '[' {
+		if err := s.skip(1); err != nil {
+			return err
+		}
+		return fieldError("messages", "must be a list of messages")
+	}
+	r.Messages = r.Messages[:0]
+	if r.Messages == nil {
+		r.Messages = []Message{}
+	}
+	return s.array(1, func(i int) error {
+		r.Messages = append(r.Messages, Message{})
+		return s.message(&r.Messages[i], "messages["+strconv.Itoa(i)+"]")
+	})
+}
+
+func (s *scanner) message(m *Message, param string) error {
+	if s.peek() != '{' {
+		if err := s.skip(2); err != nil {
+			return err
+		}
+		return fieldError(param, "must be an object")
+	}
+	return s.object(2, func(key []byte) error {
+		switch string(key) {
+		case "role":
+			if null, err := s.null(); null || err != nil {
+				m.Role = ""
+				return err
+			}
+			v, ok, err := s.stringValue()
+			if err == nil && !ok {
+				return fieldError(param+".role", "must be a string")
+			}
+			m.Role = v
+			return err
+		case "content":
+			return s.content(m, param+".content")
+		}
+		return s.skip(3)
+	})
+}
+
+// content reads a message's content: null, a string, or a list of
+// content parts whose texts are joined and whose media kinds are noted.
+func (s *scanner) content(m *Message, param string) error {
+	m.Content, m.Media = "", 0
+	switch s.peek() {
+	case 'n':
+		return s.literal("null")
+	case '"':
+		v, _, err := s.stringValue()
+		m.Content = v
+		return err
+	case '[':
+		var sb strings.Builder
+		err := s.array(3, func(j int) error { return s.contentPart(m, &sb, param+"["+strconv.Itoa(j)+"]") })
+		m.Content = sb.String()
+		return err
+	}
+	if err := s.skip(3); err != nil {
+		return err
+	}
+	return fieldError(param, "must be a string or a list of content parts")
+}
+
+func (s *scanner) contentPart(m *Message, sb *strings.Builder, param string) error {
+	if s.peek() != '{' {
+		if err := s.skip(4); err != nil {
+			return err
+		}
+		return fieldError(param, "must be a content part object")
+	}
+	var typ, text string
+	hasText := false
+	err := s.object(4, func(key []byte) error {
+		switch string(key) {
+		case "type":
+			if null, err := s.null(); null || err != nil {
+				typ = ""
+				return err
+			}
+			v, ok, err := s.stringValue()
+			if err == nil && !ok {
+				return fieldError(param+".type", "must be a string")
+			}
+			typ = v
+			return err
+		case "text":
+			if null, err := s.null(); null || err != nil {
+				text, hasText = "", false
+				return err
+			}
+			v, ok, err := s.stringValue()
+			if err == nil && !ok {
+				return fieldError(param+".text", "must be a string")
+			}
+			text, hasText = v, true
+			return err
+		}
+		return s.skip(5)
+	})
+	if err != nil {
+		return err
+	}
+	if kind := mediaKindOf(typ); kind != 0 {
+		m.Media |= kind
+	} else if hasText {
+		sb.WriteString(text)
+	}
+	return nil
+}
+
+// mediaKindOf maps an OpenAI or vLLM content-part type to its media kind.
+func mediaKindOf(partType string) MediaKind {
+	switch partType {
+	case "image_url", "input_image", "image", "image_embeds", "image_pil":
+		return MediaImage
+	case "input_audio", "audio_url", "audio":
+		return MediaAudio
+	case "video_url", "video":
+		return MediaVideo
+	}
+	return 0
+}
