@@ -101,6 +101,31 @@ func (l *List) Set(v string) error {
 	return nil
 }
 
+// Run is a command's body: it parses fs from args (then the HERMOD_*
+// environment), builds the logger common's flags ask for, and runs run
+// under a context SIGINT and SIGTERM cancel. common's flags must be
+// registered on fs.
+func Run(fs *flag.FlagSet, args []string, common *Common, run func(ctx context.Context, log *slog.Logger) error) error {
+	if err := Parse(fs, args); err != nil {
+		return err
+	}
+	log, err := common.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	return run(ctx, log)
+}
+
+// Or returns the list, or def when it is empty.
+func (l List) Or(def ...string) []string {
+	if len(l) == 0 {
+		return def
+	}
+	return l
+}
+
 // SignalContext returns a context canceled on SIGINT or SIGTERM; stop
 // releases the signal handlers.
 func SignalContext(parent context.Context) (ctx context.Context, stop context.CancelFunc) {

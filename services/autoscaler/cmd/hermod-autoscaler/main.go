@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 	"time"
 
@@ -36,16 +37,9 @@ func run() error {
 	fs.DurationVar(&cfg.Resync, "resync", 5*time.Second, "evaluate at least this often")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "VariantAutoscaling objects and analyzer ConfigMaps (YAML) applied under the ones stored in etcd")
 	common.Register(fs)
-	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.EtcdEndpoints = etcd
-	cfg.OTLPEndpoint = common.OTLPEndpoint
-	log, err := common.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := cmdline.SignalContext(context.Background())
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
+		cfg.EtcdEndpoints = etcd
+		cfg.OTLPEndpoint = common.OTLPEndpoint
+		return app.Run(ctx, cfg, log)
+	})
 }

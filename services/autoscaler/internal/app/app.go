@@ -6,12 +6,9 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -25,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/telemetry"
@@ -85,18 +83,16 @@ func (c *Config) Validate() error {
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if cfg.Replica == "" {
-		cfg.Replica = replicaID()
-	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log = log.With("replica", cfg.Replica, "pool", cfg.Pool)
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-autoscaler", cfg.OTLPEndpoint)
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-autoscaler", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
+	defer svc.Close()
+	cfg.Replica, log = svc.Replica, svc.Log
+	reg := svc.Registry
 	var fileObjs []config.Object
 	if cfg.ConfigFile != "" {
 		data, err := os.ReadFile(cfg.ConfigFile)
@@ -107,23 +103,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("--config %s: %w", cfg.ConfigFile, err)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	cli, err := coord.NewClient(cctx, cfg.EtcdEndpoints)
-	cancel()
+	cli, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cli.Close() }()
-	nc, err := bus.Connect(ctx, cfg.NATSURL, "hermod-autoscaler "+cfg.Replica, bus.WithLogger(log))
+	nc, err := svc.NATS(ctx, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := svc.JetStream(ctx, nc)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return err
 	}
-	reg := telemetry.NewRegistry()
 	act, err := newActuator(cfg, cli, reg, log)
 	if err != nil {
 		return err
@@ -144,8 +135,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer stop()
-	return serve(ctx, cfg, e, reg, log)
+	svc.OnClose(stop)
+	log.Info("autoscaler deciding", "actuator", cfg.Actuator)
+	// The engine persists its state on its way out: Serve waits for it,
+	// before the etcd client closes.
+	return svc.Serve(ctx, bootstrap.Run{
+		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}}},
+		Tasks:   []bootstrap.Task{e.Run},
+	})
 }
 
 func newActuator(cfg Config, cli *clientv3.Client, reg prometheus.Registerer, log *slog.Logger) (actuator.Actuator, error) {
@@ -292,47 +289,4 @@ func (o *objects) update(kvs map[string][]byte, rev int64) {
 	}
 	o.log.Info("autoscaler objects loaded", "revision", rev, "variants", len(set.Variants()), "groups", len(set.Groups()))
 	o.e.SetConfig(set)
-}
-
-func serve(ctx context.Context, cfg Config, e *engine.Engine, reg *prometheus.Registry, log *slog.Logger) error {
-	lis, err := net.Listen("tcp", cfg.MetricsListen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
-	}
-	ops := &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
-	opsErr := make(chan error, 1)
-	go func() { opsErr <- ops.Serve(lis) }()
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- e.Run(rctx) }()
-	log.Info("autoscaler running", "ops", lis.Addr().String(), "actuator", cfg.Actuator)
-	err = nil
-	engineDone := false
-	select {
-	case <-ctx.Done():
-	case err = <-opsErr:
-		err = fmt.Errorf("ops server: %w", err)
-	case err = <-runErr:
-		engineDone = true
-	}
-	// The engine persists its state on the way out: wait for it before
-	// the etcd client closes.
-	cancel()
-	if !engineDone {
-		if rerr := <-runErr; err == nil {
-			err = rerr
-		}
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	_ = ops.Shutdown(sctx)
-	return err
-}
-
-func replicaID() string {
-	host, _ := os.Hostname()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return host + "-" + hex.EncodeToString(b)
 }

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 
 	"github.com/hermod/hermod/libs/cmdline"
@@ -44,19 +45,9 @@ func run() error {
 	fs.IntVar(&cfg.DiscoveryTargetPort, "discovery-target-port", app.DefaultDiscoveryTargetPort, "port of the discovered pods' OpenAI API and /metrics")
 	fs.DurationVar(&cfg.DiscoveryResync, "discovery-resync", kubediscovery.DefaultResync, "period of the full resync of the discovered pods with the registry")
 	common.Register(fs)
-	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.EtcdEndpoints = etcd
-	if len(cfg.EtcdEndpoints) == 0 {
-		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
-	}
-	cfg.OTLPEndpoint = common.OTLPEndpoint
-	log, err := common.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := cmdline.SignalContext(context.Background())
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
+		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
+		cfg.OTLPEndpoint = common.OTLPEndpoint
+		return app.Run(ctx, cfg, log)
+	})
 }

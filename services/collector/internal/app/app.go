@@ -10,16 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/kubernetes"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/telemetry"
@@ -86,128 +83,85 @@ const (
 
 // Run runs the collector until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := coord.ValidatePoolName(cfg.Pool); err != nil {
-		return fmt.Errorf("--pool: %w", err)
-	}
-	if cfg.Replica == "" {
-		host, _ := os.Hostname()
-		cfg.Replica = fmt.Sprintf("%s-%08x", host, rand.Uint32())
-	}
 	if cfg.KVInterval <= 0 {
 		cfg.KVInterval = DefaultKVInterval
 	}
 	if cfg.MemberTTL <= 0 {
 		cfg.MemberTTL = DefaultMemberTTL
 	}
-	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
 	discovery, err := cfg.discovery()
 	if err != nil {
 		return err
 	}
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-collector", cfg.OTLPEndpoint)
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-collector", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
-	reg := telemetry.NewRegistry()
-
-	etcd, err := coord.NewClient(ctx, cfg.EtcdEndpoints)
+	defer svc.Close()
+	cfg.Replica, log = svc.Replica, svc.Log
+	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = etcd.Close() }()
-	nc, err := bus.Connect(ctx, cfg.NATSURL, "hermod-collector "+cfg.Replica, bus.WithLogger(log))
+	nc, err := svc.NATS(ctx, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := svc.JetStream(ctx, nc)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = bus.EnsureStreams(sctx, js, bus.DefaultLimits())
-	var kv jetstream.KeyValue
-	if err == nil {
-		kv, err = js.KeyValue(sctx, bus.MetricsBucket)
-	}
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	kv, err := js.KeyValue(kctx, bus.MetricsBucket)
 	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("bucket %s: %w", bus.MetricsBucket, err)
 	}
-	sink := newNATSSink(nc, kv, cfg.KVInterval, reg, log)
-	scraper, err := scrape.New(scrape.Config{Sink: sink, Interval: cfg.Interval, Timeout: cfg.Timeout, ModelsInterval: cfg.ModelsInterval, Registerer: reg, Logger: log})
+	sink := newNATSSink(nc, kv, cfg.KVInterval, svc.Registry, log)
+	scraper, err := scrape.New(scrape.Config{Sink: sink, Interval: cfg.Interval, Timeout: cfg.Timeout, ModelsInterval: cfg.ModelsInterval, Registerer: svc.Registry, Logger: log})
 	if err != nil {
 		return err
 	}
 	data := newDataLayer(scraper, log)
-	defer func() {
+	svc.OnClose(func() {
 		scraper.Close()
 		data.close() // once no poll uses its sources
-	}()
+	})
 	// The pool's config says how served models are polled; follow it from
 	// the first version on, before any endpoint is polled.
 	cw, err := coord.WatchConfig(ctx, etcd, cfg.Pool, data.apply, coord.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	defer cw.Close()
+	svc.OnClose(cw.Close)
 	select {
 	case <-data.first:
 	case <-ctx.Done():
 		return nil
 	}
-
-	own := coord.NewOwnership(cfg.Pool, cfg.Replica, assign(cfg.Pool, scraper, sink, log))
-	service := servicePrefix + cfg.Pool
-	member, err := coord.Join(ctx, etcd, service, cfg.Replica, cfg.MemberTTL, coord.WithLogger(log))
+	own, err := coord.Share(ctx, etcd, coord.ShareOptions{Pool: cfg.Pool, Group: servicePrefix + cfg.Pool, Replica: cfg.Replica, TTL: cfg.MemberTTL,
+		Assign: assign(cfg.Pool, scraper, sink, log)}, coord.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = member.Close(cctx)
-	}()
-	mw, err := coord.WatchMembers(ctx, etcd, service, func(ms []coord.Member) { own.SetMembers(coord.MemberIDs(ms)) }, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer mw.Close()
-	ew, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) { own.SetEndpoints(s.Sorted()) }, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer ew.Close()
+	svc.OnClose(own.Close)
 	if discovery != nil {
-		discovery.Etcd, discovery.Registerer, discovery.Logger = etcd, reg, log
+		discovery.Etcd, discovery.Registerer, discovery.Logger = etcd, svc.Registry, log
 		src, err := kubediscovery.Start(ctx, *discovery)
 		if err != nil {
 			return err
 		}
-		defer src.Close()
+		svc.OnClose(src.Close)
 	}
-
-	lis, err := net.Listen("tcp", cfg.MetricsListen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
-	}
-	srv := &http.Server{Handler: telemetry.OpsHandler(reg, own.Ready), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	log.Info("collector serving", "ops", lis.Addr().String(), "interval", cfg.Interval)
-	if cfg.Ready != nil {
-		cfg.Ready(lis.Addr().String())
-	}
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	}
-	sdctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sdctx)
-	return nil
+	log.Info("collector scraping", "interval", cfg.Interval)
+	return svc.Serve(ctx, bootstrap.Run{
+		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: telemetry.OpsHandler(svc.Registry, own.Ready), ReadHeaderTimeout: 5 * time.Second}}},
+		OnReady: func(addrs map[string]string) {
+			if cfg.Ready != nil {
+				cfg.Ready(addrs["ops"])
+			}
+		},
+	})
 }
 
 // assign hands this replica's endpoints to the scraper and forgets the

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 
 	"github.com/hermod/hermod/libs/cmdline"
@@ -39,22 +40,10 @@ func run() error {
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")
 	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
 	common.Register(fs)
-	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.EtcdEndpoints, cfg.PickerAddrs = etcd, pickers
-	if len(cfg.EtcdEndpoints) == 0 {
-		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
-	}
-	if len(cfg.PickerAddrs) == 0 {
-		cfg.PickerAddrs = []string{"127.0.0.1:9002"}
-	}
-	cfg.OTLPEndpoint = common.OTLPEndpoint
-	log, err := common.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := cmdline.SignalContext(context.Background())
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
+		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
+		cfg.PickerAddrs = pickers.Or("127.0.0.1:9002")
+		cfg.OTLPEndpoint = common.OTLPEndpoint
+		return app.Run(ctx, cfg, log)
+	})
 }

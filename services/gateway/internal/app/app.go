@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/services/gateway/internal/responses"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -63,22 +61,15 @@ const DefaultListen = ":8080"
 
 // Run runs the gateway until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := coord.ValidatePoolName(cfg.Pool); err != nil {
-		return fmt.Errorf("--pool: %w", err)
-	}
-	if cfg.Replica == "" {
-		host, _ := os.Hostname()
-		cfg.Replica = fmt.Sprintf("%s-%08x", host, rand.Uint32())
-	}
-	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-gateway", cfg.OTLPEndpoint)
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-gateway", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
+	defer svc.Close()
+	reg := svc.Registry
+	cfg.Replica, log = svc.Replica, svc.Log
 
 	var guard *auth.Guard
-	reg := telemetry.NewRegistry()
 	if cfg.APIKeysFile != "" {
 		keys, err := auth.LoadKeys(cfg.APIKeysFile)
 		if err != nil {
@@ -88,42 +79,33 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Info("API keys required", "keys", len(keys))
 	}
 
-	etcd, err := coord.NewClient(ctx, cfg.EtcdEndpoints)
+	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = etcd.Close() }()
-	nc, err := bus.Connect(ctx, cfg.NATSURL, "hermod-gateway "+cfg.Replica, bus.WithLogger(log))
+	nc, err := svc.NATS(ctx, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	publisher, err := bus.NewPublisher(nc, bus.WithLogger(log), bus.WithRegisterer(reg))
+	publisher, err := svc.Publisher(nc, "completion events")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := publisher.Close(sctx); err != nil {
-			log.Warn("completion events left unpublished at shutdown", "error", err)
-		}
-	}()
 	picker, err := pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: telemetry.GRPCClientOptions()})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = picker.Close() }()
+	svc.OnClose(func() { _ = picker.Close() })
 	completions, err := bus.CompletionsSubject(cfg.Pool)
 	if err != nil {
 		return err
 	}
 	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, Completer: picker, Logger: log, Metrics: reg})
-	defer func() {
+	svc.OnClose(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		reporter.Close(cctx)
-	}()
+	})
 
 	var flow *proxy.Flow
 	if cfg.FlowControlFile != "" {
@@ -131,7 +113,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		defer stop()
+		svc.OnClose(stop)
 		flow = f
 	}
 	list := models.New()
@@ -150,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	svc.OnClose(w.Close)
 	h := proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: log, Metrics: proxy.NewMetrics(reg)})
 	var store responsesv1.ResponsesStoreClient
@@ -160,7 +142,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--responses-address: %w", err)
 		}
-		defer func() { _ = conn.Close() }()
+		svc.OnClose(func() { _ = conn.Close() })
 		store = responsesv1.NewResponsesStoreClient(conn)
 	}
 	rh := responses.New(responses.Options{Store: store, Chat: h.Completions(openai.APIChatCompletions), MaxChain: cfg.MaxChain,
@@ -171,7 +153,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return picker.Ready()
 	}
-	return serve(ctx, cfg, log, routes(h, rh, list, guard, telemetry.OpsHandler(reg, ready)))
+	log.Info("gateway routing", "pickers", cfg.PickerAddrs)
+	api := &http.Server{Handler: routes(h, rh, list, guard, telemetry.OpsHandler(reg, ready)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return svc.Serve(ctx, bootstrap.Run{
+		// requests in flight, streams included, may finish for a while
+		Servers: []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: api, Grace: 30 * time.Second}},
+		OnReady: func(addrs map[string]string) {
+			if cfg.Ready != nil {
+				cfg.Ready(addrs["api"])
+			}
+		},
+	})
 }
 
 // routes is the gateway's HTTP surface.
@@ -202,31 +194,4 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	mux.Handle("/v1/", proxy.RequestIDs(v1))
 	mux.Handle("/", ops)
 	return mux
-}
-
-func serve(ctx context.Context, cfg Config, log *slog.Logger, handler http.Handler) error {
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	log.Info("gateway serving the OpenAI API", "addr", lis.Addr().String(), "pickers", cfg.PickerAddrs)
-	if cfg.Ready != nil {
-		cfg.Ready(lis.Addr().String())
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	// Let requests in flight finish (streams included) for a while.
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("requests still in flight at shutdown were cut", "error", err)
-		_ = srv.Close()
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/hermod/hermod/libs/cmdline"
@@ -43,39 +44,37 @@ func run() error {
 	fs.Uint64Var(&cfg.Index.Seed, "key-seed", 0, "seed of the block keys (every indexer and picker of a pool must agree)")
 	indexConfig := fs.String("index-config", "", "the index backend as reference/001's kvBlockIndexConfig, YAML or JSON inline or @file: exactly one of inMemoryConfig {size, podCacheSize}, costAwareMemoryConfig {size}, redisConfig or valkeyConfig {address, backendType} (a Valkey/Redis index shared by the pool's replicas); it overrides --index-size, --pod-cache-size and --index-memory")
 	common.Register(fs)
-	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.EtcdEndpoints = etcd
-	cfg.Index.MaxBytes = int64(memory)
-	if len(cfg.EtcdEndpoints) == 0 {
-		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
-	}
-	cfg.OTLPEndpoint = common.OTLPEndpoint
-	log, err := common.Logger(os.Stderr)
+	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
+		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
+		cfg.OTLPEndpoint = common.OTLPEndpoint
+		cfg.Index.MaxBytes = int64(memory)
+		if *indexConfig != "" {
+			if err := applyIndexConfig(&cfg, *indexConfig, log); err != nil {
+				return err
+			}
+		}
+		return app.Run(ctx, cfg, log)
+	})
+}
+
+// applyIndexConfig applies --index-config over the index flags.
+func applyIndexConfig(cfg *app.Config, indexConfig string, log *slog.Logger) error {
+	r, err := backend.Read(indexConfig)
 	if err != nil {
-		return err
+		return fmt.Errorf("--index-config: %w", err)
 	}
-	if *indexConfig != "" {
-		r, err := backend.Read(*indexConfig)
-		if err != nil {
-			return fmt.Errorf("--index-config: %w", err)
-		}
-		for _, w := range r.Warnings {
-			log.Warn(w)
-		}
-		if r.Size > 0 {
-			cfg.Index.Size = r.Size
-		}
-		if r.PodCacheSize > 0 {
-			cfg.Index.PodCacheSize = r.PodCacheSize
-		}
-		if r.MaxBytes > 0 {
-			cfg.Index.MaxBytes = r.MaxBytes
-		}
-		cfg.SharedIndexURL, cfg.LogInterval = r.RedisURL, r.LogInterval
+	for _, w := range r.Warnings {
+		log.Warn(w)
 	}
-	ctx, stop := cmdline.SignalContext(context.Background())
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	if r.Size > 0 {
+		cfg.Index.Size = r.Size
+	}
+	if r.PodCacheSize > 0 {
+		cfg.Index.PodCacheSize = r.PodCacheSize
+	}
+	if r.MaxBytes > 0 {
+		cfg.Index.MaxBytes = r.MaxBytes
+	}
+	cfg.SharedIndexURL, cfg.LogInterval = r.RedisURL, r.LogInterval
+	return nil
 }

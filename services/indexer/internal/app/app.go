@@ -9,19 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/kv/index"
@@ -76,188 +76,157 @@ const (
 
 // Run runs the indexer until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := coord.ValidatePoolName(cfg.Pool); err != nil {
-		return fmt.Errorf("--pool: %w", err)
-	}
-	if cfg.Replica == "" {
-		host, _ := os.Hostname()
-		cfg.Replica = fmt.Sprintf("%s-%08x", host, rand.Uint32())
-	}
 	if cfg.MemberTTL <= 0 {
 		cfg.MemberTTL = DefaultMemberTTL
 	}
-	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-indexer", cfg.OTLPEndpoint)
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-indexer", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
-	reg := telemetry.NewRegistry()
-
-	etcd, err := coord.NewClient(ctx, cfg.EtcdEndpoints)
+	defer svc.Close()
+	cfg.Replica, log = svc.Replica, svc.Log
+	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = etcd.Close() }()
-	nc, err := bus.Connect(ctx, cfg.NATSURL, "hermod-indexer "+cfg.Replica, bus.WithLogger(log))
+	nc, err := svc.NATS(ctx, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = bus.EnsureStreams(sctx, js, bus.DefaultLimits())
-	cancel()
+	js, err := svc.JetStream(ctx, nc)
 	if err != nil {
 		return err
 	}
-	pub, err := bus.NewPublisher(nc, bus.WithLogger(log), bus.WithRegisterer(reg))
+	pub, err := svc.Publisher(nc, "KV event batches")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = pub.Close(cctx)
-	}()
-
-	// The projection first (ingest resumes each pod after its last batch
-	// on the stream, so it waits until the projection has caught up).
-	var proj projected
-	var restoredAt uint64
-	var specIdx *index.Index
-	caughtUp := make(chan struct{})
-	if cfg.SharedIndexURL != "" {
-		shared, closeShared, err := openShared(ctx, cfg, reg, log)
-		if err != nil {
-			return err
-		}
-		defer closeShared()
-		proj, specIdx = shared, shared.Speculation()
-		fctx, stopFollowing := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); followShared(fctx, js, cfg.Pool, shared, caughtUp, log) }()
-		defer func() { stopFollowing(); <-done }()
-	} else {
-		p, restored, stop, err := followLocal(ctx, js, cfg, reg, caughtUp, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		proj, specIdx, restoredAt = p, p.Index(), restored
-	}
-	select {
-	case <-caughtUp:
-	case <-ctx.Done():
-		return nil
-	case <-time.After(catchUpTimeout):
-		return fmt.Errorf("the projection did not catch up with the KV stream within %v", catchUpTimeout)
-	}
-	log.Info("index caught up with the stream", "stream_sequence", proj.StreamSequence(), "restored_at", restoredAt, "shared", cfg.SharedIndexURL != "")
-	spec, err := followSpeculation(ctx, js, cfg.Pool, specIdx, reg, log)
-	if err != nil {
+	i := &indexer{cfg: cfg, svc: svc, log: log, caughtUp: make(chan struct{})}
+	if err := i.project(ctx, js); err != nil || ctx.Err() != nil {
 		return err
 	}
-	defer spec.Close()
-	if cfg.LogInterval > 0 {
-		lctx, stopLogging := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); logIndex(lctx, proj, cfg.LogInterval, log) }()
-		defer func() { stopLogging(); <-done }()
-	}
-
-	mg, err := ingest.NewManager(ingest.Config{Pool: cfg.Pool, Replica: cfg.Replica, Sink: &streamSink{pub: pub, log: log}, Logger: log, Registerer: reg})
+	own, err := i.ingest(ctx, etcd, pub)
 	if err != nil {
 		return err
-	}
-	defer mg.Close()
-	own := coord.NewOwnership(cfg.Pool, cfg.Replica, func(mine []*registryv1.Endpoint) { mg.SetTargets(targets(mine, proj)) })
-	group := servicePrefix + cfg.Pool
-	member, err := coord.Join(ctx, etcd, group, cfg.Replica, cfg.MemberTTL, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = member.Close(cctx)
-	}()
-	mw, err := coord.WatchMembers(ctx, etcd, group, func(ms []coord.Member) { own.SetMembers(coord.MemberIDs(ms)) }, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer mw.Close()
-	var central *ingest.Central
-	if cfg.ZMQBind != "" {
-		central = mg.NewCentral(cfg.ZMQBind, ingest.DefaultTopicPrefix)
-		cctx, stopCentral := context.WithCancel(ctx)
-		done, bound := make(chan error, 1), make(chan error, 1)
-		go func() { done <- central.Run(cctx, bound) }()
-		if err := <-bound; err != nil {
-			stopCentral()
-			return fmt.Errorf("--zmq-bind: %w", errors.Join(err, <-done))
-		}
-		defer func() {
-			stopCentral()
-			if err := <-done; err != nil {
-				log.Warn("centralized ingest stopped with an error", "error", err)
-			}
-		}()
-	}
-	ew, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
-		eps := s.Sorted()
-		own.SetEndpoints(eps)
-		if central != nil {
-			ts, addrs := centralPods(eps, proj)
-			central.SetPods(ts, addrs)
-		}
-	}, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	defer ew.Close()
-
-	glis, err := net.Listen("tcp", cfg.GRPCListen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.GRPCListen, err)
 	}
 	gsrv := grpc.NewServer(telemetry.GRPCServerOptions()...)
-	indexerv1.RegisterIndexerServiceServer(gsrv, service.New(cfg.Pool, proj))
-	lis, err := net.Listen("tcp", cfg.MetricsListen)
-	if err != nil {
-		_ = glis.Close()
-		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
-	}
+	indexerv1.RegisterIndexerServiceServer(gsrv, service.New(cfg.Pool, i.proj))
 	ready := func() error {
 		select {
-		case <-caughtUp:
+		case <-i.caughtUp:
 		default:
 			return errors.New("the index has not caught up with the stream")
 		}
 		return own.Ready()
 	}
-	srv := &http.Server{Handler: debugHandler(telemetry.OpsHandler(reg, ready), proj, restoredAt), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- gsrv.Serve(glis) }()
-	go func() { errc <- srv.Serve(lis) }()
-	log.Info("indexer serving", "grpc", glis.Addr().String(), "ops", lis.Addr().String())
-	if cfg.Ready != nil {
-		cfg.Ready(glis.Addr().String(), lis.Addr().String())
+	ops := &http.Server{Handler: debugHandler(telemetry.OpsHandler(svc.Registry, ready), i.proj, i.restoredAt), ReadHeaderTimeout: 5 * time.Second}
+	return svc.Serve(ctx, bootstrap.Run{
+		Servers: []bootstrap.Server{{Name: "grpc", Addr: cfg.GRPCListen, GRPC: gsrv}, {Name: "ops", Addr: cfg.MetricsListen, HTTP: ops}},
+		OnReady: func(addrs map[string]string) {
+			if cfg.Ready != nil {
+				cfg.Ready(addrs["grpc"], addrs["ops"])
+			}
+		},
+	})
+}
+
+// indexer is the state of a running indexer.
+type indexer struct {
+	cfg        Config
+	svc        *bootstrap.Service
+	log        *slog.Logger
+	proj       projected
+	restoredAt uint64
+	caughtUp   chan struct{}
+}
+
+// project follows the KV stream into the index and waits until it has
+// caught up (ingest resumes each pod after its last batch on the stream,
+// so it waits for that), then follows the speculative entries. It returns
+// nil without having caught up when ctx ends first.
+func (i *indexer) project(ctx context.Context, js jetstream.JetStream) error {
+	cfg, svc, log := i.cfg, i.svc, i.log
+	var specIdx *index.Index
+	if cfg.SharedIndexURL != "" {
+		shared, closeShared, err := openShared(ctx, cfg, svc.Registry, log)
+		if err != nil {
+			return err
+		}
+		svc.OnClose(closeShared)
+		i.proj, specIdx = shared, shared.Speculation()
+		svc.Go(func(ctx context.Context) { followShared(ctx, js, cfg.Pool, shared, i.caughtUp, log) })
+	} else {
+		p, restored, stop, err := followLocal(ctx, js, cfg, svc.Registry, i.caughtUp, log)
+		if err != nil {
+			return err
+		}
+		svc.OnClose(stop)
+		i.proj, specIdx, i.restoredAt = p, p.Index(), restored
 	}
-	var serveErr error
 	select {
+	case <-i.caughtUp:
 	case <-ctx.Done():
-	case err := <-errc:
-		serveErr = fmt.Errorf("serve: %w", err)
+		return nil
+	case <-time.After(catchUpTimeout):
+		return fmt.Errorf("the projection did not catch up with the KV stream within %v", catchUpTimeout)
 	}
-	gsrv.GracefulStop()
-	sdctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sdctx)
-	return serveErr
+	log.Info("index caught up with the stream", "stream_sequence", i.proj.StreamSequence(), "restored_at", i.restoredAt, "shared", cfg.SharedIndexURL != "")
+	spec, err := followSpeculation(ctx, js, cfg.Pool, specIdx, svc.Registry, log)
+	if err != nil {
+		return err
+	}
+	svc.OnClose(spec.Close)
+	if cfg.LogInterval > 0 {
+		svc.Go(func(ctx context.Context) { logIndex(ctx, i.proj, cfg.LogInterval, log) })
+	}
+	return nil
+}
+
+// ingest starts ingesting the KV events of the endpoints this replica
+// owns (and, with --zmq-bind, of the pods that connect to it).
+func (i *indexer) ingest(ctx context.Context, etcd *clientv3.Client, pub *bus.Publisher) (*coord.Ownership, error) {
+	cfg, svc, log := i.cfg, i.svc, i.log
+	mg, err := ingest.NewManager(ingest.Config{Pool: cfg.Pool, Replica: cfg.Replica, Sink: &streamSink{pub: pub, log: log}, Logger: log, Registerer: svc.Registry})
+	if err != nil {
+		return nil, err
+	}
+	svc.OnClose(mg.Close)
+	var central *ingest.Central
+	if cfg.ZMQBind != "" {
+		if central, err = i.startCentral(mg); err != nil {
+			return nil, err
+		}
+	}
+	own, err := coord.Share(ctx, etcd, coord.ShareOptions{
+		Pool: cfg.Pool, Group: servicePrefix + cfg.Pool, Replica: cfg.Replica, TTL: cfg.MemberTTL,
+		Assign: func(mine []*registryv1.Endpoint) { mg.SetTargets(targets(mine, i.proj)) },
+		OnEndpoints: func(s coord.Snapshot) {
+			if central != nil {
+				central.SetPods(centralPods(s.Sorted(), i.proj))
+			}
+		},
+	}, coord.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	svc.OnClose(own.Close)
+	return own.Ownership, nil
+}
+
+// startCentral binds the socket pods connect to (--zmq-bind).
+func (i *indexer) startCentral(mg *ingest.Manager) (*ingest.Central, error) {
+	central := mg.NewCentral(i.cfg.ZMQBind, ingest.DefaultTopicPrefix)
+	done, bound := make(chan error, 1), make(chan error, 1)
+	i.svc.Go(func(ctx context.Context) { done <- central.Run(ctx, bound) })
+	if err := <-bound; err != nil {
+		return nil, fmt.Errorf("--zmq-bind: %w", err)
+	}
+	i.svc.OnClose(func() {
+		if err := <-done; err != nil {
+			i.log.Warn("centralized ingest stopped with an error", "error", err)
+		}
+	})
+	return central, nil
 }
 
 // targets are the owned endpoints that publish KV events, each resuming

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 	"time"
 
@@ -43,20 +44,10 @@ func run() error {
 	extprocMaxBody := cmdline.ByteSize(extproc.DefaultMaxBodyBytes)
 	fs.Var(&extprocMaxBody, "extproc-max-body-bytes", "largest request body the Envoy ext_proc server buffers (e.g. 16MiB); larger ones are answered 413")
 	common.Register(fs)
-	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.EtcdEndpoints = etcd
-	cfg.ExtProcMaxBodyBytes = int64(extprocMaxBody)
-	if len(cfg.EtcdEndpoints) == 0 {
-		cfg.EtcdEndpoints = []string{"127.0.0.1:2379"}
-	}
-	cfg.OTLPEndpoint = common.OTLPEndpoint
-	log, err := common.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := cmdline.SignalContext(context.Background())
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
+		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
+		cfg.ExtProcMaxBodyBytes = int64(extprocMaxBody)
+		cfg.OTLPEndpoint = common.OTLPEndpoint
+		return app.Run(ctx, cfg, log)
+	})
 }

@@ -7,13 +7,8 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +24,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	_ "github.com/hermod/hermod/libs/plugins/standard" // every plugin type
@@ -89,29 +85,19 @@ const (
 
 // Run runs the picker until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := coord.ValidatePoolName(cfg.Pool); err != nil {
-		return fmt.Errorf("--pool: %w", err)
-	}
-	if cfg.Replica == "" {
-		cfg.Replica = replicaID()
-	}
 	if cfg.ReplayWindow <= 0 {
 		cfg.ReplayWindow = DefaultReplayWindow
 	}
 	if cfg.FilePollInterval <= 0 {
 		cfg.FilePollInterval = time.Second
 	}
-	log = log.With("pool", cfg.Pool, "replica", cfg.Replica)
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-picker", cfg.OTLPEndpoint)
+	boot, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-picker", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
-
-	reg := telemetry.NewRegistry()
-	a := &app{cfg: cfg, log: log, reg: reg, firstConfig: make(chan struct{})}
-	a.bgCtx, a.bgCancel = context.WithCancel(ctx)
-	defer a.close()
+	defer boot.Close()
+	cfg.Replica = boot.Replica
+	a := &app{cfg: cfg, boot: boot, log: boot.Log, reg: boot.Registry, bgCtx: boot.Context(), firstConfig: make(chan struct{})}
 	if err := a.connect(ctx); err != nil {
 		return err
 	}
@@ -125,9 +111,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 }
 
 type app struct {
-	cfg Config
-	log *slog.Logger
-	reg *prometheus.Registry
+	cfg  Config
+	boot *bootstrap.Service
+	log  *slog.Logger
+	reg  *prometheus.Registry
 
 	etcd      *clientv3.Client
 	nc        *nats.Conn
@@ -140,37 +127,28 @@ type app struct {
 	svc       *service.Server
 	extproc   *extproc.Server
 
-	stops []func() // in reverse start order
-
 	configLoaded, endpointsListed atomic.Bool
 	firstConfig                   chan struct{} // closed once the first version is applied
 	caughtUp                      atomic.Bool   // the initial replay is done
 	following                     atomic.Bool   // the streams are followed
 	consumers                     []*bus.Consumer
 
-	// Background work (replays) runs under bgCtx; close cancels and waits.
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	bg       sync.WaitGroup
+	// bgCtx is the background work's (boot.Go): it ends at shutdown.
+	bgCtx context.Context
 }
 
 func (a *app) connect(ctx context.Context) error {
 	var err error
-	if a.etcd, err = coord.NewClient(ctx, a.cfg.EtcdEndpoints); err != nil {
+	if a.etcd, err = a.boot.Etcd(ctx, a.cfg.EtcdEndpoints); err != nil {
 		return err
 	}
-	if a.nc, err = bus.Connect(ctx, a.cfg.NATSURL, "hermod-picker "+a.cfg.Replica, bus.WithLogger(a.log)); err != nil {
+	if a.nc, err = a.boot.NATS(ctx, a.cfg.NATSURL); err != nil {
 		return err
 	}
-	if a.js, err = jetstream.New(a.nc); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(sctx, a.js, bus.DefaultLimits()); err != nil {
+	if a.js, err = a.boot.JetStream(ctx, a.nc); err != nil {
 		return err
 	}
-	a.publisher, err = bus.NewPublisher(a.nc, bus.WithLogger(a.log), bus.WithRegisterer(a.reg))
+	a.publisher, err = a.boot.Publisher(a.nc, "decision events")
 	return err
 }
 
@@ -185,7 +163,7 @@ func (a *app) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.stops = append(a.stops, closeServices)
+	a.boot.OnClose(closeServices)
 	inflightOpts, err := a.inflightService()
 	if err != nil {
 		return err
@@ -204,6 +182,7 @@ func (a *app) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.boot.OnClose(func() { _ = a.loader.Close() })
 
 	a.set = endpoints.New(endpoints.Options{MaxFailures: a.cfg.MaxFailures, OnRemove: func(name string) {
 		a.folder.EndpointRemoved(name)
@@ -212,7 +191,7 @@ func (a *app) start(ctx context.Context) error {
 		lease.Release()
 		a.log.Info("endpoint left the pool", "endpoint", name)
 	}})
-	a.stops = append(a.stops, a.set.Close)
+	a.boot.OnClose(a.set.Close)
 	a.folder = projection.New(a.loader, projection.Options{Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
 		Lookup: func(name string) (*scheduling.Endpoint, bool) { return a.set.View().Lookup(name) }, Live: a.caughtUp.Load})
 	decisionsSubject, err := bus.DecisionsSubject(pool)
@@ -254,7 +233,7 @@ func (a *app) watchConfig(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		a.stops = append(a.stops, w.Close)
+		a.boot.OnClose(w.Close)
 		return nil
 	}
 	w, err := coord.WatchConfig(ctx, a.etcd, a.cfg.Pool, func(v coord.ConfigVersion) {
@@ -268,7 +247,7 @@ func (a *app) watchConfig(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.stops = append(a.stops, w.Close)
+	a.boot.OnClose(w.Close)
 	return nil
 }
 
@@ -293,7 +272,7 @@ func (a *app) watchEndpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.stops = append(a.stops, w.Close)
+	a.boot.OnClose(w.Close)
 	return nil
 }
 
@@ -309,7 +288,7 @@ func (a *app) followMetrics(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.stops = append(a.stops, func() { _ = sub.Close() })
+	a.boot.OnClose(func() { _ = sub.Close() })
 	n, err := seedMetrics(ctx, a.js, a.cfg.Pool, a.set)
 	if err != nil {
 		a.log.Warn("reading the latest metrics from the bucket failed; waiting for the next scrapes", "error", err)
@@ -341,112 +320,24 @@ func (a *app) ready() error {
 }
 
 func (a *app) serve(ctx context.Context) error {
-	lis, err := net.Listen("tcp", a.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
-	}
-	opsLis, err := net.Listen("tcp", a.cfg.MetricsListen)
-	if err != nil {
-		_ = lis.Close()
-		return fmt.Errorf("listen %s: %w", a.cfg.MetricsListen, err)
-	}
 	gs := grpc.NewServer(append(telemetry.GRPCServerOptions(), grpc.MaxRecvMsgSize(grpcMaxRecv(a.extproc.MaxBodyBytes())))...)
 	pickerv1.RegisterPickerServiceServer(gs, a.svc)
 	// Envoy deployments call the same port (GIE endpoint-picker protocol).
 	extprocv3.RegisterExternalProcessorServer(gs, a.extproc)
 	hs := health.NewServer()
-	healthNames := []string{"", pickerv1.PickerService_ServiceDesc.ServiceName, extprocv3.ExternalProcessor_ServiceDesc.ServiceName}
-	for _, name := range healthNames {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
-	}
 	healthpb.RegisterHealthServer(gs, hs)
 	ops := &http.Server{Handler: a.debugHandler(telemetry.OpsHandler(a.reg, a.ready)), ReadHeaderTimeout: 5 * time.Second}
-
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(lis) }()
-	go func() { errc <- ops.Serve(opsLis) }()
-	a.log.Info("picker serving", "grpc", lis.Addr().String(), "ops", opsLis.Addr().String())
-
-	// Health follows readiness.
-	readyTick := time.NewTicker(100 * time.Millisecond)
-	defer readyTick.Stop()
-	announced, serving := false, false
-	for {
-		select {
-		case <-ctx.Done():
-			hs.Shutdown()
-			stopped := make(chan struct{})
-			go func() { gs.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-time.After(10 * time.Second):
-				gs.Stop()
+	return a.boot.Serve(ctx, bootstrap.Run{
+		Servers: []bootstrap.Server{{Name: "grpc", Addr: a.cfg.Listen, GRPC: gs}, {Name: "ops", Addr: a.cfg.MetricsListen, HTTP: ops}},
+		// Health follows readiness.
+		Ready:          a.ready,
+		Health:         hs,
+		HealthServices: []string{"", pickerv1.PickerService_ServiceDesc.ServiceName, extprocv3.ExternalProcessor_ServiceDesc.ServiceName},
+		OnReady: func(addrs map[string]string) {
+			a.log.Info("picker ready", "endpoints", a.set.View().Registered, "candidates", len(a.set.View().Candidates))
+			if a.cfg.Ready != nil {
+				a.cfg.Ready(addrs["grpc"], addrs["ops"])
 			}
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = ops.Shutdown(sctx)
-			return nil
-		case err := <-errc:
-			gs.Stop()
-			_ = ops.Close()
-			return fmt.Errorf("serve: %w", err)
-		case <-readyTick.C:
-			err := a.ready()
-			if (err == nil) == serving {
-				continue
-			}
-			serving = err == nil
-			st := healthpb.HealthCheckResponse_NOT_SERVING
-			if serving {
-				st = healthpb.HealthCheckResponse_SERVING
-				a.log.Info("picker ready", "endpoints", a.set.View().Registered, "candidates", len(a.set.View().Candidates))
-			} else {
-				a.log.Warn("picker not ready", "error", err)
-			}
-			for _, name := range healthNames {
-				hs.SetServingStatus(name, st)
-			}
-			if serving && !announced {
-				announced = true
-				if a.cfg.Ready != nil {
-					a.cfg.Ready(lis.Addr().String(), opsLis.Addr().String())
-				}
-			}
-		}
-	}
-}
-
-// close stops everything in reverse start order.
-func (a *app) close() {
-	a.bgCancel()
-	a.bg.Wait()
-	for i := len(a.stops) - 1; i >= 0; i-- {
-		a.stops[i]()
-	}
-	if a.publisher != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := a.publisher.Close(ctx); err != nil {
-			a.log.Warn("decision events left unpublished at shutdown", "error", err)
-		}
-		cancel()
-	}
-	if a.loader != nil {
-		_ = a.loader.Close()
-	}
-	if a.nc != nil {
-		a.nc.Close()
-	}
-	if a.etcd != nil {
-		_ = a.etcd.Close()
-	}
-}
-
-// replicaID names this process: host name and a random suffix (a restarted
-// replica is a new one: it replays its old decisions like anybody's).
-func replicaID() string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "picker"
-	}
-	return fmt.Sprintf("%s-%08x", host, rand.Uint32())
+		},
+	})
 }

@@ -68,9 +68,7 @@ func (a *app) inflightService() ([]scheduling.Option, error) {
 	}
 	s := &inflightSync{changed: make(chan []string, 1)}
 	a.inflight = s
-	a.bg.Add(1)
-	go func() {
-		defer a.bg.Done()
+	a.boot.Go(func(context.Context) {
 		c := a.connectInflight(a.bgCtx, opt)
 		if c == nil {
 			return
@@ -78,7 +76,7 @@ func (a *app) inflightService() ([]scheduling.Option, error) {
 		defer c.Close()
 		s.store.Store(inflight.New(c, a.cfg.Pool, ttl))
 		a.runInflight(a.bgCtx, s, min(max(ttl/4, time.Second), 30*time.Second))
-	}()
+	})
 	return []scheduling.Option{scheduling.WithService(leastrequest.StoreService, leastrequest.Counter(s))}, nil
 }
 

@@ -42,7 +42,7 @@ func (a *app) followStreams(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("follow completions: %w", err)
 	}
-	a.stops = append(a.stops, cc.Close)
+	a.boot.OnClose(cc.Close)
 	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisions, Start: since, Logger: a.log},
 		func(d *eventsv1.RoutingDecision, _ bus.Meta) {
 			if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
@@ -52,21 +52,19 @@ func (a *app) followStreams(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("follow decisions: %w", err)
 	}
-	a.stops = append(a.stops, dc.Close)
+	a.boot.OnClose(dc.Close)
 	if err := a.followLive(completions, decisions); err != nil {
 		return err
 	}
 	a.consumers = []*bus.Consumer{cc, dc}
 	a.following.Store(true)
-	a.bg.Add(1)
-	go func() {
-		defer a.bg.Done()
+	a.boot.Go(func(context.Context) {
 		start := time.Now()
 		if caughtUp(a.bgCtx, cc, dc) {
 			a.caughtUp.Store(true)
 			a.log.Info("projections rebuilt from the streams", "window", window, "took", time.Since(start).Round(time.Millisecond))
 		}
-	}()
+	})
 	return nil
 }
 
@@ -88,7 +86,7 @@ func (a *app) followLive(completions, decisions string) error {
 	if err != nil {
 		return fmt.Errorf("follow completions live: %w", err)
 	}
-	a.stops = append(a.stops, func() { _ = cs.Close() })
+	a.boot.OnClose(func() { _ = cs.Close() })
 	ds, err := bus.Subscribe(a.nc, decisions, func(d *eventsv1.RoutingDecision, _ string) {
 		if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
 			a.folder.Decision(d)
@@ -97,7 +95,7 @@ func (a *app) followLive(completions, decisions string) error {
 	if err != nil {
 		return fmt.Errorf("follow decisions live: %w", err)
 	}
-	a.stops = append(a.stops, func() { _ = ds.Close() })
+	a.boot.OnClose(func() { _ = ds.Close() })
 	return nil
 }
 
@@ -125,13 +123,11 @@ func (a *app) reloaded(s *scheduling.Scheduler) {
 	if len(fresh) == 0 || !a.following.Load() {
 		return // the initial replay covers a config loaded before it
 	}
-	a.bg.Add(1)
-	go func() {
-		defer a.bg.Done()
+	a.boot.Go(func(context.Context) {
 		if err := a.rebuild(s); err != nil && a.bgCtx.Err() == nil {
 			a.log.Warn("rebuilding the state of a reloaded config failed; it builds up from new decisions", "error", err)
 		}
-	}()
+	})
 	a.log.Info("rebuilding the state of the reloaded config's new plugins from the streams", "plugins", fmt.Sprint(fresh))
 }
 

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 
 	"github.com/hermod/hermod/libs/cmdline"
@@ -31,16 +32,9 @@ func run() error {
 	fs.StringVar(&cfg.Replica, "replica", "", "this replica's name in the sync consumer group (default: host name and a random suffix)")
 	fs.IntVar(&cfg.ChainLimit, "max-chain", service.DefaultChainLimit, "most responses a conversation chain may hold")
 	common.Register(fs)
-	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
-		return err
-	}
-	cfg.EtcdEndpoints = etcd
-	cfg.OTLPEndpoint = common.OTLPEndpoint
-	log, err := common.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := cmdline.SignalContext(context.Background())
-	defer stop()
-	return app.Run(ctx, cfg, log)
+	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
+		cfg.EtcdEndpoints = etcd
+		cfg.OTLPEndpoint = common.OTLPEndpoint
+		return app.Run(ctx, cfg, log)
+	})
 }

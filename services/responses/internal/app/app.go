@@ -4,12 +4,9 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/plugins/responsestore"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -56,28 +54,36 @@ type Config struct {
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if cfg.Replica == "" {
-		cfg.Replica = replicaID()
-	}
-	log = log.With("replica", cfg.Replica)
-	shutdownTracing, err := telemetry.SetupTracing(ctx, "hermod-responses", cfg.OTLPEndpoint)
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-responses", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
-
+	defer svc.Close()
+	cfg.Replica, log = svc.Replica, svc.Log
 	sc, source, err := resolveStoreConfig(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	reg := telemetry.NewRegistry()
-	st, err := Open(ctx, sc, cfg.Replica, log, reg)
+	st, err := Open(ctx, sc, cfg.Replica, log, svc.Registry)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
+	svc.OnClose(func() { _ = st.Close() })
 	log.Info("responses store", "backend", backendName(sc), "from", source)
-	return serve(ctx, cfg, st, reg, log)
+
+	rs := service.New(st, cfg.ChainLimit)
+	svc.Registry.MustRegister(rs.Collectors()...)
+	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
+	responsesv1.RegisterResponsesStoreServer(gs, rs)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	ops := &http.Server{Handler: telemetry.OpsHandler(svc.Registry, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
+	return svc.Serve(ctx, bootstrap.Run{
+		Servers:        []bootstrap.Server{{Name: "grpc", Addr: cfg.Listen, GRPC: gs}, {Name: "ops", Addr: cfg.MetricsListen, HTTP: ops}},
+		Ready:          func() error { return nil },
+		Health:         hs,
+		HealthServices: []string{"", responsesv1.ResponsesStore_ServiceDesc.ServiceName},
+	})
 }
 
 func backendName(sc *responsestore.StoreConfig) string {
@@ -168,57 +174,6 @@ func resolveStoreConfig(ctx context.Context, cfg Config, log *slog.Logger) (*res
 		return nil, "", fmt.Errorf("pool %s config: plugins (responses-store): %w", cfg.Pool, err)
 	}
 	return sc, fmt.Sprintf("pool %s config (revision %d)", cfg.Pool, v.Revision), nil
-}
-
-func serve(ctx context.Context, cfg Config, st store.Store, reg *prometheus.Registry, log *slog.Logger) error {
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
-	opsLis, err := net.Listen("tcp", cfg.MetricsListen)
-	if err != nil {
-		_ = lis.Close()
-		return fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
-	}
-	svc := service.New(st, cfg.ChainLimit)
-	reg.MustRegister(svc.Collectors()...)
-	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
-	responsesv1.RegisterResponsesStoreServer(gs, svc)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(responsesv1.ResponsesStore_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(gs, hs)
-	ops := &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(lis) }()
-	go func() { errc <- ops.Serve(opsLis) }()
-	log.Info("responses serving", "grpc", lis.Addr().String(), "ops", opsLis.Addr().String())
-	select {
-	case <-ctx.Done():
-		hs.Shutdown()
-		stopped := make(chan struct{})
-		go func() { gs.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(10 * time.Second):
-			gs.Stop()
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ops.Shutdown(sctx)
-		return nil
-	case err := <-errc:
-		gs.Stop()
-		_ = ops.Close()
-		return fmt.Errorf("serve: %w", err)
-	}
-}
-
-func replicaID() string {
-	host, _ := os.Hostname()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return host + "-" + hex.EncodeToString(b)
 }
 
 func warnFunc(log *slog.Logger) func(string) {

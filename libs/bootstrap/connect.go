@@ -1,0 +1,77 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/coord"
+)
+
+// Bounds of the start-up calls and of the flush at Close.
+const (
+	connectTimeout = 15 * time.Second
+	streamsTimeout = 10 * time.Second
+	flushTimeout   = 5 * time.Second
+)
+
+// Etcd connects to etcd; Close closes the client.
+func (s *Service) Etcd(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	cli, err := coord.NewClient(cctx, endpoints)
+	if err != nil {
+		return nil, err
+	}
+	s.OnClose(func() { _ = cli.Close() })
+	return cli, nil
+}
+
+// NATS connects to NATS, the connection named after the service and its
+// replica; Close closes it.
+func (s *Service) NATS(ctx context.Context, url string) (*nats.Conn, error) {
+	nc, err := bus.Connect(ctx, url, s.Name+" "+s.Replica, bus.WithLogger(s.Log))
+	if err != nil {
+		return nil, err
+	}
+	s.OnClose(nc.Close)
+	return nc, nil
+}
+
+// JetStream returns the JetStream of a connection with Hermod's streams
+// and buckets in place (created or updated).
+func (s *Service) JetStream(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, streamsTimeout)
+	defer cancel()
+	if err := bus.EnsureStreams(sctx, js, bus.DefaultLimits()); err != nil {
+		return nil, err
+	}
+	return js, nil
+}
+
+// Publisher returns an asynchronous publisher on nc, its metrics in the
+// service's registry; Close flushes it (for a while) before the connection
+// closes. what names the events, for the warning when some are left.
+func (s *Service) Publisher(nc *nats.Conn, what string) (*bus.Publisher, error) {
+	pub, err := bus.NewPublisher(nc, bus.WithLogger(s.Log), bus.WithRegisterer(s.Registry))
+	if err != nil {
+		return nil, err
+	}
+	s.OnClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		if err := pub.Close(ctx); err != nil {
+			s.Log.Warn(what+" left unpublished at shutdown", "error", err)
+		}
+	})
+	return pub, nil
+}
