@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/services/gateway/internal/responses"
@@ -66,75 +68,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer svc.Close()
-	reg := svc.Registry
-	cfg.Replica, log = svc.Replica, svc.Log
-
+	cfg.Replica = svc.Replica
+	g := &gateway{cfg: cfg, svc: svc, log: svc.Log, reg: svc.Registry}
 	var guard *auth.Guard
 	if cfg.APIKeysFile != "" {
 		keys, err := auth.LoadKeys(cfg.APIKeysFile)
 		if err != nil {
 			return err
 		}
-		guard = auth.NewGuard(keys, reg)
-		log.Info("API keys required", "keys", len(keys))
+		guard = auth.NewGuard(keys, g.reg)
+		g.log.Info("API keys required", "keys", len(keys))
 	}
-
-	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
+	h, err := g.requestPath(ctx)
 	if err != nil {
 		return err
 	}
-	nc, err := svc.NATS(ctx, cfg.NATSURL)
-	if err != nil {
-		return err
-	}
-	publisher, err := svc.Publisher(nc, "completion events")
-	if err != nil {
-		return err
-	}
-	picker, err := pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: telemetry.GRPCClientOptions()})
-	if err != nil {
-		return err
-	}
-	svc.OnClose(func() { _ = picker.Close() })
-	completions, err := bus.CompletionsSubject(cfg.Pool)
-	if err != nil {
-		return err
-	}
-	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, Completer: picker, Logger: log, Metrics: reg})
-	svc.OnClose(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		reporter.Close(cctx)
-	})
-
-	var flow *proxy.Flow
-	if cfg.FlowControlFile != "" {
-		f, stop, err := startFlowControl(ctx, cfg, nc, reg, log)
-		if err != nil {
-			return err
-		}
-		svc.OnClose(stop)
-		flow = f
-	}
-	list := models.New()
-	var modelsListed atomic.Bool
-	w, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
-		list.Update(s)
-		modelsListed.Store(true)
-		if flow != nil && flow.Retain != nil {
-			names := make(map[string]bool, len(s.Endpoints))
-			for name := range s.Endpoints {
-				names[name] = true
-			}
-			flow.Retain(names)
-		}
-	}, coord.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	svc.OnClose(w.Close)
-	h := proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: log, Metrics: proxy.NewMetrics(reg)})
 	var store responsesv1.ResponsesStoreClient
 	if cfg.ResponsesAddr != "" {
 		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCClientOptions()...)
@@ -146,15 +94,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		store = responsesv1.NewResponsesStoreClient(conn)
 	}
 	rh := responses.New(responses.Options{Store: store, Chat: h.Completions(openai.APIChatCompletions), MaxChain: cfg.MaxChain,
-		MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg})
-	ready := func() error {
-		if !modelsListed.Load() {
-			return errors.New("endpoints not listed yet")
-		}
-		return picker.Ready()
-	}
-	log.Info("gateway routing", "pickers", cfg.PickerAddrs)
-	api := &http.Server{Handler: routes(h, rh, list, guard, telemetry.OpsHandler(reg, ready)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		MaxBodyBytes: cfg.MaxBodyBytes, Logger: g.log, Registerer: g.reg})
+	g.log.Info("gateway routing", "pickers", cfg.PickerAddrs)
+	api := &http.Server{Handler: routes(h, rh, g.models, guard, telemetry.OpsHandler(g.reg, g.ready)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return svc.Serve(ctx, bootstrap.Run{
 		// requests in flight, streams included, may finish for a while
 		Servers: []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: api, Grace: 30 * time.Second}},
@@ -164,6 +106,86 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		},
 	})
+}
+
+// gateway is a running gateway's state.
+type gateway struct {
+	cfg Config
+	svc *bootstrap.Service
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	picker       *pickerclient.Client
+	models       *models.List
+	modelsListed atomic.Bool
+}
+
+// ready: the endpoints are listed and a picker answers.
+func (g *gateway) ready() error {
+	if !g.modelsListed.Load() {
+		return errors.New("endpoints not listed yet")
+	}
+	return g.picker.Ready()
+}
+
+// requestPath connects what the completions path needs (the pickers, the
+// completion reporter, flow control, the endpoint list) and returns it.
+func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
+	cfg, svc := g.cfg, g.svc
+	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := svc.NATS(ctx, cfg.NATSURL)
+	if err != nil {
+		return nil, err
+	}
+	publisher, err := svc.Publisher(nc, "completion events")
+	if err != nil {
+		return nil, err
+	}
+	g.picker, err = pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: telemetry.GRPCClientOptions()})
+	if err != nil {
+		return nil, err
+	}
+	svc.OnClose(func() { _ = g.picker.Close() })
+	completions, err := bus.CompletionsSubject(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, Completer: g.picker, Logger: g.log, Metrics: g.reg})
+	svc.OnClose(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		reporter.Close(cctx)
+	})
+	var flow *proxy.Flow
+	if cfg.FlowControlFile != "" {
+		f, stop, err := startFlowControl(ctx, cfg, nc, g.reg, g.log)
+		if err != nil {
+			return nil, err
+		}
+		svc.OnClose(stop)
+		flow = f
+	}
+	g.models = models.New()
+	w, err := coord.WatchEndpoints(ctx, etcd, cfg.Pool, func(s coord.Snapshot) {
+		g.models.Update(s)
+		g.modelsListed.Store(true)
+		if flow != nil && flow.Retain != nil {
+			names := make(map[string]bool, len(s.Endpoints))
+			for name := range s.Endpoints {
+				names[name] = true
+			}
+			flow.Retain(names)
+		}
+	}, coord.WithLogger(g.log))
+	if err != nil {
+		return nil, err
+	}
+	svc.OnClose(w.Close)
+	return proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: g.picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: g.log, Metrics: proxy.NewMetrics(g.reg)}), nil
 }
 
 // routes is the gateway's HTTP surface.
