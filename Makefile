@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi microbench chart clean help
+.PHONY: mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
 
 all: build
 
@@ -41,6 +41,7 @@ help:
 	@echo "                  BENCH_ARGS='--orders 2' passes flags to hermod-bench)"
 	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing (noisy neighbour on)"
 	@echo "make bench-multi  20 gateways, 20 pods: per-gateway least-request against the events and Valkey global views"
+	@echo "make bench-overhead what the gateway + picker add to a request beside nginx, and the Pick RPC (COUNT=5 runs)"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 	@echo "make chart        helm lint and template the chart deployments/helm/hermod (default and ci/values-full.yaml)"
@@ -148,6 +149,14 @@ bench-prefix: apt-deps binaries
 # least-request against the events and Valkey global views.
 bench-multi: apt-deps binaries
 	$(BIN)/hermod-bench multi --out bench-out/multi $(BENCH_ARGS)
+
+# What the gateway and the picker add to a request, beside what nginx
+# (Debian's, installed here) adds as a plain reverse proxy, and the Pick
+# RPC alone: one small non-streamed completion at a time against one pod
+# at --speed 1000, each way in turn, $(COUNT) runs (about 10 s each).
+bench-overhead: apt-deps binaries
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { $(SUDO) apt-get update -qq; $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx; }
+	cd e2e && $(GO) test -run='^$$' -bench='^BenchmarkGatewayOverhead$$' -benchtime=1x -count=$(COUNT) .
 
 microbench:
 	@for m in $(MODULES); do (cd "$$m" && $(GO) test -run='^$$' -bench='$(BENCH)' -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) ./...); done

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -14,6 +15,10 @@ import (
 func GRPCServerOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Calls run on a pool of goroutines whose stacks have grown to
+		// what a handler needs, not on a fresh goroutine per call whose
+		// stack grows (and is copied) on every call.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	if Tracing() {
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler()))

@@ -392,7 +392,14 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return write(acct.Finish())
+			if err := write(acct.Finish()); err != nil {
+				return err
+			}
+			// The client has the whole answer before the completion is
+			// reported (the server would flush it only when the handler
+			// returns).
+			_ = http.NewResponseController(w).Flush()
+			return nil
 		}
 		if err != nil {
 			return err
