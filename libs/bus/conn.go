@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermod/hermod/libs/retry"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -55,12 +57,12 @@ func Connect(ctx context.Context, url, name string, opts ...Option) (*nats.Conn,
 			log.Info("nats connected", "nats_url", nc.ConnectedUrlRedacted(), "attempts", attempt)
 			return nc, nil
 		}
-		delay := bo.delay()
+		delay := bo.NextBackOff()
 		if dl, _ := ctx.Deadline(); time.Until(dl) < delay {
 			return nil, fmt.Errorf("connect to nats %s (%d attempts): %w", shownURL, attempt, errors.Join(err, context.DeadlineExceeded))
 		}
 		log.Debug("nats connect failed; retrying", "error", err, "attempt", attempt, "retry_in", delay)
-		if !sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			return nil, fmt.Errorf("connect to nats %s (%d attempts): %w", shownURL, attempt, errors.Join(err, ctx.Err()))
 		}
 	}
@@ -128,18 +130,6 @@ type connectDialer struct {
 func (d *connectDialer) Dial(network, address string) (net.Conn, error) {
 	nd := net.Dialer{Timeout: dialTimeout}
 	return nd.DialContext(*d.ctx.Load(), network, address)
-}
-
-// sleep waits for d or ctx; it returns false if ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // redactURLs hides the passwords of a comma-separated list of server URLs.

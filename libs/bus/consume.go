@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // Consumer tuning.
@@ -238,7 +240,7 @@ func (c *Consumer) run(ctx context.Context, handle func(jetstream.Msg)) {
 			if ok, suppressed := errLog.allow(); ok {
 				c.log.Warn("consumer error; retrying", "error", err, "suppressed", suppressed)
 			}
-			if !sleep(ctx, idleCheck) {
+			if !retry.Sleep(ctx, idleCheck) {
 				return
 			}
 		}

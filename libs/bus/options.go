@@ -2,9 +2,12 @@ package bus
 
 import (
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/hermod/hermod/libs/retry"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,40 +134,13 @@ func WithNATSOptions(opts ...nats.Option) Option {
 }
 
 // backoff yields growing, jittered delays between retries.
-type backoff struct {
-	next, minDelay, maxDelay time.Duration
+func (o options) backoff() *backoff.ExponentialBackOff {
+	return retry.Backoff(o.minBackoff, o.maxBackoff)
 }
-
-func (o options) backoff() backoff {
-	return backoff{next: o.minBackoff, minDelay: o.minBackoff, maxDelay: o.maxBackoff}
-}
-
-// delay returns the current step with +-20% jitter and doubles the step.
-func (b *backoff) delay() time.Duration {
-	d := b.next
-	b.next = min(2*b.next, b.maxDelay)
-	return jitter(d)
-}
-
-func (b *backoff) reset() { b.next = b.minDelay }
 
 // nthBackoff returns the delay before the n-th retry (n >= 1) without state, for
 // callbacks that get an attempt count.
-func (o options) nthBackoff(n int) time.Duration {
-	d := o.minBackoff
-	for i := 1; i < n && d < o.maxBackoff; i++ {
-		d *= 2
-	}
-	return jitter(min(d, o.maxBackoff))
-}
-
-func jitter(d time.Duration) time.Duration {
-	j := time.Duration(rand.Int64N(int64(d)/5 + 1))
-	if rand.IntN(2) == 0 {
-		return d - j
-	}
-	return d + j
-}
+func (o options) nthBackoff(n int) time.Duration { return retry.Nth(o.minBackoff, o.maxBackoff, n) }
 
 // logLimiter lets through one log line per interval and counts the ones it
 // held back.

@@ -11,12 +11,12 @@ func TestBackoff(t *testing.T) {
 	within := func(d, step time.Duration) bool { return d >= step*8/10 && d <= step*12/10 }
 	for _, step := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
 		step *= time.Millisecond
-		if d := b.delay(); !within(d, step) {
+		if d := b.NextBackOff(); !within(d, step) {
 			t.Fatalf("delay %s, want %s +-20%%", d, step)
 		}
 	}
-	b.reset()
-	if d := b.delay(); !within(d, 100*time.Millisecond) {
+	b.Reset()
+	if d := b.NextBackOff(); !within(d, 100*time.Millisecond) {
 		t.Fatalf("after reset: %s", d)
 	}
 	for n, step := range map[int]time.Duration{1: 100, 2: 200, 4: 800, 5: 1000, 50: 1000} {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,7 +41,7 @@ type publisherState struct {
 	halted   bool    // a publish failed: send nothing until the window is empty
 	pause    *time.Timer
 	ackTimer *time.Timer // fires at the head's ack deadline
-	bo       backoff
+	bo       *backoff.ExponentialBackOff
 }
 
 func (p *Publisher) run() {
@@ -71,7 +73,7 @@ func (p *Publisher) run() {
 			st.backlog = append(st.failed, st.backlog...)
 			st.failed = nil
 			st.halted = false
-			st.pause = time.NewTimer(st.bo.delay())
+			st.pause = time.NewTimer(st.bo.NextBackOff())
 		}
 		if flushing {
 			if st.win.len() == 0 && len(st.backlog) == 0 && len(p.queue) == 0 {
@@ -219,7 +221,7 @@ func (p *Publisher) settle(st *publisherState) {
 		e := st.win.pop()
 		if e.state == ackOK {
 			p.acked(e.dup)
-			st.bo.reset()
+			st.bo.Reset()
 			continue
 		}
 		p.fail(st, e.ev, e.err, false)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermod/hermod/libs/retry"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -114,9 +116,9 @@ func Campaign(ctx context.Context, cli *clientv3.Client, service, id string, ttl
 		if cli.Ctx().Err() != nil {
 			return nil, fmt.Errorf("campaign for %s as %s: etcd client closed: %w", prefix, id, err)
 		}
-		delay := bo.delay()
+		delay := bo.NextBackOff()
 		c.log.Warn("campaign failed; retrying", "error", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			return nil, fmt.Errorf("campaign for %s as %s: %w", prefix, id, ctx.Err())
 		}
 	}

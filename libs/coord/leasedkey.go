@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermod/hermod/libs/retry"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -189,9 +191,9 @@ func (k *leasedKey) rewrite(ctx context.Context) <-chan *clientv3.LeaseKeepAlive
 			k.log.Warn("etcd client closed; "+k.kind+" no longer kept registered", "key", k.key)
 			return nil
 		}
-		delay := bo.delay()
+		delay := bo.NextBackOff()
 		k.log.Warn("register "+k.kind+" again failed; retrying", "key", k.key, "error", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			return nil
 		}
 	}

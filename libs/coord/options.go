@@ -2,8 +2,11 @@ package coord
 
 import (
 	"log/slog"
-	"math/rand/v2"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // Defaults of the options.
@@ -84,23 +87,6 @@ func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
 }
 
 // backoff yields the delays between retries.
-type backoff struct {
-	next, minDelay, maxDelay time.Duration
+func (o options) backoff() *backoff.ExponentialBackOff {
+	return retry.Backoff(o.minBackoff, o.maxBackoff)
 }
-
-func (o options) backoff() backoff {
-	return backoff{next: o.minBackoff, minDelay: o.minBackoff, maxDelay: o.maxBackoff}
-}
-
-// delay returns the next delay: the current step with +-20% jitter.
-func (b *backoff) delay() time.Duration {
-	d := b.next
-	b.next = min(2*b.next, b.maxDelay)
-	jitter := time.Duration(rand.Int64N(int64(d)/5 + 1))
-	if rand.IntN(2) == 0 {
-		return d - jitter
-	}
-	return d + jitter
-}
-
-func (b *backoff) reset() { b.next = b.minDelay }

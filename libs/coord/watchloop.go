@@ -3,7 +3,8 @@ package coord
 import (
 	"context"
 	"log/slog"
-	"time"
+
+	"github.com/hermod/hermod/libs/retry"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -83,10 +84,10 @@ func (w *watchLoop) run(ctx context.Context) {
 		// A watch that failed before it delivered anything may fail again
 		// at once: relist with backoff then.
 		if delivered {
-			bo.reset()
+			bo.Reset()
 			continue
 		}
-		if !sleep(ctx, bo.delay()) {
+		if !retry.Sleep(ctx, bo.NextBackOff()) {
 			return
 		}
 	}
@@ -114,9 +115,9 @@ func (w *watchLoop) list(ctx context.Context) (int64, bool) {
 		if w.stopped(ctx) {
 			return 0, false
 		}
-		delay := bo.delay()
+		delay := bo.NextBackOff()
 		w.log.Warn("watch list failed; retrying", "error", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			return 0, false
 		}
 	}
@@ -183,16 +184,4 @@ func (w *watchLoop) stopped(ctx context.Context) bool {
 		return true
 	}
 	return false
-}
-
-// sleep waits for d or ctx; it returns false if ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // errLeaseLost ends a term whose entries' lease expired or was revoked.
@@ -171,7 +171,7 @@ func (s *Source) run(ctx context.Context) {
 	}
 	s.synced.Store(true)
 	s.log.Info("kubernetes pods listed", "endpoints", len(s.pods.desired()))
-	bo := newBackoff(s.cfg.MinBackoff, s.cfg.MaxBackoff)
+	bo := retry.Backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff)
 	for {
 		l, err := coord.Campaign(ctx, s.cfg.Etcd, s.service, s.cfg.ID, s.cfg.LeaseTTL, s.coordOptions()...)
 		if err != nil {
@@ -182,9 +182,9 @@ func (s *Source) run(ctx context.Context) {
 				s.log.Error("etcd client closed; kubernetes discovery stopped", "error", err)
 				return
 			}
-			d := bo.delay()
+			d := bo.NextBackOff()
 			s.log.Warn("discovery campaign failed; retrying", "error", err, "retry_in", d)
-			if !sleep(ctx, d) {
+			if !retry.Sleep(ctx, d) {
 				return
 			}
 			continue
@@ -199,11 +199,11 @@ func (s *Source) run(ctx context.Context) {
 			return
 		}
 		if synced {
-			bo.reset()
+			bo.Reset()
 		}
-		d := bo.delay()
+		d := bo.NextBackOff()
 		s.log.Warn("discovery leadership ended; campaigning again", "error", err, "retry_in", d)
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
@@ -233,7 +233,7 @@ func (s *Source) lead(ctx context.Context, l *coord.Leadership) (synced bool, er
 	reg := newRegistry(s.cfg.Etcd, s.cfg.Pool, l, lease, s.cfg.RequestTimeout, log)
 	tick := time.NewTicker(s.cfg.Resync)
 	defer tick.Stop()
-	bo := newBackoff(s.cfg.MinBackoff, s.cfg.MaxBackoff)
+	bo := retry.Backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff)
 	var retry <-chan time.Time // set while backing off
 	full, dirty := true, true
 	for {
@@ -242,7 +242,7 @@ func (s *Source) lead(ctx context.Context, l *coord.Leadership) (synced bool, er
 			s.met.endpoints.Set(float64(len(reg.owned)))
 			if err == nil {
 				full, dirty, synced = false, false, true
-				bo.reset()
+				bo.Reset()
 			} else {
 				if ctx.Err() != nil {
 					return synced, nil
@@ -254,7 +254,7 @@ func (s *Source) lead(ctx context.Context, l *coord.Leadership) (synced bool, er
 				if lerr := l.Err(); lerr != nil {
 					return synced, fmt.Errorf("%w (last sync: %w)", lerr, err)
 				}
-				d := bo.delay()
+				d := bo.NextBackOff()
 				log.Warn("registry sync failed; retrying", "error", err, "retry_in", d)
 				// What a failed write did is unknown: list again.
 				full = true
@@ -295,7 +295,7 @@ func (s *Source) syncOnce(ctx context.Context, reg *registry, full bool) error {
 // holds.
 func (s *Source) grant(ctx context.Context, l *coord.Leadership) (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveResponse, error) {
 	ttl := int64(math.Ceil(s.cfg.LeaseTTL.Seconds()))
-	bo := newBackoff(s.cfg.MinBackoff, s.cfg.MaxBackoff)
+	bo := retry.Backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff)
 	for {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		g, err := s.cfg.Etcd.Grant(gctx, ttl)
@@ -317,7 +317,7 @@ func (s *Source) grant(ctx context.Context, l *coord.Leadership) (clientv3.Lease
 			return 0, nil, lerr
 		}
 		s.met.syncErrors.Inc()
-		d := bo.delay()
+		d := bo.NextBackOff()
 		s.log.Warn("grant of the discovered entries' lease failed; retrying", "error", err, "retry_in", d)
 		select {
 		case <-time.After(d):
@@ -326,33 +326,5 @@ func (s *Source) grant(ctx context.Context, l *coord.Leadership) (clientv3.Lease
 		case <-l.Done():
 			return 0, nil, l.Err()
 		}
-	}
-}
-
-// backoff yields the delays between retries: from minDelay, doubling up to
-// maxDelay, with +-20% jitter.
-type backoff struct{ next, minDelay, maxDelay time.Duration }
-
-func newBackoff(minDelay, maxDelay time.Duration) *backoff {
-	return &backoff{next: minDelay, minDelay: minDelay, maxDelay: maxDelay}
-}
-
-func (b *backoff) delay() time.Duration {
-	d := b.next
-	b.next = min(2*b.next, b.maxDelay)
-	return d + time.Duration(rand.Int64N(int64(d)*2/5+1)) - d/5
-}
-
-func (b *backoff) reset() { b.next = b.minDelay }
-
-// sleep waits d or until ctx ends; it says whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

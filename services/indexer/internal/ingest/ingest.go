@@ -14,6 +14,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // Target is a pod whose events to follow.
@@ -169,18 +170,16 @@ func (f *follower) stop() {
 // run subscribes (retrying with backoff) and receives until stopped.
 func (f *follower) run() {
 	defer close(f.done)
-	backoff := 100 * time.Millisecond
+	bo := retry.Backoff(100*time.Millisecond, 5*time.Second)
 	for f.ctx.Err() == nil {
 		sub, err := kvzmq.Subscribe(f.t.Events, false, f.t.Topic, f.mg.cfg.HWM)
 		if err != nil {
 			f.mg.m.errors.WithLabelValues("subscribe").Inc()
-			f.log.Warn("cannot subscribe to the pod's KV events; retrying", "error", err, "in", backoff)
-			select {
-			case <-f.ctx.Done():
+			d := bo.NextBackOff()
+			f.log.Warn("cannot subscribe to the pod's KV events; retrying", "error", err, "in", d)
+			if !retry.Sleep(f.ctx, d) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		f.log.Info("following the pod's KV events", "replay", f.t.Replay)

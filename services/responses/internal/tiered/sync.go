@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // Worker moves the sync stream into MongoDB as one consumer of the group.
@@ -38,11 +40,11 @@ const (
 // the entries pending and are retried with backoff.
 func (w *Worker) Run(ctx context.Context) {
 	s := w.s
-	backoff := minBackoff
+	bo := retry.Backoff(minBackoff, maxBackoff)
 	lastClaim, lastStats := time.Time{}, time.Time{}
 	for ctx.Err() == nil {
 		if err := w.ensureGroup(ctx); err != nil {
-			w.fail(ctx, "create consumer group", err, &backoff)
+			w.fail(ctx, "create consumer group", err, bo.NextBackOff())
 			continue
 		}
 		now := time.Now()
@@ -70,26 +72,20 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		if err != nil {
 			w.retryOwn = true
-			w.fail(ctx, "sync", err, &backoff)
+			w.fail(ctx, "sync", err, bo.NextBackOff())
 			continue
 		}
-		backoff = minBackoff
+		bo.Reset()
 	}
 }
 
-func (w *Worker) fail(ctx context.Context, what string, err error, backoff *time.Duration) {
+func (w *Worker) fail(ctx context.Context, what string, err error, wait time.Duration) {
 	if ctx.Err() != nil {
 		return
 	}
 	w.s.opts.Metrics.syncErrors.Inc()
-	w.s.opts.Log.Warn("responses: mongodb sync failed, retrying", "step", what, "err", err, "retry_in", *backoff)
-	t := time.NewTimer(*backoff)
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	t.Stop()
-	*backoff = min(2**backoff, maxBackoff)
+	w.s.opts.Log.Warn("responses: mongodb sync failed, retrying", "step", what, "err", err, "retry_in", wait)
+	retry.Sleep(ctx, wait)
 }
 
 func (w *Worker) ensureGroup(ctx context.Context) error {
