@@ -8,76 +8,15 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hermod/hermod/libs/yamlstream"
 )
-
-// document is one document of a stream: its text and the line it starts
-// on (1-based) in the stream.
-type document struct {
-	text []byte
-	line int
-}
-
-// splitDocuments splits a YAML stream on "---" separator lines (a line
-// starting with "---" followed by nothing, blanks or a comment; other text
-// after "--- " starts the next document) and on "..." end lines. These
-// markers are always at column 0, so this is exact even for block
-// scalars, which are indented.
-func splitDocuments(data []byte) []document {
-	var docs []document
-	cur := document{line: 1}
-	lineNo := 0
-	for len(data) > 0 {
-		lineNo++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		if rest, ok := separator(line); ok {
-			docs = append(docs, cur)
-			cur = document{line: lineNo}
-			if len(rest) > 0 {
-				// "--- text": the text starts the new document.
-				cur.text = append(cur.text, rest...)
-			} else {
-				cur.line = lineNo + 1
-			}
-			continue
-		}
-		cur.text = append(cur.text, line...)
-	}
-	return append(docs, cur)
-}
-
-// separator reports whether line is a document separator and returns the
-// text after it that is not a comment. A document end marker ("...") is
-// a separator too, so that text after it is not silently dropped.
-func separator(line []byte) ([]byte, bool) {
-	if bytes.HasPrefix(line, []byte("...")) {
-		trimmed := bytes.TrimSpace(line[3:])
-		return nil, len(trimmed) == 0 || (trimmed[0] == '#' && (line[3] == ' ' || line[3] == '\t'))
-	}
-	if !bytes.HasPrefix(line, []byte("---")) {
-		return nil, false
-	}
-	rest := line[3:]
-	trimmed := bytes.TrimSpace(rest)
-	if len(trimmed) == 0 || trimmed[0] == '#' {
-		return nil, true
-	}
-	if rest[0] != ' ' && rest[0] != '\t' {
-		return nil, false // "---foo" is a plain scalar, not a separator
-	}
-	return append(bytes.TrimRight(rest[1:], "\r\n"), '\n'), true
-}
 
 // toJSON converts one YAML or JSON document into JSON and its generic tree
 // (maps, slices, strings, json.Number, bools and nil). A document whose
@@ -109,8 +48,6 @@ func toJSON(doc []byte, firstLine int) ([]byte, any, error) {
 	return js, tree, nil
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
-
 // yamlError rewrites a YAML conversion error: line numbers are shifted to
 // count from the start of the stream, and JSON's refusal of infinities
 // and NaN is explained.
@@ -119,15 +56,7 @@ func yamlError(err error, firstLine int) error {
 	if strings.Contains(msg, "json: unsupported value") {
 		return errors.New("invalid YAML: .inf and .nan are not allowed")
 	}
-	if firstLine > 1 {
-		msg = yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
-			n, convErr := strconv.Atoi(m[len("line "):])
-			if convErr != nil {
-				return m
-			}
-			return fmt.Sprintf("line %d", n+firstLine-1)
-		})
-	}
+	msg = yamlstream.ShiftLines(msg, firstLine)
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	return errors.New("invalid YAML: " + strings.ReplaceAll(msg, "\n", " "))
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hermod/hermod/libs/yamlstream"
 )
 
 // Object is a parsed configuration object: *VariantAutoscaling,
@@ -50,7 +52,7 @@ type configMapDoc struct {
 func Parse(data []byte) ([]Object, error) {
 	var objs []Object
 	var errs []error
-	for i, doc := range splitDocuments(data) {
+	for i, doc := range yamlstream.Split(data) {
 		obj, docErrs := parseDocument(doc)
 		for _, err := range docErrs {
 			errs = append(errs, &DocumentError{Index: i + 1, Err: err})
@@ -67,8 +69,8 @@ func Parse(data []byte) ([]Object, error) {
 
 // parseDocument decodes and validates one document; nil, nil for an
 // empty document.
-func parseDocument(doc document) (Object, []error) {
-	js, tree, err := toJSON(doc.text, doc.line)
+func parseDocument(doc yamlstream.Document) (Object, []error) {
+	js, tree, err := toJSON(doc.Text, doc.Line)
 	if err != nil {
 		return nil, []error{err}
 	}
@@ -173,8 +175,8 @@ func parseEntries[E any](data map[string]string, p *problems) map[string]E {
 func entryJSON(entry string) ([]byte, any, error) {
 	var js []byte
 	var tree any
-	for _, doc := range splitDocuments([]byte(entry)) {
-		j, t, err := toJSON(doc.text, doc.line)
+	for _, doc := range yamlstream.Split([]byte(entry)) {
+		j, t, err := toJSON(doc.Text, doc.Line)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/yamlstream"
 )
 
 // The autoscaler's object kinds, as hermod-autoscaler reads them (the
@@ -105,7 +105,7 @@ func parseObjects(data []byte) ([]object, error) {
 	var objs []object
 	var errs []error
 	seen := map[string]int{}
-	for i, doc := range splitDocuments(data) {
+	for i, doc := range yamlstream.Split(data) {
 		index := i + 1
 		obj, problems := parseObject(doc)
 		for _, p := range problems {
@@ -133,10 +133,10 @@ func parseObjects(data []byte) ([]object, error) {
 }
 
 // parseObject checks one document; nil and no problems for an empty one.
-func parseObject(doc document) (*object, []error) {
+func parseObject(doc yamlstream.Document) (*object, []error) {
 	var root yaml.Node
-	if err := yaml.Unmarshal(doc.text, &root); err != nil {
-		return nil, []error{errors.New(streamLines(err.Error(), doc.line))}
+	if err := yaml.Unmarshal(doc.Text, &root); err != nil {
+		return nil, []error{errors.New(yamlstream.ShiftLines(err.Error(), doc.Line))}
 	}
 	if len(root.Content) == 0 {
 		return nil, nil
@@ -195,7 +195,7 @@ func parseObject(doc document) (*object, []error) {
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	return &object{kind: kind, name: name, data: doc.text}, nil
+	return &object{kind: kind, name: name, data: doc.Text}, nil
 }
 
 func isConfigMapName(name string) bool {
@@ -213,78 +213,6 @@ func objectLabel(kind, name string) string {
 		return kind
 	}
 	return fmt.Sprintf("%s %q", kind, name)
-}
-
-// document is one document of a stream: its text and the line it starts
-// on (from 1).
-type document struct {
-	text []byte
-	line int
-}
-
-// splitDocuments splits a YAML stream as hermod-autoscaler does, so that
-// both number the documents alike: on "---" lines (followed by nothing,
-// blanks or a comment; other text after "--- " starts the next document)
-// and on "..." end lines, which YAML keeps at column 0.
-func splitDocuments(data []byte) []document {
-	var docs []document
-	cur := document{line: 1}
-	lineNo := 0
-	for len(data) > 0 {
-		lineNo++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		rest, ok := separator(line)
-		if !ok {
-			cur.text = append(cur.text, line...)
-			continue
-		}
-		docs = append(docs, cur)
-		cur = document{line: lineNo + 1}
-		if len(rest) > 0 {
-			cur = document{line: lineNo, text: rest}
-		}
-	}
-	return append(docs, cur)
-}
-
-// separator reports whether line separates documents, and returns the text
-// after a "--- " that starts the next document.
-func separator(line []byte) ([]byte, bool) {
-	if rest, ok := bytes.CutPrefix(line, []byte("...")); ok {
-		trimmed := bytes.TrimSpace(rest)
-		return nil, len(trimmed) == 0 || (trimmed[0] == '#' && (rest[0] == ' ' || rest[0] == '\t'))
-	}
-	rest, ok := bytes.CutPrefix(line, []byte("---"))
-	if !ok {
-		return nil, false
-	}
-	trimmed := bytes.TrimSpace(rest)
-	if len(trimmed) == 0 || trimmed[0] == '#' {
-		return nil, true
-	}
-	if rest[0] != ' ' && rest[0] != '\t' {
-		return nil, false // "---foo" is a plain scalar
-	}
-	return append(bytes.TrimRight(rest[1:], "\r\n"), '\n'), true
-}
-
-var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
-
-// streamLines makes the line numbers of a YAML error about a document
-// that starts on line first refer to the stream.
-func streamLines(msg string, first int) string {
-	return yamlLine.ReplaceAllStringFunc(msg, func(s string) string {
-		n, err := strconv.Atoi(strings.TrimPrefix(s, "line "))
-		if err != nil {
-			return s
-		}
-		return "line " + strconv.Itoa(n+first-1)
-	})
 }
 
 // resolve follows an alias.

@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/hermod/hermod/libs/kv/blockhash"
+import "github.com/hermod/hermod/tools/vllm-sim/internal/blockhash"
 
 // blockPool is the KV block pool with prefix caching, modelled on vLLM's:
 // blocks are reference counted; a block whose count drops to zero joins the

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hermod/hermod/libs/kv/blockhash"
 	"github.com/hermod/hermod/libs/kv/events"
+	"github.com/hermod/hermod/tools/vllm-sim/internal/blockhash"
 )
 
 // Observer receives the engine's measurements (times are simulated).

@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hermod/hermod/libs/kv/blockhash"
 	"github.com/hermod/hermod/libs/tokenizer"
+	"github.com/hermod/hermod/tools/vllm-sim/internal/blockhash"
 )
 
 // Finish reasons, as vLLM reports them.
