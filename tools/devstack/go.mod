@@ -6,6 +6,7 @@ require (
 	github.com/hermod/hermod/libs v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	go.etcd.io/etcd/client/v3 v3.7.3
+	go.uber.org/goleak v1.3.0
 )
 
 require (
