@@ -428,9 +428,6 @@ func (b *builder) hooks(s *Scheduler) {
 		if h, ok := p.(ResponseReceived); ok {
 			s.responseReceived = append(s.responseReceived, timed[ResponseReceived]{h, m.timer(PointResponseReceived, p)})
 		}
-		if h, ok := p.(ResponseStreaming); ok {
-			s.responseStreaming = append(s.responseStreaming, timed[ResponseStreaming]{h, m.timer(PointResponseStreaming, p)})
-		}
 		if h, ok := p.(ResponseComplete); ok {
 			s.responseComplete = append(s.responseComplete, timed[ResponseComplete]{h, m.timer(PointResponseComplete, p)})
 		}

@@ -59,7 +59,6 @@ var extensionPoints = []struct {
 	{PointPrepareData, is[PrepareData]},
 	{PointPreRequest, is[PreRequest]},
 	{PointResponseReceived, is[ResponseReceived]},
-	{PointResponseStreaming, is[ResponseStreaming]},
 	{PointResponseComplete, is[ResponseComplete]},
 	{"DataSource", is[DataSource]},
 	{"DataExtractor", is[DataExtractor]},

@@ -9,16 +9,15 @@ import (
 
 // Extension point names used as the extension_point metric label.
 const (
-	PointProfileHandler    = "ProfileHandler"
-	PointFilter            = "Filter"
-	PointScorer            = "Scorer"
-	PointPicker            = "Picker"
-	PointPrepareData       = "PrepareData"
-	PointPrepareCycle      = "PrepareCycle"
-	PointPreRequest        = "PreRequest"
-	PointResponseReceived  = "ResponseReceived"
-	PointResponseStreaming = "ResponseStreaming"
-	PointResponseComplete  = "ResponseComplete"
+	PointProfileHandler   = "ProfileHandler"
+	PointFilter           = "Filter"
+	PointScorer           = "Scorer"
+	PointPicker           = "Picker"
+	PointPrepareData      = "PrepareData"
+	PointPrepareCycle     = "PrepareCycle"
+	PointPreRequest       = "PreRequest"
+	PointResponseReceived = "ResponseReceived"
+	PointResponseComplete = "ResponseComplete"
 )
 
 // SchedulerMetrics are the scheduler's Prometheus metrics, named as the GIE

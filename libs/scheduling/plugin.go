@@ -206,24 +206,23 @@ func (r *Response) SetHeader(name, value string) {
 	r.Headers[name] = value
 }
 
-// ResponseReceived runs when the response headers arrive.
+// ResponseReceived prepares what the client's response gets from a target:
+// the picker is not on the response path (the gateway or Envoy is), so it
+// runs at pick time for every target that may serve the request (the
+// primary and each fallback), and the headers it sets are sent with the
+// response of whichever target answers. resp.StatusCode is 0: no status
+// is known yet.
 type ResponseReceived interface {
 	Plugin
 	ResponseReceived(ctx context.Context, req *Request, resp *Response)
 }
 
-// ResponseStreaming runs after each chunk of a streamed response.
-type ResponseStreaming interface {
-	Plugin
-	ResponseStreaming(ctx context.Context, req *Request, resp *Response, chunk []byte)
-}
-
-// ResponseComplete runs once when the request ends, however it ends. A
-// completion reported by another process (a gateway, or another picker
-// replica) arrives with a nil req: hooks must rely on resp alone.
+// ResponseComplete runs once when the request ends, however it ends, from
+// the completion event (reported by a gateway, an ext_proc server or
+// another picker replica): resp carries all that is known of it.
 type ResponseComplete interface {
 	Plugin
-	ResponseComplete(ctx context.Context, req *Request, resp *Response)
+	ResponseComplete(ctx context.Context, resp *Response)
 }
 
 // EndpointRemover is implemented by plugins that keep per-endpoint state:

@@ -29,15 +29,14 @@ type Scheduler struct {
 	profiles     map[string]*profile
 	profileOrder []string
 
-	plugins           []Plugin
-	prepare           []timed[PrepareData]
-	preparers         []timed[CyclePreparer]
-	preRequest        []timed[PreRequest]
-	responseReceived  []timed[ResponseReceived]
-	responseStreaming []timed[ResponseStreaming]
-	responseComplete  []timed[ResponseComplete]
-	projections       map[string]Projection // by plugin name
-	fresh             []TypedName           // projections that inherited no state
+	plugins          []Plugin
+	prepare          []timed[PrepareData]
+	preparers        []timed[CyclePreparer]
+	preRequest       []timed[PreRequest]
+	responseReceived []timed[ResponseReceived]
+	responseComplete []timed[ResponseComplete]
+	projections      map[string]Projection // by plugin name
+	fresh            []TypedName           // projections that inherited no state
 
 	now func() time.Time
 
@@ -258,21 +257,12 @@ func (s *Scheduler) ResponseReceived(ctx context.Context, req *Request, resp *Re
 	}
 }
 
-// ResponseStreaming runs the streaming hooks for one chunk.
-func (s *Scheduler) ResponseStreaming(ctx context.Context, req *Request, resp *Response, chunk []byte) {
-	for _, p := range s.responseStreaming {
-		t := p.t.start()
-		p.p.ResponseStreaming(ctx, req, resp, chunk)
-		p.t.done(t)
-	}
-}
-
 // ResponseComplete runs the completion hooks; call it exactly once per
 // scheduled request, however the request ended.
-func (s *Scheduler) ResponseComplete(ctx context.Context, req *Request, resp *Response) {
+func (s *Scheduler) ResponseComplete(ctx context.Context, resp *Response) {
 	for _, p := range s.responseComplete {
 		t := p.t.start()
-		p.p.ResponseComplete(ctx, req, resp)
+		p.p.ResponseComplete(ctx, resp)
 		p.t.done(t)
 	}
 }

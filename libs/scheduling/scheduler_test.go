@@ -280,7 +280,7 @@ plugins:
 				}
 				resp := scheduling.NewResponse(res, http.StatusOK)
 				res.Release()
-				s.ResponseComplete(ctx, req, resp)
+				s.ResponseComplete(ctx, resp)
 			}
 		}()
 	}

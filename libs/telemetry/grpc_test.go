@@ -26,7 +26,7 @@ func TestGRPCOptionsLinkSpans(t *testing.T) {
 	if n := len(GRPCClientOptions()); n != 0 {
 		t.Fatalf("GRPCClientOptions without tracing: %d options", n)
 	}
-	if n := len(GRPCServerOptions()); n != 1 {
+	if n := len(GRPCServerOptions()); n != 2 { // keepalive, stream workers
 		t.Fatalf("GRPCServerOptions without tracing: %d options", n)
 	}
 

@@ -122,7 +122,7 @@ func (s *Scorer) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effe
 
 // ResponseComplete implements scheduling.ResponseComplete: the decision the
 // response names is no longer in flight.
-func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
+func (s *Scorer) ResponseComplete(_ context.Context, resp *scheduling.Response) {
 	s.tracker.Done(resp.DecisionID)
 }
 

@@ -228,19 +228,19 @@ func TestPreRequestAndResponseComplete(t *testing.T) {
 	}
 
 	// Completion is matched by the response's decision id.
-	s.ResponseComplete(ctx, schedulingtest.Completion("other", "m", "p"), &scheduling.Response{RequestID: "other", DecisionID: 1})
+	s.ResponseComplete(ctx, &scheduling.Response{RequestID: "other", DecisionID: 1})
 	for i, want := range []int{1, 0, 0, 0} {
 		if got := tr.InFlight(eps[i].Name); got != want {
 			t.Errorf("after completing req-1: InFlight(%s) = %d, want %d", eps[i].Name, got, want)
 		}
 	}
 	// A redelivered completion changes nothing.
-	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 1})
-	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 999})
+	s.ResponseComplete(ctx, &scheduling.Response{DecisionID: 1})
+	s.ResponseComplete(ctx, &scheduling.Response{DecisionID: 999})
 	if tr.InFlight("pod-0") != 1 || tr.Len() != 1 {
 		t.Errorf("after redelivery: pod-0 %d len %d, want 1 and 1", tr.InFlight("pod-0"), tr.Len())
 	}
-	s.ResponseComplete(ctx, nil, scheduling.NewResponse(res2, 200))
+	s.ResponseComplete(ctx, scheduling.NewResponse(res2, 200))
 	if tr.Len() != 0 || tr.InFlight("pod-0") != 0 {
 		t.Errorf("after completing req-2: len %d pod-0 %d", tr.Len(), tr.InFlight("pod-0"))
 	}
@@ -271,7 +271,7 @@ func TestRequestTimeout(t *testing.T) {
 	}
 	// A late completion of an expired request is ignored.
 	schedulingtest.PreRequest(ctx, s, schedulingtest.CycleState(1), schedulingtest.Completion("x", "m", "p"), result(5, eps[0]))
-	s.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: 3})
+	s.ResponseComplete(ctx, &scheduling.Response{DecisionID: 3})
 	if got := s.Tracker().InFlight("pod-0"); got != 1 {
 		t.Errorf("late completion of an expired request changed pod-0 to %d", got)
 	}
@@ -317,7 +317,7 @@ schedulingProfiles:
 		res.Release()
 	}
 	// Complete the request on pod-2: it is the only idle endpoint.
-	s.ResponseComplete(ctx, reqs["pod-2"], &scheduling.Response{RequestID: seen["pod-2"], DecisionID: decisions["pod-2"]})
+	s.ResponseComplete(ctx, &scheduling.Response{RequestID: seen["pod-2"], DecisionID: decisions["pod-2"]})
 	res, err := s.Schedule(ctx, schedulingtest.Completion("req-e", "m", "hello"), eps)
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestDuplicateClientRequestIDs(t *testing.T) {
 		t.Errorf("three requests with one client id went to %v, want three endpoints", got)
 	}
 	for _, res := range results {
-		s.ResponseComplete(ctx, nil, scheduling.NewResponse(res, 200))
+		s.ResponseComplete(ctx, scheduling.NewResponse(res, 200))
 		res.Release()
 	}
 	for _, e := range eps {

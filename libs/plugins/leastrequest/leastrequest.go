@@ -249,7 +249,7 @@ func (p *Picker) serverAnswered() {
 
 // ResponseComplete implements scheduling.ResponseComplete: the request's
 // lease ends (once, however many replicas hear of the completion).
-func (p *Picker) ResponseComplete(ctx context.Context, _ *scheduling.Request, resp *scheduling.Response) {
+func (p *Picker) ResponseComplete(ctx context.Context, resp *scheduling.Response) {
 	if resp == nil || resp.RequestID == "" {
 		return
 	}

@@ -103,7 +103,7 @@ func TestPicksThroughTheServerAndFallsBackWithoutIt(t *testing.T) {
 	}
 	// completions release (a second report counts once)
 	for _, id := range []string{"r0", "r0", "r3"} {
-		s.ResponseComplete(context.Background(), nil, &scheduling.Response{RequestID: id})
+		s.ResponseComplete(context.Background(), &scheduling.Response{RequestID: id})
 	}
 	if m, _ := store.Counts(context.Background()); m["pod-0"] != 0 || m["pod-1"] != 2 {
 		t.Fatalf("counts %v", m)

@@ -94,7 +94,7 @@ func schedulePicks(tb testing.TB, s *scheduling.Scheduler, eps []*scheduling.End
 					errs <- err
 					return
 				}
-				s.ResponseComplete(ctx, req, scheduling.NewResponse(res, 200))
+				s.ResponseComplete(ctx, scheduling.NewResponse(res, 200))
 				res.Release()
 			}
 		}()

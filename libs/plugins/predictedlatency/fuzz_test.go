@@ -37,7 +37,7 @@ func FuzzApplyEffect(f *testing.F) {
 			p.ApplyEffect(id, h.Clock(), e)
 			resp := &scheduling.Response{DecisionID: id, StatusCode: 200, Streamed: streamed, Time: h.Clock().Add(time.Second),
 				Usage: scheduling.Usage{PromptTokens: 100, CompletionTokens: int(output % (1 << 31)), TTFT: time.Duration(ttft), TPOT: time.Duration(tpot), Duration: time.Duration(ttft)}}
-			p.ResponseComplete(context.Background(), nil, resp)
+			p.ResponseComplete(context.Background(), resp)
 		}
 		p.Refit()
 		if t1, t2, ok := p.Predict("pod-0", e); ok && (t1 <= 0 || t2 <= 0) {

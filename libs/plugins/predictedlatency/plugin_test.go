@@ -133,7 +133,7 @@ func TestLearnsASlowPod(t *testing.T) {
 		res := st.must(request(fmt.Sprint("r", i), 500, 100, nil), pod)
 		s := speed[pod.Name]
 		st.clock.Advance(time.Second)
-		st.s.ResponseComplete(context.Background(), nil, completion(res, st.clock.Now(), time.Duration(20e6/s), time.Duration(5e6/s), 100, true))
+		st.s.ResponseComplete(context.Background(), completion(res, st.clock.Now(), time.Duration(20e6/s), time.Duration(5e6/s), 100, true))
 		res.Release()
 	}
 	pl.Refit()
@@ -259,14 +259,14 @@ func TestReplicasHoldTheSameModel(t *testing.T) {
 		speed := 1.0 + float64(res.Target().Endpoint.Name[4]-'0')/2
 		resp := completion(res, clock.Now(), time.Duration(float64(15e6)*speed), time.Duration(float64(4e6)*speed), 20+i, i%3 != 0)
 		log = append(log, done{resp, res.DecisionID, res.Time, effs})
-		a.s.ResponseComplete(context.Background(), nil, resp)
+		a.s.ResponseComplete(context.Background(), resp)
 		res.Release()
 	}
 	// b gets the completions in reverse; c (a replica rebuilding) every
 	// completion before any decision
 	for i := len(log) - 1; i >= 0; i-- {
-		b.s.ResponseComplete(context.Background(), nil, log[i].ev)
-		c.s.ResponseComplete(context.Background(), nil, log[i].ev)
+		b.s.ResponseComplete(context.Background(), log[i].ev)
+		c.s.ResponseComplete(context.Background(), log[i].ev)
 	}
 	for _, d := range log {
 		c.s.ApplyEffects(d.dec, d.at, d.effs)

@@ -348,7 +348,7 @@ const maxValue = 1e9
 // ResponseComplete implements scheduling.ResponseComplete: the request is
 // no longer in flight, and a request that succeeded teaches the model
 // what its latencies were.
-func (p *Plugin) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
+func (p *Plugin) ResponseComplete(_ context.Context, resp *scheduling.Response) {
 	u := resp.Usage
 	o := outcome{
 		ok: resp.StatusCode >= 200 && resp.StatusCode < 300 && u.CompletionTokens > 0 && u.PromptTokens >= 0 &&

@@ -81,7 +81,7 @@ func TestReference000Routing(t *testing.T) {
 	s.ResponseReceived(ctx, nil, resp)
 	token := resp.Headers["x-session-token"]
 	res.Release()
-	s.ResponseComplete(ctx, nil, resp)
+	s.ResponseComplete(ctx, resp)
 
 	// The same session sticks to pod-1 while its queue is moderate.
 	eps[1].Metrics.WaitingRequests = 5
@@ -204,7 +204,7 @@ func (r *cycleRunner) step() error {
 	res.Release()
 	if r.i >= inFlight {
 		r.resp.RequestID = r.ids[(r.i-inFlight)%len(r.ids)]
-		r.s.ResponseComplete(ctx, nil, &r.resp)
+		r.s.ResponseComplete(ctx, &r.resp)
 	}
 	r.i++
 	return nil
@@ -315,7 +315,7 @@ func FuzzBuildConfig(f *testing.F) {
 		if res.Target().Endpoint == nil {
 			t.Fatal("success without a target")
 		}
-		s.ResponseComplete(ctx, nil, scheduling.NewResponse(res, http.StatusOK))
+		s.ResponseComplete(ctx, scheduling.NewResponse(res, http.StatusOK))
 		res.Release()
 	})
 }

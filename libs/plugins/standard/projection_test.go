@@ -105,7 +105,7 @@ func TestReplicasConvergeThroughDecisionEffects(t *testing.T) {
 		if rng.IntN(3) > 0 && len(inFlight) > 0 {
 			k := rng.IntN(len(inFlight))
 			for _, r := range replicas {
-				r.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: inFlight[k]})
+				r.ResponseComplete(ctx, &scheduling.Response{DecisionID: inFlight[k]})
 			}
 			inFlight = append(inFlight[:k], inFlight[k+1:]...)
 		}
@@ -153,7 +153,7 @@ func TestCompletionBeforeDecision(t *testing.T) {
 	res.Release()
 	id, _ := decisions.ParseID(d.GetDecisionId())
 
-	b.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: id})
+	b.ResponseComplete(ctx, &scheduling.Response{DecisionID: id})
 	apply(t, b, d)
 	apply(t, b, d)
 	tb := pluginOf[*activerequest.Scorer](t, b).Tracker()
@@ -211,7 +211,7 @@ func TestReloadCarriesStateOver(t *testing.T) {
 		t.Error("prefix index not carried over")
 	}
 	for _, id := range ids {
-		reweighted.ResponseComplete(ctx, nil, &scheduling.Response{DecisionID: id})
+		reweighted.ResponseComplete(ctx, &scheduling.Response{DecisionID: id})
 	}
 	if tr.Len() != 0 || pluginOf[*activerequest.Scorer](t, old).Tracker().Len() != 0 {
 		t.Errorf("after completing under the new config: new %d old %d in flight", tr.Len(), pluginOf[*activerequest.Scorer](t, old).Tracker().Len())

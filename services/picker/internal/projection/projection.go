@@ -285,7 +285,7 @@ func (f *Folder) complete(ctx context.Context, s *scheduling.Scheduler, id uint6
 	if e, ok := f.lookup(c.GetEndpointName()); ok {
 		resp.Target = scheduling.Target{Endpoint: e, Port: e.Port}
 	}
-	s.ResponseComplete(ctx, nil, resp)
+	s.ResponseComplete(ctx, resp)
 }
 
 type metrics struct {

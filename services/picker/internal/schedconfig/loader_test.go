@@ -113,7 +113,7 @@ func TestReloadKeepsStateAndRetiresTheOldScheduler(t *testing.T) {
 	if tr == nil || tr.Len() != 2 {
 		t.Fatalf("in flight under the new config: %v", tr)
 	}
-	lease.Scheduler().ResponseComplete(context.Background(), nil, &scheduling.Response{DecisionID: id})
+	lease.Scheduler().ResponseComplete(context.Background(), &scheduling.Response{DecisionID: id})
 	if tr.Len() != 1 {
 		t.Errorf("after completing the first decision under the new config: %d in flight, want 1", tr.Len())
 	}

@@ -174,7 +174,7 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	targets := withFallbacks(res.Primary, s.o.Fallbacks)
 	out.Targets = make([]*pickerv1.Target, len(targets))
 	for i, t := range targets {
-		resp := &scheduling.Response{RequestID: req.ID, DecisionID: res.DecisionID, Target: t, Prefill: prefill, StatusCode: 200}
+		resp := &scheduling.Response{RequestID: req.ID, DecisionID: res.DecisionID, Target: t, Prefill: prefill}
 		sched.ResponseReceived(ctx, req, resp)
 		out.Targets[i] = &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort(), ResponseHeaders: resp.Headers}
 	}
