@@ -53,25 +53,7 @@ func AnalyzePercentage(m *scaling.Model, c PercentageConfig) scaling.Analysis {
 		}
 	}
 
-	var ready, nonSat int
-	var load, sumKv, sumQueue float64
-	for _, v := range m.Variants {
-		if v == nil {
-			continue
-		}
-		for i := range v.Replicas {
-			r := &v.Replicas[i]
-			kv, queue := clean(r.KVUsage), clean(r.Queue)
-			ready++
-			load += max(kv/c.KVCacheThreshold, queue/c.QueueLengthThreshold)
-			if saturated(kv, queue, c) {
-				continue
-			}
-			nonSat++
-			sumKv += kv
-			sumQueue += queue
-		}
-	}
+	ready, nonSat, load, sumKv, sumQueue := percentageLoad(m, c)
 	a.Demand = nonNeg(load)
 	a.Supply = float64(ready)
 
@@ -116,26 +98,54 @@ func AnalyzePercentage(m *scaling.Model, c PercentageConfig) scaling.Analysis {
 		return a
 	}
 
-	// Simulate removing one non-saturated replica: its load spreads over
-	// the other N-1, so the average load grows by N/(N-1).
+	spare, reason := scaleDownByOne(c, nonSat, avgKv, avgQueue)
+	a.Spare = spare
+	a.Reasons = append(a.Reasons, reason)
+	return a
+}
+
+// percentageLoad sums the replicas' load: how many are ready and how many
+// of them are not saturated, their total load in thresholds, and the kv
+// usage and queue of the non-saturated ones.
+func percentageLoad(m *scaling.Model, c PercentageConfig) (ready, nonSat int, load, sumKv, sumQueue float64) {
+	for _, v := range m.Variants {
+		if v == nil {
+			continue
+		}
+		for i := range v.Replicas {
+			r := &v.Replicas[i]
+			kv, queue := clean(r.KVUsage), clean(r.Queue)
+			ready++
+			load += max(kv/c.KVCacheThreshold, queue/c.QueueLengthThreshold)
+			if saturated(kv, queue, c) {
+				continue
+			}
+			nonSat++
+			sumKv += kv
+			sumQueue += queue
+		}
+	}
+	return ready, nonSat, load, sumKv, sumQueue
+}
+
+// scaleDownByOne simulates removing one of nonSat non-saturated replicas:
+// its load spreads over the other N-1, so the average load grows by
+// N/(N-1). It returns 1 when the others would keep the spare triggers,
+// and why.
+func scaleDownByOne(c PercentageConfig, nonSat int, avgKv, avgQueue float64) (float64, string) {
+	n := float64(nonSat)
 	f := n / (n - 1)
 	spareKvAfter := c.KVCacheThreshold - avgKv*f
 	spareQueueAfter := c.QueueLengthThreshold - avgQueue*f
 	after := fmt.Sprintf("with load x %d/%d: spare kv %.3f, spare queue %.2f", nonSat, nonSat-1, spareKvAfter, spareQueueAfter)
 	if spareKvAfter >= c.KVSpareTrigger && spareQueueAfter >= c.QueueSpareTrigger {
-		a.Spare = 1
-		a.Reasons = append(a.Reasons, fmt.Sprintf("%s (>= %g and >= %g): scale down by 1 replica",
-			after, c.KVSpareTrigger, c.QueueSpareTrigger))
-		return a
+		return 1, fmt.Sprintf("%s (>= %g and >= %g): scale down by 1 replica", after, c.KVSpareTrigger, c.QueueSpareTrigger)
 	}
-	why := ""
+	why := fmt.Sprintf("spare queue %.2f < %g", spareQueueAfter, c.QueueSpareTrigger)
 	if spareKvAfter < c.KVSpareTrigger {
 		why = fmt.Sprintf("spare kv %.3f < %g", spareKvAfter, c.KVSpareTrigger)
-	} else {
-		why = fmt.Sprintf("spare queue %.2f < %g", spareQueueAfter, c.QueueSpareTrigger)
 	}
-	a.Reasons = append(a.Reasons, fmt.Sprintf("%s: scale-down refused (%s); no change", after, why))
-	return a
+	return 0, fmt.Sprintf("%s: scale-down refused (%s); no change", after, why)
 }
 
 // saturated reports whether a replica is saturated: kv usage or queue at or

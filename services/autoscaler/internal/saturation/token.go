@@ -496,10 +496,54 @@ func (t *TokenAnalyzer) analyzeRole(m *scaling.Model, c TokenConfig, role scalin
 		sources[e.src]++
 	}
 
-	var supply, pendingSupply float64
-	var readyTotal, pendingTotal int
-	var variantReasons []string
-	caps := make([]float64, 0, len(group))
+	sup := t.roleSupply(m, role, variants, evals, avg, len(group), a.VariantCapacity)
+	supply, pendingSupply, readyTotal, pendingTotal, variantReasons := sup.ready, sup.pending, sup.readyReplicas, sup.pendingReplicas, sup.reasons
+	gwDemand := gw.byRole[role]
+	demand := replicaDemand + gwDemand
+	anticipated := supply + pendingSupply
+	a.Demand = nonNeg(demand)
+	a.Supply = nonNeg(supply)
+	a.Required = nonNeg(demand/c.ScaleUpThreshold - anticipated)
+	a.Spare = nonNeg(supply - demand/c.ScaleDownBoundary)
+	if a.Required > 0 {
+		a.Spare = 0 // only with a ScaleDownBoundary above ScaleUpThreshold
+	}
+
+	a.Reasons = append(a.Reasons, fmt.Sprintf(
+		"demand %.0f tokens (%d replicas %.0f + gateway %.0f), supply %.0f (%d ready), anticipated %.0f (+%d pending)",
+		demand, len(group), replicaDemand, gwDemand, supply, readyTotal, anticipated, pendingTotal))
+	a.Reasons = append(a.Reasons, fmt.Sprintf(
+		"required = max(0, %.0f/%g - %.0f) = %.0f; spare = max(0, %.0f - %.0f/%g) = %.0f",
+		demand, c.ScaleUpThreshold, anticipated, a.Required, supply, demand, c.ScaleDownBoundary, a.Spare))
+	if len(group) > 0 {
+		a.Reasons = append(a.Reasons, fmt.Sprintf("k2 from: observed %d, history %d, derived %d, k1 %d, unknown %d",
+			sources[k2Observed], sources[k2History], sources[k2Derived], sources[k2KV], sources[k2None]))
+	}
+	if r, ok := gw.reason(role); ok {
+		a.Reasons = append(a.Reasons, r)
+	}
+	a.Reasons = append(a.Reasons, variantReasons...)
+	return a
+}
+
+// roleSupply is what one role's replicas can serve.
+type roleSupply struct {
+	// ready and pending are the tokens the ready and the pending replicas
+	// serve; readyReplicas and pendingReplicas count them.
+	ready, pending                 float64
+	readyReplicas, pendingReplicas int
+	// reasons say, variant by variant, how the figures were reached.
+	reasons []string
+}
+
+// roleSupply sums the capacity of each variant's replicas in role (a
+// variant's capacity: the median of its replicas', else the cached one,
+// else derived from the token averages), recording it in capacity.
+func (t *TokenAnalyzer) roleSupply(m *scaling.Model, role scaling.Role, variants []*scaling.Variant, evals [][]replicaEval,
+	avg tokenAverages, groupSize int, capacity map[string]float64,
+) roleSupply {
+	var out roleSupply
+	caps := make([]float64, 0, groupSize)
 	for vi, v := range variants {
 		ready := 0
 		caps = caps[:0]
@@ -527,74 +571,54 @@ func (t *TokenAnalyzer) analyzeRole(m *scaling.Model, c TokenConfig, role scalin
 		if t.primaryRole(m, v) == role {
 			pending = v.Pending()
 		}
-
-		var capacity float64
+		var perReplica float64
 		var how string
 		switch {
 		case len(caps) > 0:
-			capacity = median(caps)
-			t.capacity[key] = capacity
+			perReplica = median(caps)
+			t.capacity[key] = perReplica
 			how = fmt.Sprintf("median of %d replicas", len(caps))
 		case isCached:
-			capacity, how = cached, "cached"
+			perReplica, how = cached, "cached"
 		case avg.known():
-			capacity = derivedCapacity(v, avg.in, avg.out)
+			perReplica = derivedCapacity(v, avg.in, avg.out)
 			how = fmt.Sprintf("estimated from avg %.0f in / %.0f out tokens", avg.in, avg.out)
 		}
-		readyTotal += ready
-		pendingTotal += pending
-		if !(capacity > 0) {
+		out.readyReplicas += ready
+		out.pendingReplicas += pending
+		if !(perReplica > 0) {
 			if ready > 0 || pending > 0 {
-				variantReasons = append(variantReasons, fmt.Sprintf(
+				out.reasons = append(out.reasons, fmt.Sprintf(
 					"variant %s: %d ready, %d pending, capacity unknown (not counted in supply)", v.Name, ready, pending))
 			}
 			continue
 		}
-		a.VariantCapacity[v.Name] = capacity
-		supply += float64(ready) * capacity
-		pendingSupply += float64(pending) * capacity
-		variantReasons = append(variantReasons, fmt.Sprintf(
-			"variant %s: %d ready, %d pending, %.0f tokens/replica (%s)", v.Name, ready, pending, capacity, how))
+		capacity[v.Name] = perReplica
+		out.ready += float64(ready) * perReplica
+		out.pending += float64(pending) * perReplica
+		out.reasons = append(out.reasons, fmt.Sprintf(
+			"variant %s: %d ready, %d pending, %.0f tokens/replica (%s)", v.Name, ready, pending, perReplica, how))
 	}
+	return out
+}
 
-	gwDemand := gw.byRole[role]
-	demand := replicaDemand + gwDemand
-	anticipated := supply + pendingSupply
-	a.Demand = nonNeg(demand)
-	a.Supply = nonNeg(supply)
-	a.Required = nonNeg(demand/c.ScaleUpThreshold - anticipated)
-	a.Spare = nonNeg(supply - demand/c.ScaleDownBoundary)
-	if a.Required > 0 {
-		a.Spare = 0 // only with a ScaleDownBoundary above ScaleUpThreshold
+// reason says what the gateway's queue adds to role's demand, when it
+// adds to it.
+func (gw gatewayShare) reason(role scaling.Role) (string, bool) {
+	if gw.queued <= 0 || (role != gw.inRole && role != gw.outRole) {
+		return "", false
 	}
-
-	a.Reasons = append(a.Reasons, fmt.Sprintf(
-		"demand %.0f tokens (%d replicas %.0f + gateway %.0f), supply %.0f (%d ready), anticipated %.0f (+%d pending)",
-		demand, len(group), replicaDemand, gwDemand, supply, readyTotal, anticipated, pendingTotal))
-	a.Reasons = append(a.Reasons, fmt.Sprintf(
-		"required = max(0, %.0f/%g - %.0f) = %.0f; spare = max(0, %.0f - %.0f/%g) = %.0f",
-		demand, c.ScaleUpThreshold, anticipated, a.Required, supply, demand, c.ScaleDownBoundary, a.Spare))
-	if len(group) > 0 {
-		a.Reasons = append(a.Reasons, fmt.Sprintf("k2 from: observed %d, history %d, derived %d, k1 %d, unknown %d",
-			sources[k2Observed], sources[k2History], sources[k2Derived], sources[k2KV], sources[k2None]))
+	switch {
+	case gw.avg.in == 0 && gw.avg.out == 0:
+		return fmt.Sprintf("gateway queue %.0f: token averages unknown, not counted", gw.queued), true
+	case gw.inRole == gw.outRole:
+		return fmt.Sprintf("gateway queue %.0f x (%.0f in x (1 - hit %.2f) + %.0f out) = %.0f",
+			gw.queued, gw.avg.in, gw.avg.hit, gw.avg.out, gw.inPart+gw.outPart), true
+	case role == gw.inRole:
+		return fmt.Sprintf("gateway queue %.0f x %.0f in x (1 - hit %.2f) = %.0f (input part)",
+			gw.queued, gw.avg.in, gw.avg.hit, gw.inPart), true
 	}
-	if gw.queued > 0 && (role == gw.inRole || role == gw.outRole) {
-		switch {
-		case gw.avg.in == 0 && gw.avg.out == 0:
-			a.Reasons = append(a.Reasons, fmt.Sprintf("gateway queue %.0f: token averages unknown, not counted", gw.queued))
-		case gw.inRole == gw.outRole:
-			a.Reasons = append(a.Reasons, fmt.Sprintf("gateway queue %.0f x (%.0f in x (1 - hit %.2f) + %.0f out) = %.0f",
-				gw.queued, gw.avg.in, gw.avg.hit, gw.avg.out, gw.inPart+gw.outPart))
-		case role == gw.inRole:
-			a.Reasons = append(a.Reasons, fmt.Sprintf("gateway queue %.0f x %.0f in x (1 - hit %.2f) = %.0f (input part)",
-				gw.queued, gw.avg.in, gw.avg.hit, gw.inPart))
-		default:
-			a.Reasons = append(a.Reasons, fmt.Sprintf("gateway queue %.0f x %.0f out = %.0f (output part)",
-				gw.queued, gw.avg.out, gw.outPart))
-		}
-	}
-	a.Reasons = append(a.Reasons, variantReasons...)
-	return a
+	return fmt.Sprintf("gateway queue %.0f x %.0f out = %.0f (output part)", gw.queued, gw.avg.out, gw.outPart), true
 }
 
 func (t *TokenAnalyzer) capacityKey(m *scaling.Model, v *scaling.Variant, role scaling.Role) capacityKey {

@@ -260,72 +260,93 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-// create serves POST /v1/responses.
-func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: rw}
-	defer h.count("create", w)
+// readCreate reads and checks a create request; false when it was
+// answered (refused).
+func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, []InputItem, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			openai.WriteError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", "", fmt.Sprintf("the request body is larger than %d bytes", h.o.MaxBodyBytes), 0)
-			return
+			return nil, nil, false
 		}
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body: "+err.Error(), 0)
-		return
+		return nil, nil, false
 	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error(), 0)
-		return
+		return nil, nil, false
 	}
 	if req.Model == "" {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "missing_required_parameter", "model", "you must provide a model parameter", 0)
-		return
+		return nil, nil, false
 	}
 	input, err := parseInput(req.Input)
 	if err != nil {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "input", err.Error(), 0)
-		return
+		return nil, nil, false
 	}
 	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "max_output_tokens", "max_output_tokens must be at least 1", 0)
+		return nil, nil, false
+	}
+	return &req, input, true
+}
+
+// loadChain loads the conversation a request continues (none without a
+// previous response); false when it was answered (refused).
+func (h *Handler) loadChain(w http.ResponseWriter, r *http.Request, previous string) ([]record, bool) {
+	if previous == "" {
+		return nil, true
+	}
+	var res *responsesv1.GetChainResponse
+	err := status.Error(codes.OutOfRange, "no earlier responses allowed")
+	if h.o.MaxChain > 1 {
+		ctx, cancel := h.storeCtx(r)
+		res, err = h.o.Store.GetChain(ctx, &responsesv1.GetChainRequest{Id: previous, Limit: int32(h.o.MaxChain - 1)})
+		cancel()
+	}
+	if err != nil {
+		if status.Code(err) == codes.OutOfRange {
+			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "conversation_too_long", "previous_response_id",
+				fmt.Sprintf("the conversation is longer than %d responses", h.o.MaxChain), 0)
+			return nil, false
+		}
+		storeError(w, err, previous, "previous_response_id")
+		return nil, false
+	}
+	chain := make([]record, 0, len(res.GetResponses()))
+	for _, sr := range res.GetResponses() {
+		var rec record
+		if err := json.Unmarshal(sr.GetData(), &rec); err != nil {
+			openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", "stored response "+sr.GetId()+" is unreadable", 0)
+			return nil, false
+		}
+		chain = append(chain, rec)
+	}
+	return chain, true
+}
+
+// create serves POST /v1/responses.
+func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer h.count("create", w)
+	req, input, ok := h.readCreate(w, r)
+	if !ok {
 		return
 	}
 	store := req.Store == nil || *req.Store
-	var chain []record
 	if req.PreviousResponseID != "" || store {
 		if h.noStore(w) {
 			return
 		}
 	}
-	if req.PreviousResponseID != "" {
-		var res *responsesv1.GetChainResponse
-		err := status.Error(codes.OutOfRange, "no earlier responses allowed")
-		if h.o.MaxChain > 1 {
-			ctx, cancel := h.storeCtx(r)
-			res, err = h.o.Store.GetChain(ctx, &responsesv1.GetChainRequest{Id: req.PreviousResponseID, Limit: int32(h.o.MaxChain - 1)})
-			cancel()
-		}
-		if err != nil {
-			if status.Code(err) == codes.OutOfRange {
-				openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "conversation_too_long", "previous_response_id",
-					fmt.Sprintf("the conversation is longer than %d responses", h.o.MaxChain), 0)
-				return
-			}
-			storeError(w, err, req.PreviousResponseID, "previous_response_id")
-			return
-		}
-		for _, sr := range res.GetResponses() {
-			var rec record
-			if err := json.Unmarshal(sr.GetData(), &rec); err != nil {
-				openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", "stored response "+sr.GetId()+" is unreadable", 0)
-				return
-			}
-			chain = append(chain, rec)
-		}
+	chain, ok := h.loadChain(w, r, req.PreviousResponseID)
+	if !ok {
+		return
 	}
-	t := &turn{h: h, req: &req, input: input, store: store, id: newID("resp_"), msgID: newID("msg_"), created: time.Now()}
+	t := &turn{h: h, req: req, input: input, store: store, id: newID("resp_"), msgID: newID("msg_"), created: time.Now()}
 	chatBody := t.chatBody(chain)
 	inner, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(chatBody))
 	if err != nil {

@@ -287,11 +287,5 @@ func (s *stack) startFleet(ctx context.Context) error {
 		"-v", strconv.Itoa(s.o.Verbosity), "--log-format", "text", "--metrics-listen", s.state.Autoscaler.Ops,
 		"--replica", "autoscaler", "--actuator", "local"}
 	args = append(args, s.tracingArgs()...)
-	p, err := start("autoscaler", true, s.out, filepath.Join(s.o.BinDir, "hermod-autoscaler"), append(args, s.o.AutoscalerArgs...)...)
-	if err != nil {
-		return err
-	}
-	s.procs = append(s.procs, p)
-	s.state.PIDs["autoscaler"] = p.pid()
-	return nil
+	return s.launch("autoscaler", true, "hermod-autoscaler", append(args, s.o.AutoscalerArgs...)...)
 }

@@ -261,12 +261,11 @@ func (s *stack) pushConfig(ctx context.Context) error {
 	return nil
 }
 
-// children starts the pods, the collector, the indexer, the pickers and
-// the gateway.
+// children starts the pods, the collector, the indexer, the responses
+// store, the pickers and the gateways.
 func (s *stack) children() error {
 	etcd := strings.Join(s.state.EtcdEndpoints, ",")
 	v := strconv.Itoa(s.o.Verbosity)
-	bin := func(name string) string { return filepath.Join(s.o.BinDir, name) }
 	gateways := max(s.o.Gateways, 1)
 	// collector, indexer (2), responses (2), pickers (2 each), the
 	// gateways after the first, the in-flight server
@@ -274,11 +273,59 @@ func (s *stack) children() error {
 	if err != nil {
 		return err
 	}
-	pods := s.o.Pods
-	if len(s.o.Variants) > 0 {
-		pods = 0 // the fleet follows the autoscaler
+	if len(s.o.Variants) == 0 { // else the fleet follows the autoscaler
+		if err := s.startPods(etcd, v); err != nil {
+			return err
+		}
 	}
-	for i := range pods {
+	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
+	common = slices.Clip(common) // each service's append(common, ...) gets its own array
+	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
+	if err := s.launch("collector", true, "hermod-collector", append(common, "--metrics-listen", s.state.Collector.Ops)...); err != nil {
+		return err
+	}
+	// The indexer is not core: routing goes on without it (precise prefix
+	// scoring fails open), so the stack outlives it.
+	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
+	if err := s.launch("indexer", false, "hermod-indexer", append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer")...); err != nil {
+		return err
+	}
+	// The responses store behind /v1/responses: the pool config's
+	// responses-store plugin selects its backend (memory by default).
+	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
+	if err := s.launch("responses", true, "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses"}, s.tracingArgs()...)...); err != nil {
+		return err
+	}
+	pickerExtra, err := s.startValkey(addrs.next())
+	if err != nil {
+		return err
+	}
+	pickerAddrs, err := s.startPickers(common, addrs, append(pickerExtra, s.o.PickerArgs...))
+	if err != nil {
+		return err
+	}
+	return s.startGateways(common, addrs, gateways, pickerAddrs)
+}
+
+// launch starts one child process (from the stack's bin directory when
+// binary is a bare name) and records it.
+func (s *stack) launch(name string, core bool, binary string, args ...string) error {
+	if !filepath.IsAbs(binary) {
+		binary = filepath.Join(s.o.BinDir, binary)
+	}
+	p, err := start(name, core, s.out, binary, args...)
+	if err != nil {
+		return err
+	}
+	s.procs = append(s.procs, p)
+	s.state.PIDs[name] = p.pid()
+	return nil
+}
+
+// startPods starts one vllm-sim process per pod.
+func (s *stack) startPods(etcd, v string) error {
+	for i := range s.o.Pods {
 		speed := s.o.podSpeed(i)
 		port := s.o.SimBasePort + i
 		kv := s.o.KVBasePort + 2*i
@@ -287,80 +334,57 @@ func (s *stack) children() error {
 			"--pod-speed", strconv.FormatFloat(speed, 'g', -1, 64), "--speed", strconv.FormatFloat(s.o.Speed, 'g', -1, 64),
 			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
 			"-v", v}
-		args = append(args, s.o.SimArgs...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
-		p, err := start(name, false, s.out, bin("vllm-sim"), args...)
-		if err != nil {
+		if err := s.launch(name, false, "vllm-sim", append(args, s.o.SimArgs...)...); err != nil {
 			return err
 		}
-		s.procs = append(s.procs, p)
-		s.state.Pods = append(s.state.Pods, stackstate.Pod{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: p.pid()})
-		s.state.PIDs[name] = p.pid()
+		s.state.Pods = append(s.state.Pods, stackstate.Pod{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: s.state.PIDs[name]})
 	}
-	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
-	common = slices.Clip(common) // each service's append(common, ...) gets its own array
-	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
-	p, err := start("collector", true, s.out, bin("hermod-collector"), append(common, "--metrics-listen", s.state.Collector.Ops)...)
+	return nil
+}
+
+// startValkey starts the in-flight server with --valkey and returns the
+// pickers' arguments for it (none without).
+func (s *stack) startValkey(addr string) ([]string, error) {
+	if !s.o.Valkey {
+		return nil, nil
+	}
+	redis, err := exec.LookPath("redis-server")
 	if err != nil {
-		return err
+		return nil, errors.New("--valkey needs redis-server (make deps installs it)")
 	}
-	s.procs = append(s.procs, p)
-	s.state.PIDs["collector"] = p.pid()
-	// The indexer is not core: routing goes on without it (precise prefix
-	// scoring fails open), so the stack outlives it.
-	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
-	p, err = start("indexer", false, s.out, bin("hermod-indexer"), append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer")...)
-	if err != nil {
-		return err
+	host, port, _ := net.SplitHostPort(addr)
+	if err := s.launch("valkey", true, redis, "--port", port, "--bind", host, "--save", "", "--appendonly", "no", "--protected-mode", "no"); err != nil {
+		return nil, err
 	}
-	s.procs = append(s.procs, p)
-	s.state.PIDs["indexer"] = p.pid()
-	// The responses store behind /v1/responses: the pool config's
-	// responses-store plugin selects its backend (memory by default).
-	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
-	p, err = start("responses", true, s.out, bin("hermod-responses"), append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses"}, s.tracingArgs()...)...)
-	if err != nil {
-		return err
+	s.state.Valkey = addr
+	if err := waitPong(addr, 10*time.Second); err != nil {
+		return nil, fmt.Errorf("valkey: %w", err)
 	}
-	s.procs = append(s.procs, p)
-	s.state.PIDs["responses"] = p.pid()
-	valkeyAddr := addrs.next()
-	var pickerExtra []string
-	if s.o.Valkey {
-		redis, err := exec.LookPath("redis-server")
-		if err != nil {
-			return errors.New("--valkey needs redis-server (make deps installs it)")
-		}
-		host, port, _ := net.SplitHostPort(valkeyAddr)
-		p, err := start("valkey", true, s.out, redis, "--port", port, "--bind", host, "--save", "", "--appendonly", "no", "--protected-mode", "no")
-		if err != nil {
-			return err
-		}
-		s.procs = append(s.procs, p)
-		s.state.PIDs["valkey"] = p.pid()
-		s.state.Valkey = valkeyAddr
-		if err := waitPong(valkeyAddr, 10*time.Second); err != nil {
-			return fmt.Errorf("valkey: %w", err)
-		}
-		pickerExtra = append(pickerExtra, "--inflight-valkey-address", "redis://"+valkeyAddr)
-	}
-	pickerExtra = append(pickerExtra, s.o.PickerArgs...)
+	return []string{"--inflight-valkey-address", "redis://" + addr}, nil
+}
+
+// startPickers starts the picker replicas and returns their gRPC
+// addresses.
+func (s *stack) startPickers(common []string, addrs *addrPlan, extra []string) ([]string, error) {
 	var pickerAddrs []string
 	for i := range s.o.Pickers {
 		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: addrs.next(), Ops: addrs.next()}
 		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
 		args := append(append([]string(nil), common...), "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
 			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin")
-		p, err := start(svc.Name, true, s.out, bin("hermod-picker"), append(args, pickerExtra...)...)
-		if err != nil {
-			return err
+		if err := s.launch(svc.Name, true, "hermod-picker", append(args, extra...)...); err != nil {
+			return nil, err
 		}
-		s.procs = append(s.procs, p)
-		s.state.PIDs[svc.Name] = p.pid()
 		s.state.Pickers = append(s.state.Pickers, svc)
 		pickerAddrs = append(pickerAddrs, svc.GRPC)
 	}
+	return pickerAddrs, nil
+}
+
+// startGateways starts the gateways: the first on --listen, the others on
+// planned ports.
+func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pickerAddrs []string) error {
 	s.state.Gateway = s.o.Listen
 	flow, err := s.flowControlFile()
 	if err != nil {
@@ -374,16 +398,13 @@ func (s *stack) children() error {
 		if s.o.PairGateways && len(pickerAddrs) > 0 {
 			pickers = pickerAddrs[i%len(pickerAddrs) : i%len(pickerAddrs)+1]
 		}
-		gwArgs := append(common, "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
+		gwArgs := append(slices.Clip(common), "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
 		if flow != "" {
 			gwArgs = append(gwArgs, "--flow-control", flow)
 		}
-		p, err = start(name, true, s.out, bin("hermod-gateway"), gwArgs...)
-		if err != nil {
+		if err := s.launch(name, true, "hermod-gateway", gwArgs...); err != nil {
 			return err
 		}
-		s.procs = append(s.procs, p)
-		s.state.PIDs[name] = p.pid()
 		s.state.Gateways = append(s.state.Gateways, listen)
 	}
 	return nil

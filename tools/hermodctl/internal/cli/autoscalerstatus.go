@@ -62,21 +62,29 @@ func autoscalerStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		return ExitOK
 	}
 
-	nc, js, err := t.natsConn(ctx)
-	if err != nil {
+	if err := showDecisions(ctx, &t, subject, *last, *follow, stdout); err != nil {
 		fmt.Fprintf(stderr, "hermodctl autoscaler status: %v\n", err)
 		return ExitFailure
 	}
+	return ExitOK
+}
+
+// showDecisions prints the pool's last scaling decisions, newest last,
+// then with follow each new one until ctx ends.
+func showDecisions(ctx context.Context, t *target, subject string, last int, follow bool, stdout io.Writer) error {
+	nc, js, err := t.natsConn(ctx)
+	if err != nil {
+		return err
+	}
 	defer nc.Close()
-	o := bus.ConsumeOptions{Stream: bus.ScalingStream, FilterSubject: subject, DeliverNew: *last == 0}
-	if *last > 0 {
-		if o.StartSequence, err = lastStart(ctx, js, bus.ScalingStream, subject, *last); err != nil {
-			fmt.Fprintf(stderr, "hermodctl autoscaler status: %v\n", err)
-			return ExitFailure
+	o := bus.ConsumeOptions{Stream: bus.ScalingStream, FilterSubject: subject, DeliverNew: last == 0}
+	if last > 0 {
+		if o.StartSequence, err = lastStart(ctx, js, bus.ScalingStream, subject, last); err != nil {
+			return err
 		}
 	}
 	// Until the stored decisions are in, the handler keeps the latest
-	// *last; then it prints each decision as it comes.
+	// last; then it prints each decision as it comes.
 	var mu sync.Mutex
 	var kept []*eventsv1.ScalingDecision
 	live := false
@@ -88,22 +96,21 @@ func autoscalerStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 			return
 		}
 		kept = append(kept, d)
-		if len(kept) > *last {
+		if len(kept) > last {
 			kept = slices.Delete(kept, 0, 1)
 		}
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler status: %v\n", err)
-		return ExitFailure
+		return err
 	}
 	defer c.Close()
 	select {
 	case <-c.CaughtUp():
 	case <-ctx.Done():
-		return ExitOK
+		return nil
 	}
 	mu.Lock()
-	if *last > 0 {
+	if last > 0 {
 		if len(kept) == 0 {
 			fmt.Fprintf(stdout, "no scaling decisions of pool %s in %s\n", t.pool, bus.ScalingStream)
 		} else {
@@ -115,16 +122,15 @@ func autoscalerStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	kept, live = nil, true
 	mu.Unlock()
-	if !*follow {
-		return ExitOK
+	if !follow {
+		return nil
 	}
 	select {
 	case <-ctx.Done():
+		return nil
 	case <-c.Done():
-		fmt.Fprintln(stderr, "hermodctl autoscaler status: the stream subscription ended")
-		return ExitFailure
+		return errors.New("the stream subscription ended")
 	}
-	return ExitOK
 }
 
 // printLeader prints the holder of the pool's autoscaler election.

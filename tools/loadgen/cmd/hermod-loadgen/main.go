@@ -42,37 +42,10 @@ func run() error {
 		stream, printOutput, verbose, progress bool
 		sampleInterval, sendGap                time.Duration
 	)
-	// the reference's knobs, defaults and environment variables
-	envErr := []error{}
-	intEnv := func(name string, def int) int {
-		v, err := strconv.Atoi(envDefault(name, strconv.Itoa(def)))
-		if err != nil {
-			envErr = append(envErr, fmt.Errorf("$%s: %w", name, err))
-			return def
-		}
-		return v
-	}
-	floatEnv := func(name string, def float64) float64 {
-		v, err := strconv.ParseFloat(envDefault(name, strconv.FormatFloat(def, 'g', -1, 64)), 64)
-		if err != nil {
-			envErr = append(envErr, fmt.Errorf("$%s: %w", name, err))
-			return def
-		}
-		return v
-	}
+	envErr := referenceFlags(fs, &o)
 	fs.StringVar(&apiBase, "api-base", envDefault("API_BASE", "http://127.0.0.1:8080"), "base URL of the OpenAI API (the devstack's gateway by default)")
 	fs.StringVar(&apiKey, "api-key", envDefault("API_KEY", ""), "bearer token, if the gateway requires one")
 	fs.StringVar(&model, "model", envDefault("MODEL", "meta-llama/Llama-3.3-70B-Instruct"), "model name served by the endpoint")
-	fs.IntVar(&o.Workers, "workers", intEnv("WORKERS", o.Workers), "pods behind the router (for the summary only)")
-	fs.IntVar(&o.Total, "total", intEnv("TOTAL", o.Total), "total requests, seeds and inline heavies included")
-	fs.IntVar(&o.HeavySeeds, "heavy-seeds", intEnv("HEAVY_SEEDS", o.HeavySeeds), "heavy requests sent first to pin some pods")
-	fs.IntVar(&o.InlineEvery, "inline-every", intEnv("INLINE_EVERY", o.InlineEvery), "one inline heavy after every N burst requests (unless --inline-heavy-count)")
-	fs.IntVar(&o.InlineHeavyCount, "inline-heavy-count", intEnv("INLINE_HEAVY_COUNT", o.InlineHeavyCount), "explicit number of inline heavies (0: from --inline-every)")
-	fs.Float64Var(&o.SeedInterval, "seed-interval", floatEnv("SEED_INTERVAL", o.SeedInterval), "seconds between heavy seeds")
-	fs.Float64Var(&o.BurstStart, "burst-start", floatEnv("BURST_START", o.BurstStart), "when the burst begins (seconds after the start)")
-	fs.Float64Var(&o.BurstInterval, "burst-interval", floatEnv("BURST_INTERVAL", o.BurstInterval), "base spacing of burst requests (seconds)")
-	fs.Float64Var(&o.Jitter, "jitter", floatEnv("JITTER", o.Jitter), "uniform ± jitter on each burst spacing (seconds)")
-	fs.Float64Var(&o.InlineExtraGap, "inline-extra-gap", floatEnv("INLINE_EXTRA_GAP", o.InlineExtraGap), "extra gap after each inline heavy (seconds)")
 	fs.Float64Var(&timeout, "timeout", 600, "per-request timeout (seconds)")
 	fs.BoolVar(&printOutput, "print-output", false, "print each answer's text")
 	fs.StringVar(&saveJSON, "save-json", "", "save per-request results, queue samples and the summary to this JSON file")
@@ -88,7 +61,7 @@ func run() error {
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
 		return err
 	}
-	if err := errors.Join(envErr...); err != nil {
+	if err := errors.Join(*envErr...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -125,6 +98,49 @@ func run() error {
 	if res == nil {
 		return runErr
 	}
+	if err := report(res, printOutput, saveJSON); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// referenceFlags declares the reference's knobs on o, with its defaults
+// and environment variables; the returned errors are the environment's
+// that did not parse.
+func referenceFlags(fs *flag.FlagSet, o *workload.ReferenceOptions) *[]error {
+	envErr := &[]error{}
+	intEnv := func(name string, def int) int {
+		v, err := strconv.Atoi(envDefault(name, strconv.Itoa(def)))
+		if err != nil {
+			*envErr = append(*envErr, fmt.Errorf("$%s: %w", name, err))
+			return def
+		}
+		return v
+	}
+	floatEnv := func(name string, def float64) float64 {
+		v, err := strconv.ParseFloat(envDefault(name, strconv.FormatFloat(def, 'g', -1, 64)), 64)
+		if err != nil {
+			*envErr = append(*envErr, fmt.Errorf("$%s: %w", name, err))
+			return def
+		}
+		return v
+	}
+	fs.IntVar(&o.Workers, "workers", intEnv("WORKERS", o.Workers), "pods behind the router (for the summary only)")
+	fs.IntVar(&o.Total, "total", intEnv("TOTAL", o.Total), "total requests, seeds and inline heavies included")
+	fs.IntVar(&o.HeavySeeds, "heavy-seeds", intEnv("HEAVY_SEEDS", o.HeavySeeds), "heavy requests sent first to pin some pods")
+	fs.IntVar(&o.InlineEvery, "inline-every", intEnv("INLINE_EVERY", o.InlineEvery), "one inline heavy after every N burst requests (unless --inline-heavy-count)")
+	fs.IntVar(&o.InlineHeavyCount, "inline-heavy-count", intEnv("INLINE_HEAVY_COUNT", o.InlineHeavyCount), "explicit number of inline heavies (0: from --inline-every)")
+	fs.Float64Var(&o.SeedInterval, "seed-interval", floatEnv("SEED_INTERVAL", o.SeedInterval), "seconds between heavy seeds")
+	fs.Float64Var(&o.BurstStart, "burst-start", floatEnv("BURST_START", o.BurstStart), "when the burst begins (seconds after the start)")
+	fs.Float64Var(&o.BurstInterval, "burst-interval", floatEnv("BURST_INTERVAL", o.BurstInterval), "base spacing of burst requests (seconds)")
+	fs.Float64Var(&o.Jitter, "jitter", floatEnv("JITTER", o.Jitter), "uniform ± jitter on each burst spacing (seconds)")
+	fs.Float64Var(&o.InlineExtraGap, "inline-extra-gap", floatEnv("INLINE_EXTRA_GAP", o.InlineExtraGap), "extra gap after each inline heavy (seconds)")
+	return envErr
+}
+
+// report prints the answers (with --print-output) and the summary, and
+// saves the results (with --save-json).
+func report(res *runner.Results, printOutput bool, saveJSON string) error {
 	if printOutput {
 		for _, r := range res.Requests {
 			fmt.Printf("\n=== %s ===\nStatus: %d Latency: %.3fs\n%s\n%s\n", r.ID, r.Status, r.Latency, strings.Repeat("=", 60), r.Text)
@@ -138,7 +154,7 @@ func run() error {
 		}
 		fmt.Printf("\nSaved results to %s\n", saveJSON)
 	}
-	return runErr
+	return nil
 }
 
 // parsePods parses [name=]host:port,...

@@ -149,9 +149,14 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 		fs.Bool(n, false, "accepted for vLLM compatibility; no effect")
 	}
 	fs.Func("tp", "alias of --tensor-parallel-size (no effect)", func(string) error { return nil })
+	o.defineSimulator(fs, func(name string) string { simOnly[name] = true; return name })
+	o.defineFaultsAndRegistry(fs, func(name string) string { simOnly[name] = true; return name })
+	return simOnly
+}
 
-	// simulator-only flags
-	sim := func(name string) string { simOnly[name] = true; return name }
+// defineSimulator declares the simulator's own flags (sim names each one).
+func (o *Options) defineSimulator(fs *flag.FlagSet, sim func(string) string) {
+	e := &o.Engine
 	fs.Float64Var(&o.Speed, sim("speed"), 1, "simulated time runs this many times faster than real time")
 	fs.IntVar(&o.Pods, sim("pods"), 1, "pods to run in this process, on consecutive HTTP and ZMQ ports")
 	fs.StringVar(&o.PodName, sim("pod-name"), "vllm-sim", "pod names are <pod-name>-<index>")
@@ -196,6 +201,11 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 		}
 		return nil
 	})
+}
+
+// defineFaultsAndRegistry declares the fault injection, registration and
+// logging flags (sim names each one).
+func (o *Options) defineFaultsAndRegistry(fs *flag.FlagSet, sim func(string) string) {
 	rate := func(code string) {
 		fs.Func(sim("failure-rate-"+code), "fraction of requests answered "+code+" at once", func(v string) error {
 			x, err := strconv.ParseFloat(v, 64)
@@ -242,7 +252,6 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 	})
 	fs.IntVar(&o.Verbosity, sim("v"), 0, "log verbosity 0..5")
 	fs.StringVar(&o.LogFormat, sim("log-format"), "text", "log format: text or json")
-	return simOnly
 }
 
 func (o *Options) finish() error {
