@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/libs/api v0.0.0
 	github.com/hermod/hermod/tools/devstack v0.0.0
 	github.com/hermod/hermod/tools/loadgen v0.0.0
 	github.com/nats-io/nats.go v1.55.0
@@ -15,6 +16,7 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
@@ -51,3 +53,5 @@ replace github.com/hermod/hermod/libs => ../libs
 replace github.com/hermod/hermod/tools/loadgen => ../tools/loadgen
 
 replace github.com/hermod/hermod/tools/devstack => ../tools/devstack
+
+replace github.com/hermod/hermod/libs/api => ../libs/api

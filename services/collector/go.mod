@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/libs/api v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -118,3 +119,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs => ../../libs
+
+replace github.com/hermod/hermod/libs/api => ../../libs/api

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/libs/api v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.68.0
@@ -63,3 +64,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs => ../../libs
+
+replace github.com/hermod/hermod/libs/api => ../../libs/api

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/libs/api v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/valkey-io/valkey-go v1.0.79
 	go.mongodb.org/mongo-driver/v2 v2.9.3
@@ -82,3 +83,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs => ../../libs
+
+replace github.com/hermod/hermod/libs/api => ../../libs/api

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hermod/hermod/libs v0.0.0
+	github.com/hermod/hermod/libs/api v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.yaml.in/yaml/v3 v3.0.6
@@ -50,6 +51,7 @@ require (
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
+	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
@@ -84,3 +86,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs => ../../libs
+
+replace github.com/hermod/hermod/libs/api => ../../libs/api

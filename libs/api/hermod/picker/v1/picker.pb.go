@@ -7,14 +7,12 @@
 package pickerv1
 
 import (
+	v1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-
-	v1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 )
 
 const (
