@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Types the builder adds itself when a config leaves them out.
@@ -30,13 +32,14 @@ var (
 type Option func(*options)
 
 type options struct {
-	services map[string]any
-	registry *Registry
-	logger   *slog.Logger
-	metrics  *SchedulerMetrics
-	now      func() time.Time
-	seed     *[2]uint64
-	previous *Scheduler
+	services   map[string]any
+	registerer prometheus.Registerer
+	registry   *Registry
+	logger     *slog.Logger
+	metrics    *SchedulerMetrics
+	now        func() time.Time
+	seed       *[2]uint64
+	previous   *Scheduler
 }
 
 // WithRegistry builds from reg instead of DefaultRegistry.
@@ -45,17 +48,35 @@ func WithRegistry(reg *Registry) Option { return func(o *options) { o.registry =
 // WithLogger sets the logger of the scheduler and its plugins.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
+// WithRegisterer registers the plugins' own metrics with reg (default: a
+// registry of the scheduler's own, gathered by nobody).
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = reg }
+}
+
 // WithMetrics records scheduler and plugin metrics into m.
 func WithMetrics(m *SchedulerMetrics) Option { return func(o *options) { o.metrics = m } }
 
-// WithService provides a service to plugins under name (Handle.Service).
-func WithService(name string, svc any) Option {
+// ServiceKey names a service of type T the embedding process provides to
+// plugins (Provide) and plugins look up (Lookup): the picker's indexer
+// client, say.
+type ServiceKey[T any] string
+
+// Provide provides svc to plugins under the key.
+func (k ServiceKey[T]) Provide(svc T) Option {
 	return func(o *options) {
 		if o.services == nil {
 			o.services = map[string]any{}
 		}
-		o.services[name] = svc
+		o.services[string(k)] = svc
 	}
+}
+
+// Lookup returns the service provided under the key; false when none is.
+func (k ServiceKey[T]) Lookup(h Handle) (T, bool) {
+	v, ok := h.Service(string(k))
+	t, isT := v.(T)
+	return t, ok && isT
 }
 
 // WithClock replaces time.Now for plugins (tests).
@@ -527,6 +548,13 @@ func (h *handle) FeatureEnabled(gate string) bool { return h.b.gates[gate] }
 func (h *handle) Warn(msg string) { h.b.warns = append(h.b.warns, h.label+": "+msg) }
 
 func (h *handle) Now() time.Time { return h.b.o.now() }
+
+func (h *handle) Registerer() prometheus.Registerer {
+	if h.b.o.registerer == nil {
+		h.b.o.registerer = prometheus.NewRegistry()
+	}
+	return h.b.o.registerer
+}
 
 func (h *handle) Service(name string) (any, bool) {
 	svc, ok := h.b.o.services[name]

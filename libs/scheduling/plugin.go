@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TypedName is a plugin instance's registered type and its configured name
@@ -59,9 +61,12 @@ type Handle interface {
 	Warn(msg string)
 	// Now is the clock stateful plugins use (tests replace it).
 	Now() time.Time
-	// Service returns a service the embedding process provides to plugins
-	// (WithService): the picker's indexer client, say. A plugin that needs
-	// one fails to load without it.
+	// Registerer is where the plugin registers its metrics, with
+	// Metric (the picker's registry: they show on its /metrics).
+	Registerer() prometheus.Registerer
+	// Service returns the service the embedding process provides under
+	// name (ServiceKey.Provide); plugins look services up typed, with ServiceKey.Lookup. A
+	// plugin that needs one fails to load without it.
 	Service(name string) (any, bool)
 }
 

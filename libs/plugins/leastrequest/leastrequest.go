@@ -39,7 +39,7 @@ const Type = "valkey-least-request-picker"
 // StoreService names the service the embedding process provides: the
 // pool's Counter, an *inflight.Store (the picker's
 // --inflight-valkey-address).
-const StoreService = "inflight-store"
+const StoreService scheduling.ServiceKey[Counter] = "inflight-store"
 
 // Counter is the global in-flight count (libs/inflight.Store).
 type Counter interface {
@@ -86,10 +86,11 @@ const retryInterval = time.Second
 // Picker implements the plugin.
 type Picker struct {
 	scheduling.Named
-	params Params
-	store  Counter
-	log    *slog.Logger
-	state  *health
+	params  Params
+	store   Counter
+	log     *slog.Logger
+	state   *health
+	metrics pickerMetrics
 }
 
 // health is the server's state as this process sees it; a reloaded
@@ -101,26 +102,29 @@ type health struct {
 	fallbacks atomic.Uint64
 }
 
-var (
-	fallbackTotal = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "hermod_picker_inflight_fallback_total",
-		Help: "Picks valkey-least-request-picker took from scores because the in-flight server did not answer.",
-	})
-	serverUp = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hermod_picker_inflight_server_up",
-		Help: "1 while valkey-least-request-picker picks through the in-flight server, 0 while it falls back.",
-	})
-	pickSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "hermod_picker_inflight_pick_seconds",
-		Help:    "Round trip of the atomic pick on the in-flight server.",
-		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05},
-	})
-)
+// pickerMetrics are the plugin's metrics.
+type pickerMetrics struct {
+	fallbackTotal prometheus.Counter
+	serverUp      prometheus.Gauge
+	pickSeconds   prometheus.Histogram
+}
 
-// Collectors are the plugin's metrics, for the embedding process to
-// register.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{fallbackTotal, serverUp, pickSeconds}
+func newPickerMetrics(h scheduling.Handle) pickerMetrics {
+	return pickerMetrics{
+		fallbackTotal: scheduling.Metric(h, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermod_picker_inflight_fallback_total",
+			Help: "Picks valkey-least-request-picker took from scores because the in-flight server did not answer.",
+		})),
+		serverUp: scheduling.Metric(h, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hermod_picker_inflight_server_up",
+			Help: "1 while valkey-least-request-picker picks through the in-flight server, 0 while it falls back.",
+		})),
+		pickSeconds: scheduling.Metric(h, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hermod_picker_inflight_pick_seconds",
+			Help:    "Round trip of the atomic pick on the in-flight server.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05},
+		})),
+	}
 }
 
 func factory(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
@@ -137,16 +141,13 @@ func factory(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.
 	if p.Timeout <= 0 {
 		return nil, scheduling.ParamErrorf("timeout", "must be positive")
 	}
-	svc, ok := h.Service(StoreService)
+	store, ok := StoreService.Lookup(h)
 	if !ok {
 		return nil, errors.New("needs the in-flight server: start the picker with --inflight-valkey-address")
 	}
-	store, ok := svc.(Counter)
-	if !ok {
-		return nil, errors.New("the in-flight service is not a Counter")
-	}
-	serverUp.Set(1)
-	return &Picker{Named: scheduling.Named{Type: Type, Name: name}, params: p, store: store, log: h.Logger(), state: &health{}}, nil
+	m := newPickerMetrics(h)
+	m.serverUp.Set(1)
+	return &Picker{Named: scheduling.Named{Type: Type, Name: name}, params: p, store: store, log: h.Logger(), state: &health{}, metrics: m}, nil
 }
 
 // Parameters implements scheduling.Plugin.
@@ -190,7 +191,7 @@ func (p *Picker) Pick(ctx context.Context, cs *scheduling.CycleState, req *sched
 		case err != nil:
 			p.serverFailed(err)
 		default:
-			pickSeconds.Observe(time.Since(start).Seconds())
+			p.metrics.pickSeconds.Observe(time.Since(start).Seconds())
 			p.serverAnswered()
 			for _, j := range order {
 				if eps[j].Name == ep {
@@ -201,7 +202,7 @@ func (p *Picker) Pick(ctx context.Context, cs *scheduling.CycleState, req *sched
 		}
 	}
 	if first < 0 {
-		fallbackTotal.Inc()
+		p.metrics.fallbackTotal.Inc()
 		p.state.fallbacks.Add(1)
 		first = order[0]
 	}
@@ -231,7 +232,7 @@ func (p *Picker) serverFailed(err error) {
 	s.retryAt = time.Now().Add(retryInterval)
 	if !s.down {
 		s.down = true
-		serverUp.Set(0)
+		p.metrics.serverUp.Set(0)
 		p.log.Warn("the in-flight server does not answer: picking from scores (the local view) until it does", "plugin", p.Name, "error", err)
 	}
 }
@@ -242,7 +243,7 @@ func (p *Picker) serverAnswered() {
 	defer s.mu.Unlock()
 	if s.down {
 		s.down = false
-		serverUp.Set(1)
+		p.metrics.serverUp.Set(1)
 		p.log.Info("the in-flight server answers again: picking through it", "plugin", p.Name)
 	}
 }

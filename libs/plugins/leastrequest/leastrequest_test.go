@@ -43,7 +43,7 @@ func newScheduler(t *testing.T, c leastrequest.Counter) *scheduling.Scheduler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scheduling.New(cfg, scheduling.WithService(leastrequest.StoreService, c))
+	s, err := scheduling.New(cfg, leastrequest.StoreService.Provide(c))
 	if err != nil {
 		t.Fatal(err)
 	}

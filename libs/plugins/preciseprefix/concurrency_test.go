@@ -117,7 +117,7 @@ func TestTimingConcurrentPicksDoNotQueueBehindTheIndexer(t *testing.T) {
 	var best time.Duration
 	for attempt := range 3 {
 		idx := &slowIndexer{delay: delay}
-		s := schedulingtest.Scheduler(t, preciseAndLoad, scheduling.WithService(preciseprefix.IndexerService, idx))
+		s := schedulingtest.Scheduler(t, preciseAndLoad, preciseprefix.IndexerService.Provide(idx))
 		eps := schedulingtest.Endpoints(8)
 		elapsed := schedulePicks(t, s, eps, 32, 32, prompt)
 		if got := idx.calls.Load(); got != 32 {
@@ -143,7 +143,7 @@ func TestTimingConcurrentPicksDoNotQueueBehindTheIndexer(t *testing.T) {
 // picks overlap their indexer calls (race-detector runs included).
 func TestConcurrentPicksOverlapTheirIndexerCalls(t *testing.T) {
 	idx := &slowIndexer{delay: 5 * time.Millisecond}
-	s := schedulingtest.Scheduler(t, preciseAndLoad, scheduling.WithService(preciseprefix.IndexerService, idx))
+	s := schedulingtest.Scheduler(t, preciseAndLoad, preciseprefix.IndexerService.Provide(idx))
 	schedulePicks(t, s, schedulingtest.Endpoints(4), 16, 64, strings.Repeat("words and more words ", 30))
 	if p := idx.peak.Load(); p < 2 {
 		t.Fatalf("indexer calls never overlapped (peak %d in flight)", p)
@@ -156,7 +156,7 @@ func TestConcurrentPicksOverlapTheirIndexerCalls(t *testing.T) {
 // loopback round trip (200 µs). Reported as picks/s.
 func BenchmarkPickParallelPrecisePrefix(b *testing.B) {
 	idx := &slowIndexer{delay: 200 * time.Microsecond}
-	s := schedulingtest.Scheduler(b, preciseAndLoad, scheduling.WithService(preciseprefix.IndexerService, idx))
+	s := schedulingtest.Scheduler(b, preciseAndLoad, preciseprefix.IndexerService.Provide(idx))
 	eps := schedulingtest.Endpoints(16)
 	prompt := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 180)
 	b.ReportAllocs()

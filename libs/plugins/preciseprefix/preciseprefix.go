@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -27,18 +26,18 @@ import (
 // Type is the registered plugin type.
 const Type = "precise-prefix-cache-scorer"
 
-// IndexerService is the name under which the picker provides its indexer
-// client (scheduling.WithService); the plugin does not load without one.
-const IndexerService = "indexer"
+// IndexerService is the key under which the picker provides its indexer
+// client (scheduling.Provide); the plugin does not load without one.
+const IndexerService scheduling.ServiceKey[Indexer] = "indexer"
 
 // Indexer answers which endpoints hold a prompt's blocks.
 type Indexer interface {
 	Score(ctx context.Context, req *indexerv1.ScoreRequest) (*indexerv1.ScoreResponse, error)
 }
 
-// TokenizerService is the name under which the picker may provide a
+// TokenizerService is the key under which the picker may provide a
 // Tokenizers (default: DefaultTokenizers).
-const TokenizerService = "tokenizers"
+const TokenizerService scheduling.ServiceKey[Tokenizers] = "tokenizers"
 
 // Tokenizers resolves the tokenizer a configuration names.
 type Tokenizers interface {
@@ -65,6 +64,7 @@ type Plugin struct {
 	log     *slog.Logger
 	key     scheduling.StateKey
 	pool    sync.Pool
+	metrics indexerMetrics
 }
 
 // New builds the plugin.
@@ -73,19 +73,13 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	if err != nil {
 		return nil, err
 	}
-	svc, ok := h.Service(IndexerService)
+	idx, ok := IndexerService.Lookup(h)
 	if !ok {
 		return nil, errors.New("needs hermod-indexer: start the picker with --indexer-address")
 	}
-	idx, ok := svc.(Indexer)
-	if !ok {
-		return nil, fmt.Errorf("the %q service is a %T, not an indexer client", IndexerService, svc)
-	}
 	var toks Tokenizers = DefaultTokenizers{}
-	if svc, ok := h.Service(TokenizerService); ok {
-		if t, ok := svc.(Tokenizers); ok {
-			toks = t
-		}
+	if t, ok := TokenizerService.Lookup(h); ok {
+		toks = t
 	}
 	tok, tmpl, err := toks.Tokenizer(p.IndexerConfig.TokenizersPoolConfig)
 	if err != nil {
@@ -100,7 +94,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	}
 	pl := &Plugin{
 		Named: scheduling.Named{Type: Type, Name: name}, params: p, ttl: ttl, keyer: keyer, indexer: idx, tok: tok, tmpl: tmpl,
-		log: h.Logger().With("plugin", name), key: scheduling.StateKey(Type + "/" + name),
+		log: h.Logger().With("plugin", name), key: scheduling.StateKey(Type + "/" + name), metrics: newIndexerMetrics(h),
 	}
 	pl.pool.New = func() any { return &match{plugin: pl} }
 	return pl, nil
@@ -184,9 +178,9 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 	defer cancel()
 	start := time.Now()
 	resp, err := p.indexer.Score(ctx, &indexerv1.ScoreRequest{Model: req.Model, LoraName: req.Adapter, BlockKeys: m.wire, Candidates: names})
-	metrics.latency.Observe(time.Since(start).Seconds())
+	p.metrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		metrics.failOpen.Inc()
+		p.metrics.failOpen.Inc()
 		p.log.Warn("the indexer did not answer: scoring every endpoint alike", "request_id", req.ID, "error", err)
 		return m
 	}
@@ -282,15 +276,15 @@ func (p *Plugin) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 	}
 }
 
-var metrics = struct {
+// indexerMetrics are the plugin's metrics.
+type indexerMetrics struct {
 	failOpen prometheus.Counter
 	latency  prometheus.Histogram
-}{
-	failOpen: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_picker_indexer_fail_open_total", Help: "Scoring cycles in which precise-prefix-cache-scorer got no answer from the indexer and scored every endpoint alike."}),
-	latency:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermod_picker_indexer_score_seconds", Help: "Latency of Score calls to hermod-indexer.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)}),
 }
 
-// Collectors are the plugin's metrics, for the picker to register.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metrics.failOpen, metrics.latency}
+func newIndexerMetrics(h scheduling.Handle) indexerMetrics {
+	return indexerMetrics{
+		failOpen: scheduling.Metric(h, prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_picker_indexer_fail_open_total", Help: "Scoring cycles in which precise-prefix-cache-scorer got no answer from the indexer and scored every endpoint alike."})),
+		latency:  scheduling.Metric(h, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermod_picker_indexer_score_seconds", Help: "Latency of Score calls to hermod-indexer.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)})),
+	}
 }

@@ -9,13 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/kv/blockkey"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	_ "github.com/hermod/hermod/libs/plugins/standard" // every plugin type
-	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
@@ -49,7 +49,7 @@ const params = `{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "builti
 func newPlugin(t *testing.T, idx preciseprefix.Indexer, p string) *preciseprefix.Plugin {
 	t.Helper()
 	h := schedulingtest.NewHandle()
-	h.Services = map[string]any{preciseprefix.IndexerService: idx}
+	h.Services = map[string]any{string(preciseprefix.IndexerService): idx}
 	return schedulingtest.New[*preciseprefix.Plugin](t, h, preciseprefix.Type, "", p)
 }
 
@@ -99,14 +99,16 @@ func TestChatPromptsAreRenderedAndAdaptersChainFromTheAdapter(t *testing.T) {
 
 func TestFailsOpenWhenTheIndexerFails(t *testing.T) {
 	idx := &fakeIndexer{err: errors.New("unavailable")}
-	p := newPlugin(t, idx, params)
-	before := testutil.ToFloat64(preciseprefix.Collectors()[0])
+	h := schedulingtest.NewHandle()
+	h.Services = map[string]any{string(preciseprefix.IndexerService): idx}
+	p := schedulingtest.New[*preciseprefix.Plugin](t, h, preciseprefix.Type, "", params)
 	scores := schedulingtest.Score(p, schedulingtest.CycleState(1), schedulingtest.Completion("r", "m", strings.Repeat("words ", 40)), schedulingtest.Endpoints(3))
 	if !equal(scores, []float64{0, 0, 0}) {
 		t.Fatalf("fail-open scores %v", scores)
 	}
-	if got := testutil.ToFloat64(preciseprefix.Collectors()[0]); got != before+1 {
-		t.Fatalf("fail-open counter %v -> %v", before, got)
+	// The plugin's metrics are in the handle's registry.
+	if got := testutil.ToFloat64(gathered(t, h, "hermod_picker_indexer_fail_open_total")); got != 1 {
+		t.Fatalf("fail-open counter %v, want 1", got)
 	}
 }
 
@@ -119,7 +121,7 @@ func TestParameters(t *testing.T) {
 		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "meta-llama/Llama-3.1-8B-Instruct"}}}`, "indexerConfig.tokenizersPoolConfig"},
 	} {
 		h := schedulingtest.NewHandle()
-		h.Services = map[string]any{preciseprefix.IndexerService: idx}
+		h.Services = map[string]any{string(preciseprefix.IndexerService): idx}
 		_, err := schedulingtest.NewErr(h, preciseprefix.Type, "", c.params)
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: err = %v, want it to name %s", c.params, err, c.field)
@@ -127,7 +129,7 @@ func TestParameters(t *testing.T) {
 	}
 	// reference/001's full shape loads; the indexer-side parts warn
 	h := schedulingtest.NewHandle()
-	h.Services = map[string]any{preciseprefix.IndexerService: idx}
+	h.Services = map[string]any{string(preciseprefix.IndexerService): idx}
 	_, err := schedulingtest.NewErr(h, preciseprefix.Type, "", `{"tokenProcessorConfig": {"blockSize": 16}, "indexerConfig": {"kvBlockIndexConfig": {"inMemoryConfig": {"size": 100000000, "podCacheSize": 10}}, "tokenizersPoolConfig": {"modelName": "builtin", "workersCount": 5, "hf": {"enabled": true}}}, "kvEventsConfig": {"zmqEndpoint": "tcp://indexer:5557", "topicFilter": "kv@"}, "speculativeIndexing": false, "speculativeTTL": "2s"}`)
 	if err != nil || len(h.Warnings) == 0 {
 		t.Fatalf("reference/001 shape: %v, warnings %v", err, h.Warnings)
@@ -153,7 +155,7 @@ schedulingProfiles:
 - name: default
   plugins: [{pluginRef: precise-prefix-cache-scorer}, {pluginRef: no-hit-lru-scorer}, {pluginRef: max-score-picker}]
 `
-	s := schedulingtest.Scheduler(t, cfg, scheduling.WithService(preciseprefix.IndexerService, idx))
+	s := schedulingtest.Scheduler(t, cfg, preciseprefix.IndexerService.Provide(idx))
 	res, err := s.Schedule(context.Background(), schedulingtest.Completion("r", "m", strings.Repeat("abc def ", 30)), schedulingtest.Endpoints(3))
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +231,7 @@ plugins:
     tokenProcessorConfig: {blockSize: 4}
 - type: max-score-picker
 `
-	s := schedulingtest.Scheduler(t, cfg, scheduling.WithService(preciseprefix.IndexerService, idx))
+	s := schedulingtest.Scheduler(t, cfg, preciseprefix.IndexerService.Provide(idx))
 	res, err := s.Schedule(context.Background(), schedulingtest.Completion("r", "m", strings.Repeat("abc def ", 30)), schedulingtest.Endpoints(3))
 	if err != nil {
 		t.Fatal(err)
@@ -242,4 +244,16 @@ plugins:
 	if e.Plugin.Type != preciseprefix.Type || len(e.Endpoints) != 1 || e.Endpoints[0] != tg.Endpoint.Name || e.Capacity != 3000 || len(e.Blocks) != len(idx.reqs[0].GetBlockKeys()) || e.Blocks[0] != idx.reqs[0].GetBlockKeys()[0] {
 		t.Fatalf("effect %+v", e)
 	}
+}
+
+// gathered is the collector registered under name in the handle's
+// registry.
+func gathered(t *testing.T, h *schedulingtest.Handle, name string) prometheus.Collector {
+	t.Helper()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "Scoring cycles in which precise-prefix-cache-scorer got no answer from the indexer and scored every endpoint alike."})
+	var taken prometheus.AlreadyRegisteredError
+	if err := h.Metrics.Register(c); !errors.As(err, &taken) {
+		t.Fatalf("%s is not registered (%v)", name, err)
+	}
+	return taken.ExistingCollector
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // Kinds of latency the metrics are labelled with.
@@ -12,8 +14,6 @@ const (
 	kindTPOT = "tpot"
 	kindE2E  = "e2e"
 )
-
-var metrics = newMetrics()
 
 type metricSet struct {
 	predicted *prometheus.HistogramVec
@@ -25,48 +25,45 @@ type metricSet struct {
 	fitTime   prometheus.Histogram
 }
 
-func newMetrics() *metricSet {
+// newMetrics registers the plugin's metrics with h (once per process:
+// a reloaded config's plugin shares them).
+func newMetrics(h scheduling.Handle) *metricSet {
 	latency := prometheus.ExponentialBuckets(0.0005, 2, 18) // 0.5 ms .. 65 s
 	return &metricSet{
-		predicted: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		predicted: scheduling.Metric(h, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hermod_picker_latency_predicted_seconds", Buckets: latency,
 			Help: "predicted-latency-scorer: the TTFT and TPOT predicted for the target of each request this replica routed, by kind (ttft, tpot).",
-		}, []string{"kind"}),
-		observed: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{"kind"})),
+		observed: scheduling.Metric(h, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hermod_picker_latency_observed_seconds", Buckets: latency,
 			Help: "predicted-latency-scorer: the TTFT and TPOT measured for the requests this replica routed (streamed ones), and the duration of unstreamed ones (e2e), by kind.",
-		}, []string{"kind"}),
-		errRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{"kind"})),
+		errRatio: scheduling.Metric(h, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hermod_picker_latency_prediction_error_ratio",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2, 5},
 			Help:    "predicted-latency-scorer: |predicted - observed| / observed for the requests this replica routed, by kind (ttft, tpot; e2e for unstreamed requests: TTFT + (output-1) x TPOT against the duration).",
-		}, []string{"kind"}),
-		violation: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"kind"})),
+		violation: scheduling.Metric(h, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hermod_picker_latency_slo_violations_total",
 			Help: "predicted-latency-scorer: requests this replica routed whose measured TTFT or TPOT exceeded the SLO they set, by kind.",
-		}, []string{"kind"}),
-		shed: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"kind"})),
+		shed: scheduling.Metric(h, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hermod_picker_latency_shed_total",
 			Help: "predicted-latency-scorer: sheddable requests shed because no endpoint was predicted to meet their SLO.",
-		}),
-		fits: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		fits: scheduling.Metric(h, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hermod_picker_latency_model_fits_total",
 			Help: "predicted-latency-scorer: times the model was refitted to the finished requests.",
-		}),
-		fitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		fitTime: scheduling.Metric(h, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hermod_picker_latency_model_fit_seconds", Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
 			Help: "predicted-latency-scorer: how long a refit took (off the request path).",
-		}),
+		})),
 	}
 }
 
-// Collectors are the plugin's metrics, for the picker to register.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{metrics.predicted, metrics.observed, metrics.errRatio, metrics.violation, metrics.shed, metrics.fits, metrics.fitTime}
-}
-
 // observe records a finished request this replica routed.
-func observe(s *inflight, o *outcome) {
+func (metrics *metricSet) observe(s *inflight, o *outcome) {
 	metrics.predicted.WithLabelValues(kindTTFT).Observe(s.ttft)
 	metrics.predicted.WithLabelValues(kindTPOT).Observe(s.tpot)
 	if !o.ok {

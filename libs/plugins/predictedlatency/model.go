@@ -189,6 +189,7 @@ type model struct {
 	refitGap  time.Duration
 	refitRows int
 	now       func() time.Time
+	metrics   *metricSet
 
 	mu      sync.Mutex
 	byKey   map[string][]sample // each sorted by stamp, newest perKey kept
@@ -199,8 +200,8 @@ type model struct {
 	current atomic.Pointer[fit]
 }
 
-func newModel(window time.Duration, perKey int, now func() time.Time) *model {
-	m := &model{window: window, perKey: perKey, refitGap: 250 * time.Millisecond, refitRows: 64, now: now, byKey: map[string][]sample{}}
+func newModel(window time.Duration, perKey int, now func() time.Time, metrics *metricSet) *model {
+	m := &model{window: window, perKey: perKey, refitGap: 250 * time.Millisecond, refitRows: 64, now: now, byKey: map[string][]sample{}, metrics: metrics}
 	m.current.Store(&fit{theta: prior, meanOutput: defaultOutput})
 	return m
 }
@@ -316,8 +317,8 @@ func (m *model) fit() {
 	m.mu.Unlock()
 	start := time.Now()
 	m.current.Store(fitSamples(keys, byKey))
-	metrics.fits.Inc()
-	metrics.fitTime.Observe(time.Since(start).Seconds())
+	m.metrics.fits.Inc()
+	m.metrics.fitTime.Observe(time.Since(start).Seconds())
 }
 
 // fitSamples fits the model to the samples of every key. It is a pure

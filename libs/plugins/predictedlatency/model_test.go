@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
 )
 
 // truth is a synthetic pool: coefficients unlike the prior's shape, in a
@@ -199,7 +200,7 @@ func TestModelIsOrderIndependent(t *testing.T) {
 	}
 	var fits []*fit
 	for order := range 3 {
-		m := newModel(2*time.Hour, 100, now)
+		m := newModel(2*time.Hour, 100, now, newMetrics(schedulingtest.NewHandle()))
 		r := rand.New(rand.NewPCG(uint64(order), 9))
 		perm := slices.Clone(flat)
 		r.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
@@ -221,7 +222,7 @@ func TestModelIsOrderIndependent(t *testing.T) {
 		}
 	}
 	// a window that starts after some samples drops them before the fit
-	m := newModel(time.Hour-100*time.Millisecond, 1000, now)
+	m := newModel(time.Hour-100*time.Millisecond, 1000, now, newMetrics(schedulingtest.NewHandle()))
 	for _, e := range flat {
 		m.add(e.key, e.s)
 	}

@@ -76,6 +76,7 @@ type state struct {
 	model    *model
 	progress *progress
 	lastOwn  atomic.Uint64 // the decision this replica took last
+	metrics  *metricSet
 }
 
 // inflight is a request in flight, as its decision recorded it. It is
@@ -134,16 +135,17 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 			}
 		}
 	}
-	pl.state = newState(p, h.Now)
+	pl.state = newState(p, h.Now, newMetrics(h))
 	pl.pool.New = func() any { return &cycle{} }
 	return pl, nil
 }
 
-func newState(p Params, now func() time.Time) *state {
+func newState(p Params, now func() time.Time, metrics *metricSet) *state {
 	st := &state{
 		flight:   flight.NewTracker[uint64, inflight, outcome](p.ContextTTL.Std(), now),
-		model:    newModel(p.TrainingWindow.Std(), p.SamplesPerEndpoint, now),
+		model:    newModel(p.TrainingWindow.Std(), p.SamplesPerEndpoint, now, metrics),
 		progress: newProgress(),
+		metrics:  metrics,
 	}
 	st.flight.SetPair(st.learn)
 	return st
@@ -153,7 +155,7 @@ func newState(p Params, now func() time.Time) *state {
 // tracker's lock: the model only records it).
 func (st *state) learn(id uint64, _ time.Time, s *inflight, o *outcome) {
 	if s.own {
-		observe(s, o)
+		st.metrics.observe(s, o)
 	}
 	if o.output > 0 {
 		prompt := o.prompt

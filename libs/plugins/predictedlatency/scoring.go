@@ -244,7 +244,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *scheduling.CycleState, req *sch
 			return append(dst, in...)
 		}
 	}
-	metrics.shed.Inc()
+	p.state.metrics.shed.Inc()
 	return dst
 }
 

@@ -39,9 +39,9 @@ var Unavailable = []scheduling.Registration{}
 // is accepted (the built-in tokenizer stands in).
 func ValidationOptions() []scheduling.Option {
 	return []scheduling.Option{
-		scheduling.WithService(preciseprefix.IndexerService, preciseprefix.Offline{}),
-		scheduling.WithService(preciseprefix.TokenizerService, preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}),
-		scheduling.WithService(leastrequest.StoreService, leastrequest.Offline{}),
+		preciseprefix.IndexerService.Provide(preciseprefix.Offline{}),
+		preciseprefix.TokenizerService.Provide(preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}),
+		leastrequest.StoreService.Provide(leastrequest.Offline{}),
 	}
 }
 

@@ -57,10 +57,8 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		h.Warn("udsTokenizerConfig: Hermod tokenizes in process; the socket is not used")
 	}
 	var toks preciseprefix.Tokenizers = preciseprefix.DefaultTokenizers{}
-	if svc, ok := h.Service(preciseprefix.TokenizerService); ok {
-		if t, ok := svc.(preciseprefix.Tokenizers); ok {
-			toks = t
-		}
+	if t, ok := preciseprefix.TokenizerService.Lookup(h); ok {
+		toks = t
 	}
 	tok, tmpl, err := toks.Tokenizer(preciseprefix.TokenizersPoolConfig{ModelName: p.ModelName})
 	if err != nil {

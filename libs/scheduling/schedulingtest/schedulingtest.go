@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -33,12 +35,14 @@ type Handle struct {
 	Registry *scheduling.Registry
 	// Services are what Service returns.
 	Services map[string]any
+	// Metrics is what Registerer returns (NewHandle makes one).
+	Metrics *prometheus.Registry
 }
 
 // NewHandle returns a Handle with the given feature gates on.
 func NewHandle(gates ...string) *Handle {
 	h := &Handle{later: map[string]bool{}, gates: map[string]bool{}, Clock: time.Now,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: scheduling.DefaultRegistry}
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: scheduling.DefaultRegistry, Metrics: prometheus.NewRegistry()}
 	for _, g := range gates {
 		h.gates[g] = true
 	}
@@ -51,6 +55,9 @@ func (h *Handle) Declare(ps ...scheduling.Plugin) *Handle {
 	h.earlier = append(h.earlier, ps...)
 	return h
 }
+
+// Registerer implements scheduling.Handle.
+func (h *Handle) Registerer() prometheus.Registerer { return h.Metrics }
 
 // Service implements scheduling.Handle.
 func (h *Handle) Service(name string) (any, bool) {

@@ -171,7 +171,7 @@ func (a *app) start(ctx context.Context) error {
 	services = append(services, inflightOpts...)
 	a.loader, err = schedconfig.New(schedconfig.Version{Source: schedconfig.SourceDefault}, schedconfig.Options{
 		Pool: pool, Replica: a.cfg.Replica, Logger: a.log, Metrics: a.reg,
-		SchedulerOptions: append(services, scheduling.WithLogger(a.log), scheduling.WithMetrics(schedMetrics)),
+		SchedulerOptions: append(services, scheduling.WithLogger(a.log), scheduling.WithMetrics(schedMetrics), scheduling.WithRegisterer(a.reg)),
 		OnStatus: func(st *eventsv1.ConfigStatus) {
 			if err := bus.PublishCore(a.nc, configSubject, st); err != nil {
 				a.log.Warn("publishing the config status failed", "error", err)

@@ -9,7 +9,6 @@ import (
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
-	"github.com/hermod/hermod/libs/plugins/predictedlatency"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tokenizer"
@@ -42,21 +41,15 @@ func (a *app) pluginServices() ([]scheduling.Option, func(), error) {
 			return nil, nil, fmt.Errorf("--indexer-address: %w", err)
 		}
 		closeFn = func() { _ = conn.Close() }
-		opts = append(opts, scheduling.WithService(preciseprefix.IndexerService, indexerClient{c: indexerv1.NewIndexerServiceClient(conn), pool: a.cfg.Pool}))
+		opts = append(opts, preciseprefix.IndexerService.Provide(indexerClient{c: indexerv1.NewIndexerServiceClient(conn), pool: a.cfg.Pool}))
 	}
 	switch a.cfg.Tokenizer {
 	case "":
 	case preciseprefix.BuiltinModel:
-		opts = append(opts, scheduling.WithService(preciseprefix.TokenizerService, preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}))
+		opts = append(opts, preciseprefix.TokenizerService.Provide(preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}))
 	default:
 		closeFn()
 		return nil, nil, fmt.Errorf("--tokenizer: %q is not a tokenizer override (empty: the config's, or %q)", a.cfg.Tokenizer, preciseprefix.BuiltinModel)
-	}
-	for _, c := range append(preciseprefix.Collectors(), predictedlatency.Collectors()...) {
-		if err := a.reg.Register(c); err != nil {
-			closeFn()
-			return nil, nil, fmt.Errorf("plugin metrics: %w", err)
-		}
 	}
 	return opts, closeFn, nil
 }

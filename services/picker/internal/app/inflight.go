@@ -48,11 +48,6 @@ func (s *inflightSync) Release(ctx context.Context, requestIDs ...string) (int, 
 // starts whether the server answers or not: it connects in the
 // background, and picks fall back to scores meanwhile.
 func (a *app) inflightService() ([]scheduling.Option, error) {
-	for _, c := range leastrequest.Collectors() {
-		if err := a.reg.Register(c); err != nil {
-			return nil, fmt.Errorf("in-flight metrics: %w", err)
-		}
-	}
 	if a.cfg.InflightValkeyURL == "" {
 		return nil, nil
 	}
@@ -77,7 +72,7 @@ func (a *app) inflightService() ([]scheduling.Option, error) {
 		s.store.Store(inflight.New(c, a.cfg.Pool, ttl))
 		a.runInflight(a.bgCtx, s, min(max(ttl/4, time.Second), 30*time.Second))
 	})
-	return []scheduling.Option{scheduling.WithService(leastrequest.StoreService, leastrequest.Counter(s))}, nil
+	return []scheduling.Option{leastrequest.StoreService.Provide(leastrequest.Counter(s))}, nil
 }
 
 // connectInflight dials the server until it answers or ctx ends.

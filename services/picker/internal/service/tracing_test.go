@@ -61,8 +61,8 @@ func tracedServer(t *testing.T, tracer trace.Tracer, idx preciseprefix.Indexer) 
 	set.SetRegistry(1, map[string]*registryv1.Endpoint{"pod-a": ep("pod-a", "10.0.0.1"), "pod-b": ep("pod-b", "10.0.0.2")})
 	loader, err := schedconfig.New(schedconfig.Version{Source: schedconfig.SourceFile, Data: []byte(preciseConfig)},
 		schedconfig.Options{Pool: "pool", Replica: "r1", Logger: quiet, SchedulerOptions: []scheduling.Option{
-			scheduling.WithLogger(quiet), scheduling.WithService(preciseprefix.IndexerService, idx),
-			scheduling.WithService(preciseprefix.TokenizerService, preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}),
+			scheduling.WithLogger(quiet), preciseprefix.IndexerService.Provide(idx),
+			preciseprefix.TokenizerService.Provide(preciseprefix.Fixed{Tok: tokenizer.Builtin{}, Tmpl: tokenizer.Llama3Template{}}),
 		}})
 	if err != nil {
 		t.Fatal(err)
