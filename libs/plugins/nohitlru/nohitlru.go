@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermod/hermod/libs/plugins/prefix"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -19,7 +20,7 @@ const Type = "no-hit-lru-scorer"
 
 // Defaults.
 const (
-	DefaultPrefixPlugin = "prefix-cache-scorer"
+	DefaultPrefixPlugin = prefix.Type
 	DefaultLRUSize      = 1024
 	warmScore           = 0.5
 )

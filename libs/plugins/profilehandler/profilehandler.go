@@ -12,6 +12,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hermod/hermod/libs/plugins/decider"
+	"github.com/hermod/hermod/libs/plugins/headers"
+	"github.com/hermod/hermod/libs/plugins/prefix"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 )
@@ -21,14 +24,6 @@ const (
 	SingleType = "single-profile-handler"
 	DisaggType = "disagg-profile-handler"
 	PDType     = "pd-profile-handler"
-)
-
-// Types of the plugins the disaggregating handlers depend on.
-const (
-	disaggHeadersType      = "disagg-headers-handler"
-	prefillHeaderAliasType = "prefill-header-handler"
-	prefixDeciderType      = "prefix-based-pd-decider"
-	prefixScorerType       = "prefix-cache-scorer"
 )
 
 // HeaderDataParallelHostPort carries the decode endpoint's own address when
@@ -213,7 +208,7 @@ func newDisagg(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 // prefill or encode stage ran.
 func requireHeadersHandler(h scheduling.Handle) error {
 	for _, p := range h.Earlier() {
-		if t := p.TypedName().Type; t == disaggHeadersType || t == prefillHeaderAliasType {
+		if t := p.TypedName().Type; t == headers.DisaggType || t == headers.DisaggAliasType {
 			return nil
 		}
 	}
@@ -307,13 +302,13 @@ func newPD(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Pl
 		p.PrefillProfile = "prefill"
 	}
 	if p.PrefixPluginType == "" {
-		p.PrefixPluginType = prefixScorerType
+		p.PrefixPluginType = prefix.Type
 	}
 	if p.PrefixPluginName == "" {
 		p.PrefixPluginName = p.PrefixPluginType
 	}
 	if p.DeciderPluginName == "" {
-		p.DeciderPluginName = prefixDeciderType
+		p.DeciderPluginName = decider.PrefixBasedType
 	}
 	if p.PrimaryPort != 0 && (p.PrimaryPort < 1 || p.PrimaryPort > 65535) {
 		return nil, scheduling.ParamErrorf("primaryPort", "must be between 1 and 65535 (got %d)", p.PrimaryPort)
@@ -326,11 +321,11 @@ func newPD(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Pl
 	switch {
 	case err == nil:
 	case !deciderSet && errors.Is(err, scheduling.ErrNotDeclared):
-		dp, err = h.NewPlugin(prefixDeciderType, p.DeciderPluginName, nil)
+		dp, err = h.NewPlugin(decider.PrefixBasedType, p.DeciderPluginName, nil)
 		if err != nil {
 			return nil, scheduling.ParamErrorf("deciderPluginName", "making the default decider: %v", err)
 		}
-		h.Warn(fmt.Sprintf("no plugin named %s is declared; using a default %s (nonCachedTokens 0: never disaggregates)", p.DeciderPluginName, prefixDeciderType))
+		h.Warn(fmt.Sprintf("no plugin named %s is declared; using a default %s (nonCachedTokens 0: never disaggregates)", p.DeciderPluginName, decider.PrefixBasedType))
 	default:
 		return nil, scheduling.ParamErrorf("deciderPluginName", "%v", err)
 	}
