@@ -75,3 +75,27 @@ func (s *Service) Publisher(nc *nats.Conn, what string) (*bus.Publisher, error) 
 	})
 	return pub, nil
 }
+
+// Backends are a service's connections to etcd and NATS.
+type Backends struct {
+	Etcd      *clientv3.Client
+	NATS      *nats.Conn
+	JetStream jetstream.JetStream
+}
+
+// Connect connects to etcd and to NATS, with Hermod's streams in place
+// (Etcd, NATS, JetStream); Close closes them.
+func (s *Service) Connect(ctx context.Context, etcdEndpoints []string, natsURL string) (Backends, error) {
+	var b Backends
+	var err error
+	if b.Etcd, err = s.Etcd(ctx, etcdEndpoints); err != nil {
+		return Backends{}, err
+	}
+	if b.NATS, err = s.NATS(ctx, natsURL); err != nil {
+		return Backends{}, err
+	}
+	if b.JetStream, err = s.JetStream(ctx, b.NATS); err != nil {
+		return Backends{}, err
+	}
+	return b, nil
+}

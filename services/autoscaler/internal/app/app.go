@@ -103,18 +103,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("--config %s: %w", cfg.ConfigFile, err)
 		}
 	}
-	cli, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
+	b, err := svc.Connect(ctx, cfg.EtcdEndpoints, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	nc, err := svc.NATS(ctx, cfg.NATSURL)
-	if err != nil {
-		return err
-	}
-	js, err := svc.JetStream(ctx, nc)
-	if err != nil {
-		return err
-	}
+	cli, nc, js := b.Etcd, b.NATS, b.JetStream
 	act, err := newActuator(cfg, cli, reg, log)
 	if err != nil {
 		return err

@@ -99,18 +99,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer svc.Close()
 	cfg.Replica, log = svc.Replica, svc.Log
-	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
+	b, err := svc.Connect(ctx, cfg.EtcdEndpoints, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	nc, err := svc.NATS(ctx, cfg.NATSURL)
-	if err != nil {
-		return err
-	}
-	js, err := svc.JetStream(ctx, nc)
-	if err != nil {
-		return err
-	}
+	etcd, nc, js := b.Etcd, b.NATS, b.JetStream
 	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	kv, err := js.KeyValue(kctx, bus.MetricsBucket)
 	cancel()

@@ -85,19 +85,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer svc.Close()
 	cfg.Replica, log = svc.Replica, svc.Log
-	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
+	b, err := svc.Connect(ctx, cfg.EtcdEndpoints, cfg.NATSURL)
 	if err != nil {
 		return err
 	}
-	nc, err := svc.NATS(ctx, cfg.NATSURL)
-	if err != nil {
-		return err
-	}
-	js, err := svc.JetStream(ctx, nc)
-	if err != nil {
-		return err
-	}
-	pub, err := svc.Publisher(nc, "KV event batches")
+	etcd, js := b.Etcd, b.JetStream
+	pub, err := svc.Publisher(b.NATS, "KV event batches")
 	if err != nil {
 		return err
 	}

@@ -138,16 +138,11 @@ type app struct {
 }
 
 func (a *app) connect(ctx context.Context) error {
-	var err error
-	if a.etcd, err = a.boot.Etcd(ctx, a.cfg.EtcdEndpoints); err != nil {
+	b, err := a.boot.Connect(ctx, a.cfg.EtcdEndpoints, a.cfg.NATSURL)
+	if err != nil {
 		return err
 	}
-	if a.nc, err = a.boot.NATS(ctx, a.cfg.NATSURL); err != nil {
-		return err
-	}
-	if a.js, err = a.boot.JetStream(ctx, a.nc); err != nil {
-		return err
-	}
+	a.etcd, a.nc, a.js = b.Etcd, b.NATS, b.JetStream
 	a.publisher, err = a.boot.Publisher(a.nc, "decision events")
 	return err
 }
