@@ -48,6 +48,10 @@ type ConsumeOptions struct {
 	// (default nil: not registered).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// Skip, when set, is asked about each message's Nats-Msg-Id before it
+	// is decoded: true passes the message over undecoded (one the handler
+	// has already applied, say).
+	Skip func(msgID string) bool
 }
 
 // Meta describes a delivered stream message.
@@ -263,8 +267,10 @@ func deliver[T proto.Message](c *Consumer, dec *decoder[T], msg jetstream.Msg, h
 		MsgID:     msg.Headers().Get(jetstream.MsgIDHeader),
 		Pending:   md.NumPending,
 	}
-	if v, ok := dec.decode(meta.Subject, msg.Data()); ok {
-		handler(v, meta)
+	if skip := c.opts.Skip; skip == nil || !skip(meta.MsgID) {
+		if v, ok := dec.decode(meta.Subject, msg.Data()); ok {
+			handler(v, meta)
+		}
 	}
 	c.delivered.Store(meta.Sequence)
 	if meta.Sequence >= c.target || meta.Pending == 0 {

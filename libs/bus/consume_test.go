@@ -355,3 +355,33 @@ func TestConsumeRejectsBadOptions(t *testing.T) {
 		t.Fatalf("missing stream: %v, want ErrStreamNotFound", err)
 	}
 }
+
+// Skip passes messages over by their id before they are decoded: the
+// stream consumer's handler and a core subscriber's see only the others.
+func TestSkipByMessageID(t *testing.T) {
+	t.Parallel()
+	e := integration(t)
+	skip := func(id string) bool { return id == "p-1" || id == "p-3" }
+	var live collector
+	subject, err := DecisionsSubject("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := Subscribe(e.nc, subject, func(d *eventsv1.RoutingDecision, _ string) { live.handle(d, Meta{}) }, WithSkip(skip), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close() }()
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	publishDecisions(t, e.js, "p", 0, 5)
+	var col collector
+	c := consume(t, e, ConsumeOptions{Skip: skip}, col.handle)
+	waitClosed(t, c.CaughtUp(), "CaughtUp")
+	ids, _ := col.got()
+	checkIDs(t, ids, []string{"p-0", "p-2", "p-4"})
+	live.wait(t, 3)
+	ids, _ = live.got()
+	checkIDs(t, ids, []string{"p-0", "p-2", "p-4"})
+}

@@ -37,6 +37,7 @@ type options struct {
 	minBackoff  time.Duration
 	maxBackoff  time.Duration
 	natsOpts    []nats.Option
+	skip        func(msgID string) bool
 }
 
 func newOptions(opts []Option) options {
@@ -125,6 +126,13 @@ func WithBackoff(minDelay, maxDelay time.Duration) Option {
 			o.minBackoff, o.maxBackoff = minDelay, maxDelay
 		}
 	}
+}
+
+// WithSkip makes Subscribe ask skip about each message's Nats-Msg-Id
+// before decoding it: true passes the message over undecoded (one the
+// handler has already applied, say). Subscribe.
+func WithSkip(skip func(msgID string) bool) Option {
+	return func(o *options) { o.skip = skip }
 }
 
 // WithNATSOptions adds options to the nats.Connect call of Connect

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -50,6 +51,9 @@ func Subscribe[T proto.Message](nc *nats.Conn, subject string, handler func(T, s
 	}
 	s := &Subscription{done: make(chan struct{})}
 	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		if o.skip != nil && o.skip(m.Header.Get(jetstream.MsgIDHeader)) {
+			return
+		}
 		v, ok := dec.decode(m.Subject, m.Data)
 		if !ok {
 			return

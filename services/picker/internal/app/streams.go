@@ -33,7 +33,10 @@ func (a *app) followStreams(ctx context.Context) error {
 	}
 	window := a.replayWindow()
 	since := time.Now().Add(-window)
-	cc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: completions, Start: since, Logger: a.log, Registerer: a.reg},
+	// What was applied already (this replica's own decisions, what came
+	// by RPC or the live path first) is passed over undecoded.
+	cc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.CompletionsStream, FilterSubject: completions, Start: since, Logger: a.log, Registerer: a.reg,
+		Skip: func(id string) bool { return a.folder.CompletionSeen(id, projection.SourceStream) }},
 		func(c *eventsv1.RequestCompleted, _ bus.Meta) {
 			if !a.cfg.LocalView {
 				a.folder.Completion(ctx, c, projection.SourceStream)
@@ -43,7 +46,7 @@ func (a *app) followStreams(ctx context.Context) error {
 		return fmt.Errorf("follow completions: %w", err)
 	}
 	a.boot.OnClose(cc.Close)
-	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisions, Start: since, Logger: a.log},
+	dc, err := bus.Consume(ctx, a.js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: decisions, Start: since, Logger: a.log, Skip: a.folder.DecisionSeen},
 		func(d *eventsv1.RoutingDecision, _ bus.Meta) {
 			if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
 				a.folder.Decision(d)
@@ -82,7 +85,7 @@ func (a *app) followLive(completions, decisions string) error {
 		if !a.cfg.LocalView {
 			a.folder.Completion(a.bgCtx, c, projection.SourceLive)
 		}
-	}, bus.WithLogger(a.log))
+	}, bus.WithLogger(a.log), bus.WithSkip(func(id string) bool { return a.folder.CompletionSeen(id, projection.SourceLive) }))
 	if err != nil {
 		return fmt.Errorf("follow completions live: %w", err)
 	}
@@ -91,7 +94,7 @@ func (a *app) followLive(completions, decisions string) error {
 		if !a.cfg.LocalView || d.GetReplica() == a.cfg.Replica {
 			a.folder.Decision(d)
 		}
-	}, bus.WithLogger(a.log))
+	}, bus.WithLogger(a.log), bus.WithSkip(a.folder.DecisionSeen))
 	if err != nil {
 		return fmt.Errorf("follow decisions live: %w", err)
 	}

@@ -149,7 +149,41 @@ func (f *Folder) Decision(d *eventsv1.RoutingDecision) {
 
 // Own records a decision this replica took (and applied): its event, when
 // the stream brings it back, is skipped.
-func (f *Folder) Own(id uint64) { f.decisions.add(id) }
+func (f *Folder) Own(id uint64) { f.decisions.addOwn(id) }
+
+// DecisionSeen reports whether the decision whose event has the message
+// id msgID was applied already (taken here, or folded before), counting it
+// as Decision would: its event need not even be decoded (bus.WithSkip).
+func (f *Folder) DecisionSeen(msgID string) bool {
+	id, err := decisions.ParseID(msgID)
+	if err != nil {
+		return false
+	}
+	seen, own := f.decisions.has(id)
+	switch {
+	case !seen:
+		return false
+	case own:
+		f.m.decisions.own.Inc()
+	default:
+		f.m.decisions.duplicate.Inc()
+	}
+	return true
+}
+
+// CompletionSeen is DecisionSeen for completion events (their message id
+// is their decision's) arriving from source.
+func (f *Folder) CompletionSeen(msgID, source string) bool {
+	id, err := decisions.ParseID(msgID)
+	if err != nil {
+		return false
+	}
+	if seen, _ := f.completions.has(id); !seen {
+		return false
+	}
+	f.m.completions.WithLabelValues(source, "duplicate").Inc()
+	return true
+}
 
 // Replay applies a decision to s whether it was applied before or not (the
 // projections are idempotent): to rebuild the state of plugins that

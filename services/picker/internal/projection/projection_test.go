@@ -127,6 +127,37 @@ func counter(t *testing.T, reg *prometheus.Registry, name, result string) float6
 	return 0
 }
 
+// What was applied is known by its message id alone, so that its events
+// need not be decoded: this replica's own decisions count as own, the
+// others' as duplicates once folded; unknown or malformed ids are not
+// seen.
+func TestSeenByMessageID(t *testing.T) {
+	a, b := newReplica(t, "a", 1), newReplica(t, "b", 2)
+	d := a.decide(t, "a")
+	id := d.GetDecisionId()
+	if !a.folder.DecisionSeen(id) || b.folder.DecisionSeen(id) {
+		t.Fatal("own decision: seen by a, not by b")
+	}
+	b.folder.Decision(d)
+	if !b.folder.DecisionSeen(id) || b.folder.DecisionSeen(decisions.ID(12345)) || b.folder.DecisionSeen("not an id") {
+		t.Fatal("b: the folded decision seen, others not")
+	}
+	c := &eventsv1.RequestCompleted{DecisionId: id, Pool: "p", EndpointName: d.GetPrimaryName(), StatusCode: 200}
+	if a.folder.CompletionSeen(id, SourceStream) {
+		t.Fatal("completion seen before it came")
+	}
+	a.folder.Completion(context.Background(), c, SourceRPC)
+	if !a.folder.CompletionSeen(id, SourceLive) {
+		t.Fatal("completion not seen after it came")
+	}
+	if got := counter(t, a.reg, "hermod_picker_projection_decisions_total", "own"); got != 1 {
+		t.Errorf("a: own %v, want 1", got)
+	}
+	if got := counter(t, b.reg, "hermod_picker_projection_decisions_total", "duplicate"); got != 1 {
+		t.Errorf("b: duplicate %v, want 1", got)
+	}
+}
+
 // A completion folded before its decision (they travel on different
 // streams) leaves nothing in flight.
 func TestCompletionBeforeDecision(t *testing.T) {
