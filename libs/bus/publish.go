@@ -69,9 +69,13 @@ type Publisher struct {
 
 // event is one queued publish.
 type event struct {
-	subject  string
-	id       string
+	subject string
+	id      string
+	// msg is the event until the publishing goroutine marshals it into
+	// data (encoded), off the caller's path.
+	msg      proto.Message
 	data     []byte
+	encoded  bool
 	attempts int // failed attempts that count against MaxAttempts
 }
 
@@ -123,16 +127,13 @@ func NewPublisher(nc *nats.Conn, opts ...Option) (*Publisher, error) {
 	return p, nil
 }
 
-// Publish marshals msg and queues it for subject with msgID as its
-// Nats-Msg-Id (the event's id; an empty msgID disables deduplication). It
-// never blocks: it returns false, and counts a drop, when the queue is full,
-// msg does not marshal, or the Publisher is closed.
+// Publish queues msg for subject with msgID as its Nats-Msg-Id (the
+// event's id; an empty msgID disables deduplication). It never blocks: it
+// returns false, and counts a drop, when the queue is full or the
+// Publisher is closed. msg is marshalled later, by the publishing
+// goroutine (off the caller's path): the caller must not change it after;
+// one that does not marshal is dropped then, and counted.
 func (p *Publisher) Publish(subject, msgID string, msg proto.Message) bool {
-	data, err := proto.Marshal(msg)
-	if err != nil {
-		p.drop(dropEncode, 1, subject, err)
-		return false
-	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
@@ -141,7 +142,7 @@ func (p *Publisher) Publish(subject, msgID string, msg proto.Message) bool {
 	}
 	p.m.queued.Inc() // before the send, so that the goroutine's Dec never comes first
 	select {
-	case p.queue <- event{subject: subject, id: msgID, data: data}:
+	case p.queue <- event{subject: subject, id: msgID, msg: msg}:
 		return true
 	default:
 		p.m.queued.Dec()

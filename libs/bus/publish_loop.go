@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -155,6 +156,14 @@ func (p *Publisher) sendAvailable(st *publisherState) {
 			default:
 				return
 			}
+		}
+		if !ev.encoded {
+			data, err := proto.Marshal(ev.msg)
+			if err != nil {
+				p.drop(dropEncode, 1, ev.subject, err)
+				continue
+			}
+			ev.data, ev.msg, ev.encoded = data, nil, true
 		}
 		id := st.nextID
 		m := &nats.Msg{Subject: ev.subject, Reply: p.replyPrefix + strconv.FormatUint(id, 36), Data: ev.data}

@@ -322,13 +322,20 @@ func TestPublisherCountsEncodeErrors(t *testing.T) {
 	e := integration(t)
 	reg := prometheus.NewRegistry()
 	p := newTestPublisher(t, e, WithRegisterer(reg))
+	// Events are marshalled by the publishing goroutine: a malformed one
+	// is dropped there, and counted; the next goes through.
 	bad := &eventsv1.RoutingDecision{DecisionId: "\xff\xfe"} // not UTF-8: does not marshal
-	if p.Publish("hermod.decisions.p", "bad", bad) {
-		t.Fatal("malformed event accepted")
+	if !p.Publish("hermod.decisions.p", "bad", bad) {
+		t.Fatal("not queued")
+	}
+	publishAll(t, p, "p", 0, 1)
+	if err := p.Close(testContext(t)); err != nil {
+		t.Fatal(err)
 	}
 	if got := metricValue(t, reg, "hermod_bus_publish_dropped_total", "reason", "encode"); got != 1 {
 		t.Fatalf("dropped{reason=encode} = %v", got)
 	}
+	checkIDs(t, streamDecisions(t, e.js), wantIDs("p", 0, 1))
 }
 
 func TestPublishersShareRegisterer(t *testing.T) {
