@@ -98,6 +98,10 @@ func TestPoolSaturationHoldsWhenEmpty(t *testing.T) {
 	if !p.Retain(map[string]bool{}) || !p.Saturated() {
 		t.Fatal("b left the registry: the pool is empty at once")
 	}
+	// A late sample of a pod that left does not bring it back.
+	if p.Update("b", 0, 0.1) || !p.Saturated() {
+		t.Fatal("a departed pod's late metrics made the pool look served")
+	}
 	s, err := Parse([]byte("queueing: true\nholdWhenEmpty: true\n"))
 	if err != nil || !s.HoldWhenEmpty {
 		t.Fatalf("Parse holdWhenEmpty = %+v, %v", s, err)

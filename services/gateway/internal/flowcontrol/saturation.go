@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"maps"
 	"sync"
 	"time"
 )
@@ -27,6 +28,9 @@ type PoolSaturation struct {
 
 	mu   sync.Mutex
 	pods map[string]podLoad
+	// registered is the registry's endpoints as Retain last saw them (nil
+	// before: every endpoint counts).
+	registered map[string]bool
 }
 
 type podLoad struct {
@@ -45,6 +49,11 @@ func (p *PoolSaturation) Update(endpoint string, waiting int64, kvUsage float64)
 	sat := waiting >= int64(p.QueueDepth) || kvUsage >= p.KVCacheUtil
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.registered != nil && !p.registered[endpoint] {
+		// a late sample of a pod that left the registry (or of one the
+		// registry does not list yet): it does not count
+		return false
+	}
 	old, ok := p.pods[endpoint]
 	p.pods[endpoint] = podLoad{saturated: sat, at: p.now()}
 	return !ok || old.saturated != sat
@@ -58,11 +67,15 @@ func (p *PoolSaturation) Remove(endpoint string) {
 }
 
 // Retain forgets every endpoint not in names (the registry's): a pod that
-// left stops counting at once, not when its metrics go stale. It reports
-// whether any was forgotten.
+// left stops counting at once, not when its metrics go stale, and its late
+// samples are ignored. It reports whether any was forgotten.
 func (p *PoolSaturation) Retain(names map[string]bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.registered = maps.Clone(names)
+	if p.registered == nil {
+		p.registered = map[string]bool{}
+	}
 	gone := false
 	for name := range p.pods {
 		if !names[name] {

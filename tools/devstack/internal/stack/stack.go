@@ -191,6 +191,19 @@ func (s *stack) servers(ctx context.Context) error {
 		}
 		s.tmpDir = dir
 	}
+	// Free ports asked for (0) are chosen outside the pods' port ranges,
+	// which the pods bind later.
+	backendPorts, err := s.planAddrs(3)
+	if err != nil {
+		return err
+	}
+	if s.o.NATSPort == 0 {
+		s.o.NATSPort = backendPorts.port()
+	}
+	etcdPeerPort := backendPorts.port()
+	if s.o.EtcdPort == 0 {
+		s.o.EtcdPort = backendPorts.port()
+	}
 	s.state.NATSURL = s.o.NATSURL
 	if s.state.NATSURL == "" {
 		if err := portFree(s.o.NATSPort, "--nats-port"); err != nil {
@@ -208,7 +221,7 @@ func (s *stack) servers(ctx context.Context) error {
 		if err := portFree(s.o.EtcdPort, "--etcd-port"); err != nil {
 			return err
 		}
-		srv, err := etcdembed.Start(ctx, etcdembed.Options{Name: "hermod-devstack", Dir: filepath.Join(dir, "etcd"), ClientPort: s.o.EtcdPort})
+		srv, err := etcdembed.Start(ctx, etcdembed.Options{Name: "hermod-devstack", Dir: filepath.Join(dir, "etcd"), ClientPort: s.o.EtcdPort, PeerPort: etcdPeerPort})
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
 		}
@@ -684,6 +697,13 @@ func (p *addrPlan) next() string {
 	a := p.addrs[0]
 	p.addrs = p.addrs[1:]
 	return a
+}
+
+// port returns the next planned address's port.
+func (p *addrPlan) port() int {
+	_, port, _ := net.SplitHostPort(p.next())
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 func mustGetwd() string {
