@@ -154,13 +154,13 @@ func (s *Service) watch(ctx context.Context, r Run, addrs map[string]string, fai
 				continue
 			}
 			serving = err == nil
-			if serving {
-				s.Log.Info(s.Name + " ready")
-				announce()
-			} else {
-				s.Log.Warn(s.Name+" not ready", "error", err)
-			}
 			s.setHealth(r, serving)
+			if !serving {
+				s.Log.Warn(s.Name+" not ready", "error", err)
+				continue
+			}
+			s.Log.Info(s.Name + " ready")
+			announce() // once health says so
 		}
 	}
 }
