@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -17,55 +16,35 @@ import (
 )
 
 func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl audit tail", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerNATS(fs)
+	c := newSubcommand("hermodctl audit tail", stderr, withNATS)
+	fs, t := c.fs, &c.t
 	output := fs.String("o", "text", "output: text (one line per decision) or json (one event per line)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json]\n\n"+
-			"Follows the pool's routing decisions (hermod.decisions.<pool>) as they are taken:\n"+
-			"time, request id, chosen endpoint, and the scores that chose it. Ctrl-C stops.\n\n")
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json]\n\n" +
+		"Follows the pool's routing decisions (hermod.decisions.<pool>) as they are taken:\n" +
+		"time, request id, chosen endpoint, and the scores that chose it. Ctrl-C stops.\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json") }); !ok {
 		return code
 	}
-	if fs.NArg() > 0 || (*output != "text" && *output != "json") {
-		fs.Usage()
-		return ExitUsage
-	}
-	return follow(ctx, &t, bus.ConsumeOptions{DeliverNew: true}, false, *output, stdout, stderr)
+	return follow(ctx, t, bus.ConsumeOptions{DeliverNew: true}, false, *output, stdout, stderr)
 }
 
 func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl audit replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerNATS(fs)
+	c := newSubcommand("hermodctl audit replay", stderr, withNATS)
+	fs, t := c.fs, &c.t
 	since := fs.String("since", "1h", "replay decisions from this long ago (a duration such as 15m) or this time (RFC 3339)")
 	output := fs.String("o", "text", "output: text or json")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o text|json]\n\n"+
-			"Prints the pool's routing decisions stored since a time (the decision stream keeps\n"+
-			"them for its retention, 24h by default), then exits.\n\n")
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o text|json]\n\n" +
+		"Prints the pool's routing decisions stored since a time (the decision stream keeps\n" +
+		"them for its retention, 24h by default), then exits.\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json") }); !ok {
 		return code
-	}
-	if fs.NArg() > 0 || (*output != "text" && *output != "json") {
-		fs.Usage()
-		return ExitUsage
 	}
 	start, err := parseSince(*since, time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "hermodctl audit replay: --since: %v\n", err)
 		return ExitUsage
 	}
-	return follow(ctx, &t, bus.ConsumeOptions{Start: start}, true, *output, stdout, stderr)
+	return follow(ctx, t, bus.ConsumeOptions{Start: start}, true, *output, stdout, stderr)
 }
 
 // parseSince reads a duration before now or an RFC 3339 time.

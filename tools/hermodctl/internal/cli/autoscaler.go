@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,43 +44,31 @@ type variantStatus struct {
 }
 
 func autoscalerApply(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl autoscaler apply", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
+	c := newSubcommand("hermodctl autoscaler apply", stderr, withEtcd)
+	fs, t := c.fs, &c.t
 	file := fs.String("f", "", "the file of objects to apply (- reads stdin)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl autoscaler apply -f FILE|- [--pool P] [--etcd-endpoints E]\n\n"+
-			"Stores the autoscaler objects of FILE (- reads stdin) for the pool in etcd, each\n"+
-			"under its key, replacing the stored object of the same kind and name; stored\n"+
-			"objects that FILE does not name are left alone:\n"+
-			"  %-50s%s<name>\n"+
-			"  %-50s%s<name>\n"+
-			"    named %s\n"+
-			"FILE is a YAML stream, documents separated by --- lines (each may also be JSON).\n"+
-			"It is written in one etcd transaction: all of it or, if any document is refused,\n"+
-			"none of it. hermod-autoscaler picks the changes up without a restart.\n\n%s\n",
-			kindVariant+" (apiVersion "+variantAPI+")", coord.AutoscalerVariantsPrefix("<pool>"),
-			kindConfigMap+" (apiVersion "+configMapAPI+")", coord.AutoscalerConfigMapsPrefix("<pool>"),
-			strings.Join(configMapNames, ", "), autoscalerValidation)
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl autoscaler apply -f FILE|- [--pool P] [--etcd-endpoints E]\n\n"+
+		"Stores the autoscaler objects of FILE (- reads stdin) for the pool in etcd, each\n"+
+		"under its key, replacing the stored object of the same kind and name; stored\n"+
+		"objects that FILE does not name are left alone:\n"+
+		"  %-50s%s<name>\n"+
+		"  %-50s%s<name>\n"+
+		"    named %s\n"+
+		"FILE is a YAML stream, documents separated by --- lines (each may also be JSON).\n"+
+		"It is written in one etcd transaction: all of it or, if any document is refused,\n"+
+		"none of it. hermod-autoscaler picks the changes up without a restart.\n\n%s\n",
+		kindVariant+" (apiVersion "+variantAPI+")", coord.AutoscalerVariantsPrefix("<pool>"),
+		kindConfigMap+" (apiVersion "+configMapAPI+")", coord.AutoscalerConfigMapsPrefix("<pool>"),
+		strings.Join(configMapNames, ", "), autoscalerValidation)
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && *file != "" }); !ok {
 		return code
 	}
-	if fs.NArg() > 0 || *file == "" {
-		fs.Usage()
-		return ExitUsage
-	}
-	if err := coord.ValidatePoolName(t.pool); err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler apply: --pool: %v\n", err)
+	if !c.validPool() {
 		return ExitUsage
 	}
 	source, data, err := readInput(*file)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler apply: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	objs, err := parseObjects(data)
 	if err != nil {
@@ -90,8 +77,7 @@ func autoscalerApply(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	cli, err := t.etcdClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler apply: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
 	ops := make([]clientv3.Op, 0, len(objs))
@@ -124,32 +110,21 @@ func readInput(file string) (string, []byte, error) {
 }
 
 func autoscalerGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl autoscaler get", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
+	c := newSubcommand("hermodctl autoscaler get", stderr, withEtcd)
+	fs, t := c.fs, &c.t
 	output := fs.String("o", "yaml", "output of one object: yaml or json (lists are tables)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl autoscaler get [--pool P] [--etcd-endpoints E] [-o yaml|json] [NAME | configmaps | configmap/NAME]\n\n"+
-			"Without NAME, lists the pool's VariantAutoscaling objects: their model, replica bounds\n"+
-			"and cost as applied (- when unset: the autoscaler applies its defaults), the local\n"+
-			"actuator's replica target (TARGET), and from the status the autoscaler records, the\n"+
-			"replicas it last decided (DESIRED), whether they were applied, and when it decided.\n"+
-			"With NAME (or variantautoscaling/NAME), prints that variant as applied, with its\n"+
-			"status. configmaps lists the applied ConfigMaps and their data entries; configmap/NAME\n"+
-			"prints one.\n\n")
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl autoscaler get [--pool P] [--etcd-endpoints E] [-o yaml|json] [NAME | configmaps | configmap/NAME]\n\n" +
+		"Without NAME, lists the pool's VariantAutoscaling objects: their model, replica bounds\n" +
+		"and cost as applied (- when unset: the autoscaler applies its defaults), the local\n" +
+		"actuator's replica target (TARGET), and from the status the autoscaler records, the\n" +
+		"replicas it last decided (DESIRED), whether they were applied, and when it decided.\n" +
+		"With NAME (or variantautoscaling/NAME), prints that variant as applied, with its\n" +
+		"status. configmaps lists the applied ConfigMaps and their data entries; configmap/NAME\n" +
+		"prints one.\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n <= 1 && (*output == "yaml" || *output == "json") }); !ok {
 		return code
 	}
-	if fs.NArg() > 1 || (*output != "yaml" && *output != "json") {
-		fs.Usage()
-		return ExitUsage
-	}
-	if err := coord.ValidatePoolName(t.pool); err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler get: --pool: %v\n", err)
+	if !c.validPool() {
 		return ExitUsage
 	}
 	kind, name, err := parseRef(fs.Arg(0))
@@ -159,8 +134,7 @@ func autoscalerGet(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	cli, err := t.etcdClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler get: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -174,8 +148,7 @@ func autoscalerGet(ctx context.Context, args []string, stdout, stderr io.Writer)
 		err = listVariants(rctx, cli, t.pool, stdout, stderr)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler get: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	return ExitOK
 }
@@ -420,29 +393,18 @@ func writeYAML(w io.Writer, n *yaml.Node) error {
 }
 
 func autoscalerDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl autoscaler delete", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl autoscaler delete [--pool P] [--etcd-endpoints E] NAME|configmap/NAME\n\n"+
-			"Deletes the pool's VariantAutoscaling NAME, with its status, in one etcd transaction\n"+
-			"(or, as configmap/NAME, an applied ConfigMap: the autoscaler falls back to the one\n"+
-			"of its --config file, if any, or to its defaults). The autoscaler stops scaling\n"+
-			"the variant once it loads the change; hermodctl leaves the variant's replicas and\n"+
-			"the local actuator's replica target (%s<name>) alone.\n\n", coord.ReplicaTargetsPrefix("<pool>"))
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c := newSubcommand("hermodctl autoscaler delete", stderr, withEtcd)
+	fs, t := c.fs, &c.t
+	c.usage("Usage: hermodctl autoscaler delete [--pool P] [--etcd-endpoints E] NAME|configmap/NAME\n\n"+
+		"Deletes the pool's VariantAutoscaling NAME, with its status, in one etcd transaction\n"+
+		"(or, as configmap/NAME, an applied ConfigMap: the autoscaler falls back to the one\n"+
+		"of its --config file, if any, or to its defaults). The autoscaler stops scaling\n"+
+		"the variant once it loads the change; hermodctl leaves the variant's replicas and\n"+
+		"the local actuator's replica target (%s<name>) alone.\n\n", coord.ReplicaTargetsPrefix("<pool>"))
+	if ok, code := c.parse(args, func(n int) bool { return n == 1 }); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return ExitUsage
-	}
-	if err := coord.ValidatePoolName(t.pool); err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler delete: --pool: %v\n", err)
+	if !c.validPool() {
 		return ExitUsage
 	}
 	kind, name, err := parseRef(fs.Arg(0))
@@ -455,8 +417,7 @@ func autoscalerDelete(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	cli, err := t.etcdClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler delete: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
 	key := objectKey(t.pool, kind, name)

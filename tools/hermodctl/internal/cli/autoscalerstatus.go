@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -19,34 +18,22 @@ import (
 )
 
 func autoscalerStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl autoscaler status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
-	t.registerNATS(fs)
+	c := newSubcommand("hermodctl autoscaler status", stderr, withEtcd|withNATS)
+	fs, t := c.fs, &c.t
 	last := fs.Int("last", 10, "show this many of the latest decisions")
 	follow := fs.Bool("follow", false, "then follow new decisions until Ctrl-C")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl autoscaler status [--pool P] [--etcd-endpoints E] [--nats-url U] [--last N] [--follow]\n\n"+
-			"Shows which hermod-autoscaler replica leads the pool (holds the etcd election\n"+
-			"%s), then the pool's latest scaling decisions from the stream\n"+
-			"%s (hermod.scaling.<pool>), newest last: time, model, trigger,\n"+
-			"analyzer/optimizer, each variant's replicas current->desired and whether the\n"+
-			"actuator applied them, and the first reason. With --follow, goes on printing\n"+
-			"new decisions as they are taken; Ctrl-C stops.\n\n",
-			coord.ElectionPrefix("autoscaler-<pool>"), bus.ScalingStream)
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl autoscaler status [--pool P] [--etcd-endpoints E] [--nats-url U] [--last N] [--follow]\n\n"+
+		"Shows which hermod-autoscaler replica leads the pool (holds the etcd election\n"+
+		"%s), then the pool's latest scaling decisions from the stream\n"+
+		"%s (hermod.scaling.<pool>), newest last: time, model, trigger,\n"+
+		"analyzer/optimizer, each variant's replicas current->desired and whether the\n"+
+		"actuator applied them, and the first reason. With --follow, goes on printing\n"+
+		"new decisions as they are taken; Ctrl-C stops.\n\n",
+		coord.ElectionPrefix("autoscaler-<pool>"), bus.ScalingStream)
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && *last >= 0 }); !ok {
 		return code
 	}
-	if fs.NArg() > 0 || *last < 0 {
-		fs.Usage()
-		return ExitUsage
-	}
-	if err := coord.ValidatePoolName(t.pool); err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler status: --pool: %v\n", err)
+	if !c.validPool() {
 		return ExitUsage
 	}
 	subject, err := bus.ScalingSubject(t.pool)
@@ -54,17 +41,15 @@ func autoscalerStatus(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "hermodctl autoscaler status: %v\n", err)
 		return ExitUsage
 	}
-	if err := printLeader(ctx, &t, stdout); err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler status: %v\n", err)
-		return ExitFailure
+	if err := printLeader(ctx, t, stdout); err != nil {
+		return c.fail(err)
 	}
 	if *last == 0 && !*follow {
 		return ExitOK
 	}
 
-	if err := showDecisions(ctx, &t, subject, *last, *follow, stdout); err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler status: %v\n", err)
-		return ExitFailure
+	if err := showDecisions(ctx, t, subject, *last, *follow, stdout); err != nil {
+		return c.fail(err)
 	}
 	return ExitOK
 }

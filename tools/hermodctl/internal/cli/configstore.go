@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,28 +17,17 @@ import (
 )
 
 func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl config get", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl config get [--pool P] [--etcd-endpoints E]\n\n"+
-			"Prints the pool's EndpointPickerConfig as stored in etcd, after a comment line\n"+
-			"with its revision (config set --if-revision takes it).\n\n")
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c := newSubcommand("hermodctl config get", stderr, withEtcd)
+	t := &c.t
+	c.usage("Usage: hermodctl config get [--pool P] [--etcd-endpoints E]\n\n" +
+		"Prints the pool's EndpointPickerConfig as stored in etcd, after a comment line\n" +
+		"with its revision (config set --if-revision takes it).\n\n")
+	if ok, code := c.parse(args, nil); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return ExitUsage
 	}
 	cli, err := t.etcdClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl config get: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
 	v, err := coord.GetConfig(ctx, cli, t.pool)
@@ -48,8 +36,7 @@ func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return ExitFailure
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl config get: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	fmt.Fprintf(stdout, "# pool %s, revision %d (%s)\n", t.pool, v.Revision, coord.ConfigKey(t.pool))
 	_, _ = stdout.Write(v.Data)
@@ -60,35 +47,23 @@ func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl config set", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
-	t.registerNATS(fs)
+	c := newSubcommand("hermodctl config set", stderr, withEtcd|withNATS)
+	fs, t := c.fs, &c.t
 	strict := fs.Bool("strict", false, "refuse a config with warnings too")
 	ifRev := fs.Int64("if-revision", -1, "write only if the stored config is still at this revision (0: only if there is none)")
 	wait := fs.Duration("wait", 5*time.Second, "wait this long for the pickers to report loading it (0: do not wait)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl config set [--pool P] [--etcd-endpoints E] [--nats-url U] [-strict] [--if-revision N] [--wait D] FILE\n\n"+
-			"Validates FILE as config validate does and, if it is valid, stores it as the pool's\n"+
-			"EndpointPickerConfig in etcd: every picker of the pool loads it without a restart.\n"+
-			"An invalid file is refused and nothing is written. Then waits for the pickers to say\n"+
-			"that they loaded it (or why they refused it).\n\n")
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl config set [--pool P] [--etcd-endpoints E] [--nats-url U] [-strict] [--if-revision N] [--wait D] FILE\n\n" +
+		"Validates FILE as config validate does and, if it is valid, stores it as the pool's\n" +
+		"EndpointPickerConfig in etcd: every picker of the pool loads it without a restart.\n" +
+		"An invalid file is refused and nothing is written. Then waits for the pickers to say\n" +
+		"that they loaded it (or why they refused it).\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n == 1 }); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return ExitUsage
 	}
 	path := fs.Arg(0)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl config set: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	resolved, err := validateConfig(data)
 	if err == nil && *strict && len(resolved.Warnings) > 0 {
@@ -103,15 +78,14 @@ func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	cli, err := t.etcdClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl config set: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
 
 	// Listen for the pickers' reports before writing, so none is missed.
 	var statuses *statusCollector
 	if *wait > 0 {
-		if statuses, err = collectStatuses(ctx, &t); err != nil {
+		if statuses, err = collectStatuses(ctx, t); err != nil {
 			fmt.Fprintf(stderr, "note: not waiting for the pickers (%v)\n", err)
 		} else {
 			defer statuses.close()
@@ -123,8 +97,7 @@ func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	v, err := coord.PutConfig(ctx, cli, t.pool, data, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl config set: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	fmt.Fprintf(stdout, "pool %s: config written (revision %d)\n", t.pool, v.Revision)
 	if statuses == nil {

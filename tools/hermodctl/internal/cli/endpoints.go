@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -19,36 +18,23 @@ import (
 )
 
 func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("hermodctl endpoints list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var t target
-	t.registerPool(fs)
-	t.registerEtcd(fs)
-	t.registerNATS(fs)
+	c := newSubcommand("hermodctl endpoints list", stderr, withEtcd|withNATS)
+	fs, t := c.fs, &c.t
 	output := fs.String("o", "table", "output: table or json")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json]\n\n"+
-			"Lists the pool's registered endpoints with their latest metrics (from the\n"+
-			"collector's metrics bucket in NATS; shown as - when NATS cannot be reached).\n\n")
-		fs.PrintDefaults()
-	}
-	if ok, code := parse(fs, args); !ok {
+	c.usage("Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json]\n\n" +
+		"Lists the pool's registered endpoints with their latest metrics (from the\n" +
+		"collector's metrics bucket in NATS; shown as - when NATS cannot be reached).\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "table" || *output == "json") }); !ok {
 		return code
-	}
-	if fs.NArg() > 0 || (*output != "table" && *output != "json") {
-		fs.Usage()
-		return ExitUsage
 	}
 	cli, err := t.etcdClient(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl endpoints list: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
 	snap, err := coord.LoadSnapshot(ctx, cli, t.pool)
 	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl endpoints list: %v\n", err)
-		return ExitFailure
+		return c.fail(err)
 	}
 	metrics := map[string]*eventsv1.PodMetrics{}
 	if nc, js, err := t.natsConn(ctx); err != nil {
