@@ -150,7 +150,17 @@ func (f *fit) predict(key string, x *features) (ttft, tpot float64) {
 	for i, v := range x.tpot {
 		tpot += f.theta[nTTFT+i] * v
 	}
-	return max(g*ttft, minPrediction), max(h*tpot, minPrediction)
+	return bounded(g * ttft), bounded(h * tpot)
+}
+
+// bounded keeps a prediction in [minPrediction, maxPrediction]: a fit may
+// extrapolate below 0, and far-off features above any measurement (NaN,
+// which max would let through, counts as too high).
+func bounded(seconds float64) float64 {
+	if math.IsNaN(seconds) {
+		return maxPrediction
+	}
+	return min(max(seconds, minPrediction), maxPrediction)
 }
 
 // delayAdded predicts how much later the requests in flight to an
@@ -169,8 +179,12 @@ func (f *fit) delayAdded(key string, prompt, uncached, output, overlap, decoding
 	return h*step*overlap + g*perPrompt*uncached*decoding
 }
 
-// minPrediction keeps predictions positive (a fit may extrapolate below 0).
-const minPrediction = 1e-5
+// Bounds of a prediction, in seconds: positive, and no longer than any
+// measurement may be (maxDuration).
+const (
+	minPrediction = 1e-5
+	maxPrediction = float64(maxDuration / time.Second)
+)
 
 // Fit tuning.
 const (
@@ -392,7 +406,27 @@ func fitSamples(keys []string, byKey [][]sample) *fit {
 	for k, key := range keys {
 		f.scales[key] = scales[k]
 	}
+	f.sanitize(&prior)
 	return f
+}
+
+// sanitize keeps a fit usable whatever its samples: a coefficient that is
+// not finite (samples at the edge of float64) falls back to the prior's,
+// a scale that is not finite and positive to 1.
+func (f *fit) sanitize(prior *[nTheta]float64) {
+	for i, v := range f.theta {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			f.theta[i] = prior[i]
+		}
+	}
+	for key, s := range f.scales {
+		for j, v := range s {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+				s[j] = 1
+			}
+		}
+		f.scales[key] = s
+	}
 }
 
 // fitShared solves for theta = base x (1 + d): with v_i = x_i base_i, the
