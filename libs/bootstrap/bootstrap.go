@@ -28,14 +28,10 @@ type Options struct {
 	// Name is the program's name ("hermod-picker"): tracing's service
 	// name, and the NATS connection's name with the replica.
 	Name string
-	// Pool is the inference pool the service serves; it must be a valid
-	// pool name unless NoPool is set.
-	Pool   string
+	// Config is what the service was told; its Pool must be a valid pool
+	// name unless NoPool is set.
+	Config
 	NoPool bool
-	// Replica names this process; empty makes one (ReplicaID).
-	Replica string
-	// OTLPEndpoint is where traces go (host:port); empty: nowhere.
-	OTLPEndpoint string
 	// Logger is the program's logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -46,6 +42,8 @@ type Service struct {
 	Name, Pool, Replica string
 	Log                 *slog.Logger
 	Registry            *prometheus.Registry
+
+	config Config
 
 	mu       sync.Mutex
 	cleanups []func()
@@ -75,7 +73,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if !o.NoPool {
 		log = o.Logger.With("pool", o.Pool, "replica", o.Replica)
 	}
-	s := &Service{Name: o.Name, Pool: o.Pool, Replica: o.Replica, Log: log, Registry: telemetry.NewRegistry()}
+	s := &Service{Name: o.Name, Pool: o.Pool, Replica: o.Replica, Log: log, Registry: telemetry.NewRegistry(), config: o.Config}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	shutdownTracing, err := telemetry.SetupTracing(ctx, o.Name, o.OTLPEndpoint)
 	if err != nil {

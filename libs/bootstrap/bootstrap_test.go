@@ -35,13 +35,13 @@ func start(t *testing.T, o Options) *Service {
 }
 
 func TestStart(t *testing.T) {
-	if _, err := Start(context.Background(), Options{Name: "x", Pool: "a/b"}); err == nil || !strings.Contains(err.Error(), "--pool") {
+	if _, err := Start(context.Background(), Options{Name: "x", Config: Config{Pool: "a/b"}}); err == nil || !strings.Contains(err.Error(), "--pool") {
 		t.Errorf("invalid pool: %v", err)
 	}
 	if _, err := Start(context.Background(), Options{NoPool: true}); err == nil {
 		t.Error("a service without a name started")
 	}
-	s := start(t, Options{Pool: "p"})
+	s := start(t, Options{Config: Config{Pool: "p"}})
 	if s.Replica == "" || s.Registry == nil || s.Pool != "p" {
 		t.Errorf("service %+v", s)
 	}
@@ -78,7 +78,7 @@ func TestCloseOrder(t *testing.T) {
 // A gRPC and an HTTP server serve until the context ends; health follows
 // readiness; OnReady gets the addresses once ready; the stop is graceful.
 func TestServe(t *testing.T) {
-	s := start(t, Options{Pool: "p"})
+	s := start(t, Options{Config: Config{Pool: "p"}})
 	gs := grpc.NewServer()
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -20,11 +20,11 @@ const (
 	flushTimeout   = 5 * time.Second
 )
 
-// Etcd connects to etcd; Close closes the client.
-func (s *Service) Etcd(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+// Etcd connects to the configured etcd; Close closes the client.
+func (s *Service) Etcd(ctx context.Context) (*clientv3.Client, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	cli, err := coord.NewClient(cctx, endpoints)
+	cli, err := coord.NewClient(cctx, s.config.EtcdEndpoints)
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +32,10 @@ func (s *Service) Etcd(ctx context.Context, endpoints []string) (*clientv3.Clien
 	return cli, nil
 }
 
-// NATS connects to NATS, the connection named after the service and its
-// replica; Close closes it.
-func (s *Service) NATS(ctx context.Context, url string) (*nats.Conn, error) {
-	nc, err := bus.Connect(ctx, url, s.Name+" "+s.Replica, bus.WithLogger(s.Log))
+// NATS connects to the configured NATS, the connection named after the
+// service and its replica; Close closes it.
+func (s *Service) NATS(ctx context.Context) (*nats.Conn, error) {
+	nc, err := bus.Connect(ctx, s.config.NATSURL, s.Name+" "+s.Replica, bus.WithLogger(s.Log))
 	if err != nil {
 		return nil, err
 	}
@@ -85,13 +85,13 @@ type Backends struct {
 
 // Connect connects to etcd and to NATS, with Hermod's streams in place
 // (Etcd, NATS, JetStream); Close closes them.
-func (s *Service) Connect(ctx context.Context, etcdEndpoints []string, natsURL string) (Backends, error) {
+func (s *Service) Connect(ctx context.Context) (Backends, error) {
 	var b Backends
 	var err error
-	if b.Etcd, err = s.Etcd(ctx, etcdEndpoints); err != nil {
+	if b.Etcd, err = s.Etcd(ctx); err != nil {
 		return Backends{}, err
 	}
-	if b.NATS, err = s.NATS(ctx, natsURL); err != nil {
+	if b.NATS, err = s.NATS(ctx); err != nil {
 		return Backends{}, err
 	}
 	if b.JetStream, err = s.JetStream(ctx, b.NATS); err != nil {

@@ -26,11 +26,11 @@ func TestConnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	s, err := Start(ctx, Options{Name: "hermod-test", Pool: "p", Logger: quiet()})
+	s, err := Start(ctx, Options{Name: "hermod-test", Config: Config{Pool: "p", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsSrv.ClientURL()}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Connect(ctx, etcdSrv.Endpoints(), natsSrv.ClientURL())
+	b, err := s.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/autoscaler/internal/app"
 )
@@ -19,16 +19,9 @@ import (
 func main() { cmdline.Main("hermod-autoscaler", run) }
 
 func run() error {
-	fs := flag.NewFlagSet("hermod-autoscaler", flag.ContinueOnError)
-	var (
-		cfg    app.Config
-		common cmdline.Common
-		etcd   cmdline.List
-	)
-	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool")
-	fs.StringVar(&cfg.Replica, "replica", "", "this replica's name in the leader election (default: host name and a random suffix)")
-	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (objects, election, state)")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server (the input events, the decisions)")
+	var cfg app.Config
+	cmd := bootstrap.NewCommand("hermod-autoscaler", &cfg.Config, bootstrap.Flags{Replica: "this replica's name in the leader election (default: host name and a random suffix)", EtcdOptional: true, Etcd: "required: the objects, the election and the state"})
+	fs := cmd.FlagSet
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
 	fs.StringVar(&cfg.Actuator, "actuator", "kubernetes", "how targets are applied: kubernetes (the scale subresource), metrics (the wva_desired_replicas gauge for HPA/KEDA) or local (the devstack's fleet)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the kubernetes actuator (empty: in-cluster)")
@@ -36,10 +29,7 @@ func run() error {
 	fs.DurationVar(&cfg.Interval, "interval", 250*time.Millisecond, "least time between two evaluations started by metrics (scale from zero does not wait)")
 	fs.DurationVar(&cfg.Resync, "resync", 5*time.Second, "evaluate at least this often")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "VariantAutoscaling objects and analyzer ConfigMaps (YAML) applied under the ones stored in etcd")
-	common.Register(fs)
-	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
-		cfg.EtcdEndpoints = etcd
-		cfg.OTLPEndpoint = common.OTLPEndpoint
+	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		return app.Run(ctx, cfg, log)
 	})
 }

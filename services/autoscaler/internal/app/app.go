@@ -40,10 +40,8 @@ const DefaultMetricsListen = ":9099"
 
 // Config is the service's configuration.
 type Config struct {
-	Pool          string
-	Replica       string
-	EtcdEndpoints []string
-	NATSURL       string
+	// Config is the pool, the replica, etcd, NATS and tracing.
+	bootstrap.Config
 	MetricsListen string
 	// Actuator is "local", "kubernetes" or "metrics".
 	Actuator   string
@@ -54,8 +52,7 @@ type Config struct {
 	// ConfigFile is applied objects' YAML read at start, under the ones
 	// in etcd (flags > env > file > stored config > defaults: a stored
 	// object of the same name wins over the file's).
-	ConfigFile   string
-	OTLPEndpoint string
+	ConfigFile string
 }
 
 // Validate checks the configuration; errors name the flag.
@@ -86,7 +83,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-autoscaler", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-autoscaler", Config: cfg.Config, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -103,7 +100,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("--config %s: %w", cfg.ConfigFile, err)
 		}
 	}
-	b, err := svc.Connect(ctx, cfg.EtcdEndpoints, cfg.NATSURL)
+	b, err := svc.Connect(ctx)
 	if err != nil {
 		return err
 	}

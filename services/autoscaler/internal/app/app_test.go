@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
+
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -25,7 +27,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConfigValidateNamesTheFlag(t *testing.T) {
-	c := Config{Pool: "", Actuator: "helm", LeaseTTL: time.Millisecond}
+	c := Config{Config: bootstrap.Config{Pool: ""}, Actuator: "helm", LeaseTTL: time.Millisecond}
 	err := c.Validate()
 	for _, flag := range []string{"--pool", "--etcd-endpoints", "--nats-url", "--actuator", "--lease-ttl"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
@@ -80,8 +82,7 @@ func TestQueueEventToScaleFromZeroDecision(t *testing.T) {
 	rctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(rctx, Config{Pool: pool, Replica: "as-0", EtcdEndpoints: cli.Endpoints(), NATSURL: srv.ClientURL(),
-			MetricsListen: "127.0.0.1:0", Actuator: "local", LeaseTTL: 2 * time.Second, Interval: 100 * time.Millisecond, Resync: time.Second},
+		done <- Run(rctx, Config{Config: bootstrap.Config{Pool: pool, Replica: "as-0", EtcdEndpoints: cli.Endpoints(), NATSURL: srv.ClientURL()}, MetricsListen: "127.0.0.1:0", Actuator: "local", LeaseTTL: 2 * time.Second, Interval: 100 * time.Millisecond, Resync: time.Second},
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() {

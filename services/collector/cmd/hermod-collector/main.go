@@ -7,10 +7,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"os"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/collector/internal/app"
 	"github.com/hermod/hermod/services/collector/internal/kubediscovery"
@@ -20,17 +20,10 @@ import (
 func main() { cmdline.Main("hermod-collector", run) }
 
 func run() error {
-	fs := flag.NewFlagSet("hermod-collector", flag.ContinueOnError)
-	var (
-		cfg    app.Config
-		common cmdline.Common
-		etcd   cmdline.List
-	)
-	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool whose endpoints are scraped")
+	var cfg app.Config
+	cmd := bootstrap.NewCommand("hermod-collector", &cfg.Config, bootstrap.Flags{Pool: "the inference pool whose endpoints are scraped"})
+	fs := cmd.FlagSet
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
-	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
-	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
 	fs.DurationVar(&cfg.Interval, "interval", scrape.DefaultInterval, "time between two scrapes of an endpoint's /metrics")
 	fs.DurationVar(&cfg.Timeout, "timeout", scrape.DefaultTimeout, "deadline of one scrape")
 	fs.DurationVar(&cfg.ModelsInterval, "models-interval", scrape.DefaultModelsInterval, "time between two polls of an endpoint's /v1/models")
@@ -44,10 +37,7 @@ func run() error {
 	fs.StringVar(&cfg.DiscoverySelector, "discovery-selector", "", "label selector of the pods to discover, e.g. app=vllm (required with --discovery=kubernetes)")
 	fs.IntVar(&cfg.DiscoveryTargetPort, "discovery-target-port", app.DefaultDiscoveryTargetPort, "port of the discovered pods' OpenAI API and /metrics")
 	fs.DurationVar(&cfg.DiscoveryResync, "discovery-resync", kubediscovery.DefaultResync, "period of the full resync of the discovered pods with the registry")
-	common.Register(fs)
-	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
-		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
-		cfg.OTLPEndpoint = common.OTLPEndpoint
+	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		return app.Run(ctx, cfg, log)
 	})
 }

@@ -26,17 +26,14 @@ import (
 
 // Config is the collector's configuration (its flags).
 type Config struct {
-	Pool           string
+	// Config is the pool, the replica, etcd, NATS and tracing.
+	bootstrap.Config
 	MetricsListen  string
-	EtcdEndpoints  []string
-	NATSURL        string
-	Replica        string
 	Interval       time.Duration
 	Timeout        time.Duration
 	ModelsInterval time.Duration
 	KVInterval     time.Duration
 	MemberTTL      time.Duration
-	OTLPEndpoint   string
 
 	// Discovery is where endpoints come from besides their own
 	// registration: DiscoveryNone, or DiscoveryKubernetes (Ready pods by
@@ -93,13 +90,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-collector", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-collector", Config: cfg.Config, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	cfg.Replica, log = svc.Replica, svc.Log
-	b, err := svc.Connect(ctx, cfg.EtcdEndpoints, cfg.NATSURL)
+	b, err := svc.Connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
+
 	"go.uber.org/goleak"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
@@ -103,8 +105,7 @@ func startCollector(t *testing.T, pool, natsURL, replica string) (ops string) {
 
 // testConfig is the Config of a test collector: fast intervals and TTLs.
 func testConfig(pool, natsURL, replica string) Config {
-	return Config{Pool: pool, MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL,
-		Replica: replica, Interval: 20 * time.Millisecond, KVInterval: 100 * time.Millisecond, MemberTTL: 2 * time.Second}
+	return Config{Config: bootstrap.Config{Pool: pool, EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL, Replica: replica}, MetricsListen: "127.0.0.1:0", Interval: 20 * time.Millisecond, KVInterval: 100 * time.Millisecond, MemberTTL: 2 * time.Second}
 }
 
 // runCollector runs a collector of cfg until the test ends and returns its

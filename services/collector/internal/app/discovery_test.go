@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -116,7 +118,7 @@ func TestCollectorScrapesDiscoveredPods(t *testing.T) {
 
 func TestDiscoveryFlagErrors(t *testing.T) {
 	kube := fake.NewClientset()
-	valid := Config{Pool: "p", Replica: "r", MemberTTL: time.Second, Discovery: DiscoveryKubernetes, KubeClient: kube,
+	valid := Config{Config: bootstrap.Config{Pool: "p", Replica: "r"}, MemberTTL: time.Second, Discovery: DiscoveryKubernetes, KubeClient: kube,
 		DiscoveryNamespace: "models", DiscoverySelector: "app=vllm", DiscoveryTargetPort: 8000}
 	for _, tc := range []struct {
 		name   string

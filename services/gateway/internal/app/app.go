@@ -34,17 +34,14 @@ import (
 
 // Config is the gateway's configuration (its flags).
 type Config struct {
-	Pool          string
-	Listen        string
-	PickerAddrs   []string
-	EtcdEndpoints []string
-	NATSURL       string
-	APIKeysFile   string
-	MaxBodyBytes  int64
-	MaxAttempts   int
-	PickTimeout   time.Duration
-	Replica       string
-	OTLPEndpoint  string
+	// Config is the pool, the replica, etcd, NATS and tracing.
+	bootstrap.Config
+	Listen       string
+	PickerAddrs  []string
+	APIKeysFile  string
+	MaxBodyBytes int64
+	MaxAttempts  int
+	PickTimeout  time.Duration
 	// FlowControlFile, when set, is the flow-control configuration
 	// (shedding, queueing by priority; flowcontrol.FileConfig).
 	FlowControlFile string
@@ -63,7 +60,7 @@ const DefaultListen = ":8080"
 
 // Run runs the gateway until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-gateway", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-gateway", Config: cfg.Config, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -132,11 +129,11 @@ func (g *gateway) ready() error {
 // completion reporter, flow control, the endpoint list) and returns it.
 func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 	cfg, svc := g.cfg, g.svc
-	etcd, err := svc.Etcd(ctx, cfg.EtcdEndpoints)
+	etcd, err := svc.Etcd(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := svc.NATS(ctx, cfg.NATSURL)
+	nc, err := svc.NATS(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
@@ -93,7 +95,7 @@ func TestFlowControlFollowsMetricsAndPublishesTheQueue(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	flow, stop, err := startFlowControl(ctx, Config{Pool: "pool", Replica: "gw-1", FlowControlFile: file}, nc, prometheus.NewRegistry(), quiet)
+	flow, stop, err := startFlowControl(ctx, Config{Config: bootstrap.Config{Pool: "pool", Replica: "gw-1"}, FlowControlFile: file}, nc, prometheus.NewRegistry(), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

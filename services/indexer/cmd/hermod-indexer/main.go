@@ -7,11 +7,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/services/indexer/internal/app"
@@ -21,18 +21,11 @@ import (
 func main() { cmdline.Main("hermod-indexer", run) }
 
 func run() error {
-	fs := flag.NewFlagSet("hermod-indexer", flag.ContinueOnError)
-	var (
-		cfg    app.Config
-		common cmdline.Common
-		etcd   cmdline.List
-	)
-	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool whose KV events are indexed")
+	var cfg app.Config
+	cmd := bootstrap.NewCommand("hermod-indexer", &cfg.Config, bootstrap.Flags{Pool: "the inference pool whose KV events are indexed"})
+	fs := cmd.FlagSet
 	fs.StringVar(&cfg.GRPCListen, "listen", app.DefaultGRPCListen, "gRPC address of IndexerService")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
-	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
-	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
 	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its pods move to the others this long after it dies)")
 	fs.StringVar(&cfg.ZMQBind, "zmq-bind", "", "also bind a SUB socket here for pods that connect to the indexer (centralized mode, e.g. tcp://*:5557; their topics kv@<pod>@<model> name them)")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", app.DefaultSnapshotInterval, "how often to snapshot the index into the HERMOD_KV_SNAPSHOTS object store (0: never); a starting replica loads the newest and replays only the stream after it")
@@ -43,10 +36,7 @@ func run() error {
 	fs.IntVar(&cfg.Index.BlockSize, "block-size", 16, "tokens per index block (tokenProcessorConfig.blockSize); engine blocks must be multiples of it")
 	fs.Uint64Var(&cfg.Index.Seed, "key-seed", 0, "seed of the block keys (every indexer and picker of a pool must agree)")
 	indexConfig := fs.String("index-config", "", "the index backend as reference/001's kvBlockIndexConfig, YAML or JSON inline or @file: exactly one of inMemoryConfig {size, podCacheSize}, costAwareMemoryConfig {size}, redisConfig or valkeyConfig {address, backendType} (a Valkey/Redis index shared by the pool's replicas); it overrides --index-size, --pod-cache-size and --index-memory")
-	common.Register(fs)
-	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
-		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
-		cfg.OTLPEndpoint = common.OTLPEndpoint
+	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		cfg.Index.MaxBytes = int64(memory)
 		if *indexConfig != "" {
 			if err := applyIndexConfig(&cfg, *indexConfig, log); err != nil {

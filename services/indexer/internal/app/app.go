@@ -32,12 +32,10 @@ import (
 
 // Config is the indexer's configuration (its flags).
 type Config struct {
-	Pool          string
+	// Config is the pool, the replica, etcd, NATS and tracing.
+	bootstrap.Config
 	GRPCListen    string
 	MetricsListen string
-	EtcdEndpoints []string
-	NATSURL       string
-	Replica       string
 	MemberTTL     time.Duration
 	// Index bounds the in-memory index, and keys blocks.
 	Index index.Config
@@ -54,7 +52,6 @@ type Config struct {
 	// SnapshotInterval is how often this replica snapshots its index into
 	// the object store (0: never).
 	SnapshotInterval time.Duration
-	OTLPEndpoint     string
 	// Ready, when set, is called with the gRPC and ops addresses once the
 	// indexer serves (tests).
 	Ready func(grpcAddr, opsAddr string)
@@ -79,13 +76,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.MemberTTL <= 0 {
 		cfg.MemberTTL = DefaultMemberTTL
 	}
-	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-indexer", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-indexer", Config: cfg.Config, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	cfg.Replica, log = svc.Replica, svc.Log
-	b, err := svc.Connect(ctx, cfg.EtcdEndpoints, cfg.NATSURL)
+	b, err := svc.Connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
+
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -159,11 +161,8 @@ func startReplicaWith(t *testing.T, natsURL, pool, name string, configure func(*
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
-	cfg := Config{
-		Pool: pool, GRPCListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL,
-		Replica: name, MemberTTL: 2 * time.Second, Index: index.Config{Shards: 8},
-		Ready: func(g, o string) { r.grpc, r.ops = g, o; close(ready) },
-	}
+	cfg := Config{Config: bootstrap.Config{Pool: pool, EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: natsURL, Replica: name}, GRPCListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", MemberTTL: 2 * time.Second, Index: index.Config{Shards: 8},
+		Ready: func(g, o string) { r.grpc, r.ops = g, o; close(ready) }}
 	configure(&cfg)
 	go func() { r.done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	select {

@@ -5,11 +5,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/picker/internal/app"
 	"github.com/hermod/hermod/services/picker/internal/endpoints"
@@ -20,19 +20,12 @@ import (
 func main() { cmdline.Main("hermod-picker", run) }
 
 func run() error {
-	fs := flag.NewFlagSet("hermod-picker", flag.ContinueOnError)
-	var (
-		cfg    app.Config
-		common cmdline.Common
-		etcd   = cmdline.List{}
-	)
-	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool this picker routes")
+	var cfg app.Config
+	cmd := bootstrap.NewCommand("hermod-picker", &cfg.Config, bootstrap.Flags{Pool: "the inference pool this picker routes"})
+	fs := cmd.FlagSet
 	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "gRPC address of the PickerService")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "EndpointPickerConfig file (polled for changes); empty: the pool's config in etcd")
-	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default 127.0.0.1:2379)")
-	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s)")
-	fs.StringVar(&cfg.Replica, "replica", "", "this replica's id (default: host name and a random suffix)")
 	fs.DurationVar(&cfg.ReplayWindow, "replay-window", app.DefaultReplayWindow, "how much of the decision and completion streams to replay at start")
 	fs.IntVar(&cfg.Fallbacks, "fallbacks", service.DefaultFallbacks, "fallback endpoints returned beyond the primary target (0: none)")
 	fs.StringVar(&cfg.IndexerAddress, "indexer-address", "", "hermod-indexer's gRPC address, for precise-prefix-cache-scorer (empty: configs using it do not load)")
@@ -43,11 +36,8 @@ func run() error {
 	fs.IntVar(&cfg.MaxFailures, "max-scrape-failures", endpoints.DefaultMaxFailures, "failed scrapes in a row that take an endpoint out of routing (-1: never)")
 	extprocMaxBody := cmdline.ByteSize(extproc.DefaultMaxBodyBytes)
 	fs.Var(&extprocMaxBody, "extproc-max-body-bytes", "largest request body the Envoy ext_proc server buffers (e.g. 16MiB); larger ones are answered 413")
-	common.Register(fs)
-	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
-		cfg.EtcdEndpoints = etcd.Or("127.0.0.1:2379")
+	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		cfg.ExtProcMaxBodyBytes = int64(extprocMaxBody)
-		cfg.OTLPEndpoint = common.OTLPEndpoint
 		return app.Run(ctx, cfg, log)
 	})
 }

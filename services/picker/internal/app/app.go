@@ -39,17 +39,14 @@ import (
 
 // Config is the picker's configuration (its flags).
 type Config struct {
-	Pool          string
+	// Config is the pool, the replica, etcd, NATS and tracing.
+	bootstrap.Config
 	Listen        string // gRPC
 	MetricsListen string // HTTP: /metrics, /health, /ready
 	ConfigFile    string // EndpointPickerConfig file; empty = etcd
-	EtcdEndpoints []string
-	NATSURL       string
-	Replica       string
 	ReplayWindow  time.Duration
 	Fallbacks     int
 	MaxFailures   int
-	OTLPEndpoint  string
 	// IndexerAddress is hermod-indexer's gRPC address, for
 	// precise-prefix-cache-scorer; empty: configs using it do not load.
 	IndexerAddress string
@@ -91,7 +88,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.FilePollInterval <= 0 {
 		cfg.FilePollInterval = time.Second
 	}
-	boot, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-picker", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
+	boot, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-picker", Config: cfg.Config, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -138,7 +135,7 @@ type app struct {
 }
 
 func (a *app) connect(ctx context.Context) error {
-	b, err := a.boot.Connect(ctx, a.cfg.EtcdEndpoints, a.cfg.NATSURL)
+	b, err := a.boot.Connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
+
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -112,8 +114,7 @@ func (e *env) startWith(replica string, log *slog.Logger) *picker {
 	type addrs struct{ grpc, ops string }
 	ready := make(chan addrs, 1)
 	done := make(chan error, 1)
-	cfg := Config{Pool: e.pool, Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", EtcdEndpoints: etcdSrv.Endpoints(),
-		NATSURL: e.nats, Replica: replica, Fallbacks: 2, ReplayWindow: time.Minute,
+	cfg := Config{Config: bootstrap.Config{Pool: e.pool, EtcdEndpoints: etcdSrv.Endpoints(), NATSURL: e.nats, Replica: replica}, Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Fallbacks: 2, ReplayWindow: time.Minute,
 		Ready: func(g, o string) { ready <- addrs{g, o} }}
 	go func() { done <- Run(ctx, cfg, log) }()
 	var a addrs

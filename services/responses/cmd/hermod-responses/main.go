@@ -6,10 +6,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"os"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/responses/internal/app"
 	"github.com/hermod/hermod/services/responses/internal/service"
@@ -18,23 +18,14 @@ import (
 func main() { cmdline.Main("hermod-responses", run) }
 
 func run() error {
-	fs := flag.NewFlagSet("hermod-responses", flag.ContinueOnError)
-	var (
-		cfg    app.Config
-		common cmdline.Common
-		etcd   cmdline.List
-	)
+	var cfg app.Config
+	cmd := bootstrap.NewCommand("hermod-responses", &cfg.Config, bootstrap.Flags{Pool: "the inference pool whose EndpointPickerConfig names the store", Replica: "this replica's name in the sync consumer group (default: host name and a random suffix)", EtcdOptional: true, Etcd: "none: --store-config or the default store", NoNATS: true})
+	fs := cmd.FlagSet
 	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "gRPC address of ResponsesStore")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
 	fs.StringVar(&cfg.StoreConfig, "store-config", "", "the store as the responses-store plugin's storeConfig, YAML or JSON inline or @file (inMemoryConfig or tieredConfig {redis, mongo, stream}); without it, the pool's EndpointPickerConfig in etcd, else memory with a 24h ttl")
-	fs.StringVar(&cfg.Pool, "pool", "default", "the inference pool whose EndpointPickerConfig names the store")
-	fs.Var(&etcd, "etcd-endpoints", "etcd endpoints, comma-separated (none: --store-config or the default store)")
-	fs.StringVar(&cfg.Replica, "replica", "", "this replica's name in the sync consumer group (default: host name and a random suffix)")
 	fs.IntVar(&cfg.ChainLimit, "max-chain", service.DefaultChainLimit, "most responses a conversation chain may hold")
-	common.Register(fs)
-	return cmdline.Run(fs, os.Args[1:], &common, func(ctx context.Context, log *slog.Logger) error {
-		cfg.EtcdEndpoints = etcd
-		cfg.OTLPEndpoint = common.OTLPEndpoint
+	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		return app.Run(ctx, cfg, log)
 	})
 }

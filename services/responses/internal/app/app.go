@@ -38,29 +38,27 @@ const (
 
 // Config is the service's configuration.
 type Config struct {
+	// Config is the pool, the replica, etcd and tracing. Its Pool and
+	// EtcdEndpoints locate the pool's EndpointPickerConfig, whose
+	// responses-store plugin gives the storeConfig (no etcd: the flag or
+	// the default).
+	bootstrap.Config
 	Listen, MetricsListen string
 	// StoreConfig is a storeConfig object (YAML or JSON, or @file); it
 	// wins over the pool's EndpointPickerConfig.
 	StoreConfig string
-	// Pool and EtcdEndpoints locate the pool's EndpointPickerConfig, whose
-	// responses-store plugin gives the storeConfig (no etcd: the flag or
-	// the default).
-	Pool          string
-	EtcdEndpoints []string
-	Replica       string
-	ChainLimit    int
-	OTLPEndpoint  string
+	ChainLimit  int
 }
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-responses", Pool: cfg.Pool, Replica: cfg.Replica, OTLPEndpoint: cfg.OTLPEndpoint, Logger: log})
+	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-responses", Config: cfg.Config, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	cfg.Replica, log = svc.Replica, svc.Log
-	sc, source, err := resolveStoreConfig(ctx, cfg, log)
+	sc, source, err := resolveStoreConfig(ctx, svc, cfg)
 	if err != nil {
 		return err
 	}
@@ -117,7 +115,8 @@ func Open(ctx context.Context, sc *responsestore.StoreConfig, replica string, lo
 
 // resolveStoreConfig: the flag, else the pool's EndpointPickerConfig in
 // etcd, else memory with a 24h ttl.
-func resolveStoreConfig(ctx context.Context, cfg Config, log *slog.Logger) (*responsestore.StoreConfig, string, error) {
+func resolveStoreConfig(ctx context.Context, svc *bootstrap.Service, cfg Config) (*responsestore.StoreConfig, string, error) {
+	log := svc.Log
 	if cfg.StoreConfig != "" {
 		data := []byte(cfg.StoreConfig)
 		if name, ok := strings.CutPrefix(cfg.StoreConfig, "@"); ok {
@@ -140,13 +139,12 @@ func resolveStoreConfig(ctx context.Context, cfg Config, log *slog.Logger) (*res
 	if len(cfg.EtcdEndpoints) == 0 {
 		return responsestore.Default(), "default", nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cli, err := coord.NewClient(cctx, cfg.EtcdEndpoints)
+	cli, err := svc.Etcd(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	defer func() { _ = cli.Close() }()
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	v, err := coord.GetConfig(cctx, cli, cfg.Pool)
 	if errors.Is(err, coord.ErrNoConfig) {
 		return responsestore.Default(), "default (pool " + cfg.Pool + " has no config)", nil

@@ -7,27 +7,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/libs/plugins/responsestore"
 )
 
 func TestStoreConfigFromFlagPoolConfigOrDefault(t *testing.T) {
 	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
 	srv, err := coordtest.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	cli := srv.Client(t)
+	resolve := func(cfg Config) (*responsestore.StoreConfig, string, error) {
+		svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-responses", Config: cfg.Config, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		return resolveStoreConfig(ctx, svc, cfg)
+	}
 	// no etcd: the default
-	sc, from, err := resolveStoreConfig(ctx, Config{}, log)
+	sc, from, err := resolve(Config{Config: bootstrap.Config{Pool: "p1"}})
 	if err != nil || sc.InMemoryConfig.TTL.Std() != 24*time.Hour || from != "default" {
 		t.Fatalf("%+v %s %v", sc, from, err)
 	}
-	cfg := Config{Pool: "p1", EtcdEndpoints: srv.Endpoints()}
+	cfg := Config{Config: bootstrap.Config{Pool: "p1", EtcdEndpoints: srv.Endpoints()}}
 	// a pool without config: the default
-	if sc, _, err := resolveStoreConfig(ctx, cfg, log); err != nil || sc.InMemoryConfig == nil {
+	if sc, _, err := resolve(cfg); err != nil || sc.InMemoryConfig == nil {
 		t.Fatalf("no config: %v", err)
 	}
 	// the pool's responses-store plugin
@@ -43,13 +52,13 @@ plugins:
 	if _, err := coord.PutConfig(ctx, cli, "p1", []byte(yaml)); err != nil {
 		t.Fatal(err)
 	}
-	sc, from, err = resolveStoreConfig(ctx, cfg, log)
+	sc, from, err = resolve(cfg)
 	if err != nil || sc.InMemoryConfig.TTL.Std() != 2*time.Hour || sc.InMemoryConfig.MaxEntries != 7 || from == "default" {
 		t.Fatalf("pool config: %+v %s %v", sc.InMemoryConfig, from, err)
 	}
 	// the flag wins, YAML inline
 	cfg.StoreConfig = "inMemoryConfig:\n  maxEntries: 3\n"
-	sc, from, err = resolveStoreConfig(ctx, cfg, log)
+	sc, from, err = resolve(cfg)
 	if err != nil || sc.InMemoryConfig.MaxEntries != 3 || from != "--store-config" {
 		t.Fatalf("flag: %+v %s %v", sc.InMemoryConfig, from, err)
 	}
@@ -64,7 +73,7 @@ plugins:
 	if _, err := coord.PutConfig(ctx, cli, "p1", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := resolveStoreConfig(ctx, cfg, log); err == nil || !strings.Contains(err.Error(), "storeConfig.tieredConfig.redis.address") {
+	if _, _, err := resolve(cfg); err == nil || !strings.Contains(err.Error(), "storeConfig.tieredConfig.redis.address") {
 		t.Fatalf("bad config: %v", err)
 	}
 }

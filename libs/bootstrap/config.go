@@ -1,0 +1,95 @@
+package bootstrap
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"github.com/hermod/hermod/libs/cmdline"
+)
+
+// Config is what every service is told at start: its pool and replica,
+// where etcd and NATS are and where its traces go. A service's own
+// configuration embeds it; NewCommand binds it to the shared flags.
+type Config struct {
+	// Pool is the inference pool the service serves.
+	Pool string
+	// Replica names this process; empty makes one (ReplicaID).
+	Replica string
+	// EtcdEndpoints and NATSURL locate the backends Connect, Etcd and
+	// NATS reach.
+	EtcdEndpoints []string
+	NATSURL       string
+	// OTLPEndpoint is where traces go (host:port); empty: nowhere.
+	OTLPEndpoint string
+}
+
+// DefaultEtcd and DefaultNATSURL are the backends a service reaches when
+// its command line names none.
+const (
+	DefaultEtcd    = "127.0.0.1:2379"
+	DefaultNATSURL = "nats://127.0.0.1:4222"
+)
+
+// Flags say how a service takes the shared flags. The zero value registers
+// every one with the default usage, etcd defaulting to DefaultEtcd.
+type Flags struct {
+	// Pool and Replica replace the default usage of --pool and --replica.
+	Pool, Replica string
+	// EtcdOptional: no --etcd-endpoints means no etcd (Etcd explains what
+	// the service does then).
+	EtcdOptional bool
+	Etcd         string
+	// NoNATS: the service does not use NATS (no --nats-url).
+	NoNATS bool
+}
+
+// Command is a service's command line: the shared flags, registered on its
+// FlagSet and bound to a Config; the service adds its own to the FlagSet.
+type Command struct {
+	*flag.FlagSet
+	cfg         *Config
+	common      cmdline.Common
+	etcd        cmdline.List
+	defaultEtcd []string
+}
+
+// NewCommand registers the shared flags of the service name on a new flag
+// set, bound to cfg: --pool, --replica, --etcd-endpoints, --nats-url and
+// the common ones (-v, --log-format, --otlp-endpoint).
+func NewCommand(name string, cfg *Config, f Flags) *Command {
+	c := &Command{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), cfg: cfg}
+	fs := c.FlagSet
+	fs.StringVar(&cfg.Pool, "pool", "default", or(f.Pool, "the inference pool"))
+	fs.StringVar(&cfg.Replica, "replica", "", or(f.Replica, "this replica's id (default: host name and a random suffix)"))
+	etcdUsage := "etcd endpoints, comma-separated (default " + DefaultEtcd + ")"
+	if f.EtcdOptional {
+		etcdUsage = "etcd endpoints, comma-separated (" + or(f.Etcd, "none: no etcd") + ")"
+	} else {
+		c.defaultEtcd = []string{DefaultEtcd}
+	}
+	fs.Var(&c.etcd, "etcd-endpoints", etcdUsage)
+	if !f.NoNATS {
+		fs.StringVar(&cfg.NATSURL, "nats-url", DefaultNATSURL, "NATS server URL(s)")
+	}
+	c.common.Register(fs)
+	return c
+}
+
+// Run parses args (then the HERMOD_* environment) into the flags and runs
+// run with the logger they ask for, under a context SIGINT and SIGTERM
+// cancel.
+func (c *Command) Run(args []string, run func(ctx context.Context, log *slog.Logger) error) error {
+	return cmdline.Run(c.FlagSet, args, &c.common, func(ctx context.Context, log *slog.Logger) error {
+		c.cfg.EtcdEndpoints = c.etcd.Or(c.defaultEtcd...)
+		c.cfg.OTLPEndpoint = c.common.OTLPEndpoint
+		return run(ctx, log)
+	})
+}
+
+func or(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
