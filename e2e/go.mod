@@ -24,6 +24,7 @@ require (
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/hermod/hermod/testkit v0.0.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
@@ -55,3 +56,5 @@ replace github.com/hermod/hermod/tools/loadgen => ../tools/loadgen
 replace github.com/hermod/hermod/tools/devstack => ../tools/devstack
 
 replace github.com/hermod/hermod/libs/api => ../libs/api
+
+replace github.com/hermod/hermod/testkit => ../testkit

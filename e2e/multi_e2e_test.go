@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hermod/hermod/libs/inflight"
-	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/testkit/redistest"
 	"github.com/hermod/hermod/tools/loadgen/bench"
 )
 

@@ -6,7 +6,6 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/hermod/hermod/libs/api v0.0.0
-	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/pebbe/zmq4 v1.4.0
@@ -16,7 +15,6 @@ require (
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
-	go.etcd.io/etcd/server/v3 v3.7.3
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0
 	go.opentelemetry.io/otel v1.45.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.45.0
@@ -28,6 +26,11 @@ require (
 	golang.org/x/text v0.43.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
+	go.etcd.io/etcd/server/v3 v3.7.3 // indirect
 )
 
 require (
@@ -47,6 +50,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/hermod/hermod/testkit v0.0.0
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -90,3 +94,5 @@ require (
 )
 
 replace github.com/hermod/hermod/libs/api => ./api
+
+replace github.com/hermod/hermod/testkit => ../testkit

@@ -9,8 +9,8 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/libs/bus/bustest"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // Connect reaches etcd and NATS with Hermod's streams in place; a

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 )
 
 // collector records what a Consumer delivers.

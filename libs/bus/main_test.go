@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
-	"github.com/hermod/hermod/libs/bus/bustest"
-	"github.com/hermod/hermod/libs/bus/natsembed"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/natsembed"
 )
 
 // Every integration test starts a NATS server of its own (bustest.Start),

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 )
 
 // newTestPublisher starts a Publisher with fast retries, closed (with a

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // etcd unreachable for longer than the TTLs, then back (one outage of a

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 func TestWatchPrefixDeliversListAndChanges(t *testing.T) {

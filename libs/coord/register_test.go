@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // longTTL is the lease TTL of tests that do not wait for an expiry: long

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // shareRecorder keeps the last share Assign handed a replica.

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // checkConsistent checks that a snapshot is exactly what etcd held at the

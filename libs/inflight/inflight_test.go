@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hermod/hermod/libs/inflight"
-	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -30,6 +30,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/hermod/hermod/testkit v0.0.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
@@ -66,3 +67,5 @@ require (
 replace github.com/hermod/hermod/libs => ../../libs
 
 replace github.com/hermod/hermod/libs/api => ../../libs/api
+
+replace github.com/hermod/hermod/testkit => ../../testkit

@@ -30,6 +30,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/hermod/hermod/testkit v0.0.0
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -88,3 +89,5 @@ require (
 replace github.com/hermod/hermod/libs => ../../libs
 
 replace github.com/hermod/hermod/libs/api => ../../libs/api
+
+replace github.com/hermod/hermod/testkit => ../../testkit

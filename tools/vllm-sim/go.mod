@@ -29,6 +29,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/hermod/hermod/testkit v0.0.0
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -77,3 +78,5 @@ require (
 replace github.com/hermod/hermod/libs => ../../libs
 
 replace github.com/hermod/hermod/libs/api => ../../libs/api
+
+replace github.com/hermod/hermod/testkit => ../../testkit

@@ -15,7 +15,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/kv/valkeyindex"
-	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -14,7 +14,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
-	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/testkit/redistest"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
 )

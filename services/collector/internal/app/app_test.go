@@ -24,9 +24,9 @@ import (
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 var etcdSrv *coordtest.Server

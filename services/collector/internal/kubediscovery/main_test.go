@@ -19,7 +19,7 @@ import (
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // srv is the etcd server the integration tests share, started by the first

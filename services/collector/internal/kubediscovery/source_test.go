@@ -14,7 +14,7 @@ import (
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // pods is the test's view of the fake cluster's pods.

@@ -30,13 +30,13 @@ import (
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
-	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/testkit/redistest"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
 

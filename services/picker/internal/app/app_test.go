@@ -28,9 +28,9 @@ import (
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 

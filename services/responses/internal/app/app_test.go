@@ -9,7 +9,7 @@ import (
 
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/libs/plugins/responsestore"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/mongotest"
-	"github.com/hermod/hermod/libs/redistest"
+	"github.com/hermod/hermod/testkit/mongotest"
+	"github.com/hermod/hermod/testkit/redistest"
 )
 
 // BenchmarkPutGet: a 4 KiB response stored and read back against a

@@ -1,6 +1,6 @@
 // Command hermod-mongotest is a MongoDB wire-protocol server for tests:
 // FerretDB embedded, storing in SQLite files under --dir. Tests start it
-// as a process (libs/mongotest), kill it to take MongoDB away and start it
+// as a process (testkit/mongotest), kill it to take MongoDB away and start it
 // again on the same port and directory to bring it back with its data.
 // It lives in a module of its own so that FerretDB's dependencies stay out
 // of the services' builds.

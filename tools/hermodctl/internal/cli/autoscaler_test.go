@@ -18,7 +18,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/libs/bus/bustest"
+	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
 )
 

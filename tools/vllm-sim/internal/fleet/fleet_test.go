@@ -11,7 +11,7 @@ import (
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/libs/coord/coordtest"
+	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/cli"
 )
 

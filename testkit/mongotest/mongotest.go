@@ -9,10 +9,8 @@
 package mongotest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hermod/hermod/testkit/childproc"
 )
 
 // Server is a hermod-mongotest child process.
@@ -29,9 +29,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
-	cmd  *exec.Cmd
-	done chan struct{}
-	errs *bytes.Buffer
+	proc *childproc.Process
 }
 
 // Run starts a server and stops it when the test ends. It skips the test
@@ -46,38 +44,32 @@ func Run(tb testing.TB) *Server {
 		tb.Fatalf("mongotest: %v", err)
 	}
 	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
-	var lastErr error
-	for range 5 {
-		s.port = freePort(tb)
-		if lastErr = s.start(); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
-	}
-	tb.Fatalf("mongotest: %v", lastErr)
-	return nil
+	s.port = childproc.OnFreePort(tb, "mongotest", func(port int) error {
+		s.port = port
+		return s.start()
+	})
+	tb.Cleanup(s.Stop)
+	return s
 }
 
 // Addr is the server's host:port.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *Server) Addr() string { return childproc.Addr(s.port) }
 
 // URI is the server's mongodb:// URI.
 func (s *Server) URI() string { return "mongodb://" + s.Addr() + "/" }
 
 // Stop kills the server; its data stays for Start.
 func (s *Server) Stop() {
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
 }
 
 // Start brings a stopped server back on the same port with its data.
 func (s *Server) Start() {
 	s.tb.Helper()
-	if s.cmd != nil {
+	if s.proc != nil {
 		return
 	}
 	if err := s.start(); err != nil {
@@ -87,31 +79,12 @@ func (s *Server) Start() {
 
 func (s *Server) start() error {
 	cmd := exec.Command(s.bin, "--listen", s.Addr(), "--dir", s.dir)
-	errs := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = errs, errs
-	if err := cmd.Start(); err != nil {
+	p, err := childproc.Start(cmd, func() error { return childproc.Dials(s.Addr()) }, 30*time.Second)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	var exitErr error
-	go func() { exitErr = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("exited: %w: %s", exitErr, errs.String())
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond); err == nil {
-			_ = c.Close()
-			s.cmd, s.done, s.errs = cmd, done, errs
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	<-done
-	return fmt.Errorf("no answer on %s within 30s", s.Addr())
+	s.proc = p
+	return nil
 }
 
 var (
@@ -155,13 +128,4 @@ func binary() (string, error) {
 		buildErr = os.Rename(tmp, built)
 	})
 	return built, buildErr
-}
-
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -35,7 +35,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/hermod/hermod/libs/coord/etcdembed"
+	"github.com/hermod/hermod/testkit/etcdembed"
 )
 
 // startTimeout bounds how long a server may take to become ready.

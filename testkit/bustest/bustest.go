@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hermod/hermod/libs/bus/natsembed"
+	"github.com/hermod/hermod/testkit/natsembed"
 )
 
 // ReconnectWait is the delay between the reconnect attempts of the

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/hermod/hermod/testkit/childproc"
 )
 
 // Server is a redis-server child process.
@@ -23,8 +25,7 @@ type Server struct {
 	tb    testing.TB
 	port  int
 	extra []string
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when the process has exited
+	proc  *childproc.Process
 }
 
 // Start runs a redis-server (skipping the test when the binary is
@@ -42,32 +43,26 @@ func StartArgs(tb testing.TB, args ...string) *Server {
 		tb.Skip("redis-server is not installed (make deps installs it)")
 	}
 	s := &Server{tb: tb, extra: args}
-	var lastErr error
-	for range 5 {
-		s.port = freePort(tb)
-		if lastErr = s.start(); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
-	}
-	tb.Fatalf("redis-server: %v", lastErr)
-	return nil
+	s.port = childproc.OnFreePort(tb, "redis-server", func(port int) error {
+		s.port = port
+		return s.start()
+	})
+	tb.Cleanup(s.Stop)
+	return s
 }
 
 // Addr is the server's host:port.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+func (s *Server) Addr() string { return childproc.Addr(s.port) }
 
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr() }
 
 // Stop kills the server (its data goes with it).
 func (s *Server) Stop() {
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
+		s.proc = nil
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
 }
 
 // Restart starts an empty server on the same port after Stop.
@@ -91,29 +86,12 @@ func (s *Server) start() error {
 		}
 		args = append(args, a)
 	}
-	cmd := exec.Command("redis-server", args...)
-	if err := cmd.Start(); err != nil {
+	p, err := childproc.Start(exec.Command("redis-server", args...), func() error { return ping(s.Addr()) }, 10*time.Second)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	var exitErr error
-	go func() { exitErr = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("exited: %w", exitErr)
-		default:
-		}
-		if ping(s.Addr()) == nil {
-			s.cmd, s.done = cmd, done
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	<-done
-	return fmt.Errorf("no answer on %s within 10s", s.Addr())
+	s.proc = p
+	return nil
 }
 
 // ping sends PING and expects +PONG.
@@ -138,15 +116,6 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", buf[:n])
 	}
 	return nil
-}
-
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Client returns a valkey-go client of the server, closed when the test
