@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Reasons of hermod_bus_publish_dropped_total.
@@ -26,26 +28,11 @@ type publisherMetrics struct {
 
 func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
 	return &publisherMetrics{
-		published: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_bus_published_total",
-			Help: "Events the stream acknowledged (duplicates included).",
-		})),
-		duplicates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_bus_publish_duplicates_total",
-			Help: "Acknowledged events the stream had already stored (same Nats-Msg-Id within the duplicate window).",
-		})),
-		failed: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_bus_publish_failed_attempts_total",
-			Help: "Publish attempts that failed and were retried or dropped.",
-		})),
-		dropped: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_bus_publish_dropped_total",
-			Help: "Events that were never published, by reason (queue_full, encode, closed, rejected, shutdown).",
-		}, []string{"reason"})),
-		queued: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_bus_publish_queue_length",
-			Help: "Events waiting in publisher queues.",
-		})),
+		published:  register(reg, telemetry.NewCounter("hermod_bus_published_total", "Events the stream acknowledged (duplicates included).")),
+		duplicates: register(reg, telemetry.NewCounter("hermod_bus_publish_duplicates_total", "Acknowledged events the stream had already stored (same Nats-Msg-Id within the duplicate window).")),
+		failed:     register(reg, telemetry.NewCounter("hermod_bus_publish_failed_attempts_total", "Publish attempts that failed and were retried or dropped.")),
+		dropped:    register(reg, telemetry.NewCounterVec("hermod_bus_publish_dropped_total", "Events that were never published, by reason (queue_full, encode, closed, rejected, shutdown).", "reason")),
+		queued:     register(reg, telemetry.NewGauge("hermod_bus_publish_queue_length", "Events waiting in publisher queues.")),
 	}
 }
 
@@ -58,14 +45,8 @@ type decodeMetrics struct {
 
 func newDecodeMetrics(reg prometheus.Registerer) *decodeMetrics {
 	return &decodeMetrics{
-		consumed: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_bus_consumed_total",
-			Help: "Messages decoded and handed to a handler, by stream (or core subject).",
-		}, []string{"stream"})),
-		decodeErrors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_bus_decode_errors_total",
-			Help: "Messages skipped because they did not decode, by stream (or core subject).",
-		}, []string{"stream"})),
+		consumed:     register(reg, telemetry.NewCounterVec("hermod_bus_consumed_total", "Messages decoded and handed to a handler, by stream (or core subject).", "stream")),
+		decodeErrors: register(reg, telemetry.NewCounterVec("hermod_bus_decode_errors_total", "Messages skipped because they did not decode, by stream (or core subject).", "stream")),
 	}
 }
 

@@ -244,10 +244,9 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 }
 
 func (p *configParser) plugins(n *yaml.Node) []PluginSpec {
-	var out []PluginSpec
-	p.eachMapping(n, "plugins", "type, name and parameters", func(path string, item *yaml.Node) {
-		var spec PluginSpec
-		p.fields(item, path, func(key string, v *yaml.Node) bool {
+	out := decodeMappings(p, n, "plugins", "type, name and parameters", "type",
+		func(spec *PluginSpec) string { return spec.Type },
+		func(spec *PluginSpec, path, key string, v *yaml.Node) bool {
 			switch key {
 			case "type":
 				spec.Type = p.str(v, path+".type")
@@ -260,22 +259,18 @@ func (p *configParser) plugins(n *yaml.Node) []PluginSpec {
 			}
 			return true
 		})
-		if spec.Type == "" {
-			p.fail("%s: type: required (line %d)", path, item.Line)
+	for i := range out {
+		if out[i].Name == "" {
+			out[i].Name = out[i].Type
 		}
-		if spec.Name == "" {
-			spec.Name = spec.Type
-		}
-		out = append(out, spec)
-	})
+	}
 	return out
 }
 
 func (p *configParser) profiles(n *yaml.Node) []ProfileSpec {
-	var out []ProfileSpec
-	p.eachMapping(n, "schedulingProfiles", "name and plugins", func(path string, item *yaml.Node) {
-		var spec ProfileSpec
-		p.fields(item, path, func(key string, v *yaml.Node) bool {
+	return decodeMappings(p, n, "schedulingProfiles", "name and plugins", "name",
+		func(spec *ProfileSpec) string { return spec.Name },
+		func(spec *ProfileSpec, path, key string, v *yaml.Node) bool {
 			switch key {
 			case "name":
 				spec.Name = p.str(v, path+".name")
@@ -286,19 +281,12 @@ func (p *configParser) profiles(n *yaml.Node) []ProfileSpec {
 			}
 			return true
 		})
-		if spec.Name == "" {
-			p.fail("%s: name: required (line %d)", path, item.Line)
-		}
-		out = append(out, spec)
-	})
-	return out
 }
 
 func (p *configParser) profilePlugins(n *yaml.Node, path string) []ProfilePluginSpec {
-	var out []ProfilePluginSpec
-	p.eachMapping(n, path, "pluginRef and weight", func(ipath string, item *yaml.Node) {
-		var spec ProfilePluginSpec
-		p.fields(item, ipath, func(key string, v *yaml.Node) bool {
+	return decodeMappings(p, n, path, "pluginRef and weight", "pluginRef",
+		func(spec *ProfilePluginSpec) string { return spec.PluginRef },
+		func(spec *ProfilePluginSpec, ipath, key string, v *yaml.Node) bool {
 			switch key {
 			case "pluginRef":
 				spec.PluginRef = p.str(v, ipath+".pluginRef")
@@ -309,12 +297,6 @@ func (p *configParser) profilePlugins(n *yaml.Node, path string) []ProfilePlugin
 			}
 			return true
 		})
-		if spec.PluginRef == "" {
-			p.fail("%s: pluginRef: required (line %d)", ipath, item.Line)
-		}
-		out = append(out, spec)
-	})
-	return out
 }
 
 func (p *configParser) data(n *yaml.Node, path string) *DataSpec {
@@ -327,47 +309,62 @@ func (p *configParser) data(n *yaml.Node, path string) *DataSpec {
 		if key != "sources" {
 			return false
 		}
-		p.eachMapping(v, path+".sources", "pluginRef and extractors", func(spath string, src *yaml.Node) {
-			var s DataSourceSpec
-			p.fields(src, spath, func(key string, v *yaml.Node) bool {
-				switch key {
-				case "pluginRef":
-					s.PluginRef = p.str(v, spath+".pluginRef")
-				case "extractors":
-					p.eachMapping(v, spath+".extractors", "pluginRef", func(epath string, ex *yaml.Node) {
-						if ref := p.pluginRef(ex, epath); ref != "" {
-							s.Extractors = append(s.Extractors, ref)
-						}
-					})
-				default:
-					return false
-				}
-				return true
-			})
-			if s.PluginRef == "" {
-				p.fail("%s: pluginRef: required (line %d)", spath, src.Line)
-			}
-			spec.Sources = append(spec.Sources, s)
-		})
+		spec.Sources = p.dataSources(v, path+".sources")
 		return true
 	})
 	return spec
 }
 
-// pluginRef decodes a mapping holding only a required pluginRef.
-func (p *configParser) pluginRef(n *yaml.Node, path string) string {
-	var ref string
-	p.fields(n, path, func(key string, v *yaml.Node) bool {
-		if key != "pluginRef" {
-			return false
+func (p *configParser) dataSources(n *yaml.Node, path string) []DataSourceSpec {
+	return decodeMappings(p, n, path, "pluginRef and extractors", "pluginRef",
+		func(s *DataSourceSpec) string { return s.PluginRef },
+		func(s *DataSourceSpec, spath, key string, v *yaml.Node) bool {
+			switch key {
+			case "pluginRef":
+				s.PluginRef = p.str(v, spath+".pluginRef")
+			case "extractors":
+				for _, ref := range p.pluginRefs(v, spath+".extractors") {
+					if ref != "" {
+						s.Extractors = append(s.Extractors, ref)
+					}
+				}
+			default:
+				return false
+			}
+			return true
+		})
+}
+
+// pluginRefs decodes a list of mappings each holding only a required
+// pluginRef; an item without one gives "".
+func (p *configParser) pluginRefs(n *yaml.Node, path string) []string {
+	return decodeMappings(p, n, path, "pluginRef", "pluginRef",
+		func(ref *string) string { return *ref },
+		func(ref *string, epath, key string, v *yaml.Node) bool {
+			if key != "pluginRef" {
+				return false
+			}
+			*ref = p.str(v, epath+".pluginRef")
+			return true
+		})
+}
+
+// decodeMappings decodes a list of mappings (see eachMapping) into one T
+// per item. field decodes one key of an item (path is the item's) and
+// returns false for an unknown key; required names the key the item must
+// set, whose value get reads.
+func decodeMappings[T any](p *configParser, n *yaml.Node, path, holds, required string,
+	get func(*T) string, field func(t *T, path, key string, v *yaml.Node) bool) []T {
+	var out []T
+	p.eachMapping(n, path, holds, func(ipath string, item *yaml.Node) {
+		var t T
+		p.fields(item, ipath, func(key string, v *yaml.Node) bool { return field(&t, ipath, key, v) })
+		if get(&t) == "" {
+			p.fail("%s: %s: required (line %d)", ipath, required, item.Line)
 		}
-		ref = p.str(v, path+".pluginRef")
-		return true
+		out = append(out, t)
 	})
-	if ref == "" {
-		p.fail("%s: pluginRef: required (line %d)", path, n.Line)
-	}
-	return ref
+	return out
 }
 
 // eachMapping calls f for each item of a list of mappings; a null list is

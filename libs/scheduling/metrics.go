@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Extension point names used as the extension_point metric label.
@@ -35,20 +37,9 @@ type SchedulerMetrics struct {
 // builds a new Scheduler with the same metrics): registering twice panics.
 func NewSchedulerMetrics(reg prometheus.Registerer) *SchedulerMetrics {
 	m := &SchedulerMetrics{
-		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "inference_extension_scheduler_e2e_duration_seconds",
-			Help:    "Duration of one scheduling cycle, prepare-data to pre-request.",
-			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05},
-		}),
-		pluginDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inference_extension_plugin_duration_seconds",
-			Help:    "Duration of one plugin call at one extension point.",
-			Buckets: []float64{1e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 1e-3, 0.01},
-		}, []string{"extension_point", "plugin_type", "plugin_name"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inference_extension_scheduler_attempts_total",
-			Help: "Scheduling cycles by outcome (success, or the failure kind).",
-		}, []string{"status"}),
+		e2e:            telemetry.NewHistogram("inference_extension_scheduler_e2e_duration_seconds", "Duration of one scheduling cycle, prepare-data to pre-request.", []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
+		pluginDuration: telemetry.NewHistogramVec("inference_extension_plugin_duration_seconds", "Duration of one plugin call at one extension point.", []float64{1e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 1e-3, 0.01}, "extension_point", "plugin_type", "plugin_name"),
+		attempts:       telemetry.NewCounterVec("inference_extension_scheduler_attempts_total", "Scheduling cycles by outcome (success, or the failure kind).", "status"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.e2e, m.pluginDuration, m.attempts)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/hermod/hermod/libs/inflight"
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Type is the plugin's registered type.
@@ -111,19 +112,9 @@ type pickerMetrics struct {
 
 func newPickerMetrics(h scheduling.Handle) pickerMetrics {
 	return pickerMetrics{
-		fallbackTotal: scheduling.Metric(h, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_picker_inflight_fallback_total",
-			Help: "Picks valkey-least-request-picker took from scores because the in-flight server did not answer.",
-		})),
-		serverUp: scheduling.Metric(h, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_picker_inflight_server_up",
-			Help: "1 while valkey-least-request-picker picks through the in-flight server, 0 while it falls back.",
-		})),
-		pickSeconds: scheduling.Metric(h, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hermod_picker_inflight_pick_seconds",
-			Help:    "Round trip of the atomic pick on the in-flight server.",
-			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05},
-		})),
+		fallbackTotal: scheduling.Metric(h, telemetry.NewCounter("hermod_picker_inflight_fallback_total", "Picks valkey-least-request-picker took from scores because the in-flight server did not answer.")),
+		serverUp:      scheduling.Metric(h, telemetry.NewGauge("hermod_picker_inflight_server_up", "1 while valkey-least-request-picker picks through the in-flight server, 0 while it falls back.")),
+		pickSeconds:   scheduling.Metric(h, telemetry.NewHistogram("hermod_picker_inflight_pick_seconds", "Round trip of the atomic pick on the in-flight server.", []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05})),
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
-	"github.com/hermod/hermod/testkit/redistest"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+	"github.com/hermod/hermod/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -20,6 +20,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/blockkey"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
 
@@ -284,7 +285,7 @@ type indexerMetrics struct {
 
 func newIndexerMetrics(h scheduling.Handle) indexerMetrics {
 	return indexerMetrics{
-		failOpen: scheduling.Metric(h, prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_picker_indexer_fail_open_total", Help: "Scoring cycles in which precise-prefix-cache-scorer got no answer from the indexer and scored every endpoint alike."})),
-		latency:  scheduling.Metric(h, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermod_picker_indexer_score_seconds", Help: "Latency of Score calls to hermod-indexer.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)})),
+		failOpen: scheduling.Metric(h, telemetry.NewCounter("hermod_picker_indexer_fail_open_total", "Scoring cycles in which precise-prefix-cache-scorer got no answer from the indexer and scored every endpoint alike.")),
+		latency:  scheduling.Metric(h, telemetry.NewHistogram("hermod_picker_indexer_score_seconds", "Latency of Score calls to hermod-indexer.", prometheus.ExponentialBuckets(50e-6, 2, 14))),
 	}
 }

@@ -7,6 +7,7 @@
 package responsestore
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -185,15 +186,9 @@ func parseParams(raw json.RawMessage, h scheduling.Handle) (*StoreConfig, error)
 }
 
 func (m *MemoryConfig) defaults() {
-	if m.TTL == 0 {
-		m.TTL = scheduling.Duration(DefaultTTL)
-	}
-	if m.MaxEntries == 0 {
-		m.MaxEntries = DefaultMaxEntries
-	}
-	if m.MaxEntryBytes == 0 {
-		m.MaxEntryBytes = DefaultMaxEntryBytes
-	}
+	m.TTL = cmp.Or(m.TTL, scheduling.Duration(DefaultTTL))
+	m.MaxEntries = cmp.Or(m.MaxEntries, DefaultMaxEntries)
+	m.MaxEntryBytes = cmp.Or(m.MaxEntryBytes, DefaultMaxEntryBytes)
 }
 
 func (m *MemoryConfig) validate(path string) error {
@@ -227,12 +222,8 @@ func (t *TieredConfig) validate(path string) error {
 }
 
 func (r *RedisConfig) validate(path string) error {
-	if r.TTL == 0 {
-		r.TTL = scheduling.Duration(DefaultTTL)
-	}
-	if r.MaxEntryBytes == 0 {
-		r.MaxEntryBytes = DefaultMaxEntryBytes
-	}
+	r.TTL = cmp.Or(r.TTL, scheduling.Duration(DefaultTTL))
+	r.MaxEntryBytes = cmp.Or(r.MaxEntryBytes, DefaultMaxEntryBytes)
 	switch {
 	case r.Address != "" && len(r.Addresses) > 0:
 		return scheduling.ParamErrorf(path+".address", "address and addresses are mutually exclusive")
@@ -280,18 +271,10 @@ func validHostPort(a string) bool {
 }
 
 func (m *MongoConfig) validate(path string) error {
-	if m.Database == "" {
-		m.Database = DefaultMongoDatabase
-	}
-	if m.Collection == "" {
-		m.Collection = DefaultMongoColl
-	}
-	if m.TTL == 0 {
-		m.TTL = scheduling.Duration(DefaultMongoTTL)
-	}
-	if m.Timeout == 0 {
-		m.Timeout = scheduling.Duration(DefaultMongoTimeout)
-	}
+	m.Database = cmp.Or(m.Database, DefaultMongoDatabase)
+	m.Collection = cmp.Or(m.Collection, DefaultMongoColl)
+	m.TTL = cmp.Or(m.TTL, scheduling.Duration(DefaultMongoTTL))
+	m.Timeout = cmp.Or(m.Timeout, scheduling.Duration(DefaultMongoTimeout))
 	switch {
 	case m.URI == "":
 		return scheduling.ParamErrorf(path+".uri", "required: a mongodb:// or mongodb+srv:// URI")
@@ -310,24 +293,12 @@ func (m *MongoConfig) validate(path string) error {
 }
 
 func (s *StreamConfig) validate(path string) error {
-	if s.Key == "" {
-		s.Key = DefaultStreamKey
-	}
-	if s.ConsumerGroup == "" {
-		s.ConsumerGroup = DefaultConsumerGroup
-	}
-	if s.MaxLen == 0 {
-		s.MaxLen = DefaultStreamMaxLen
-	}
-	if s.BatchSize == 0 {
-		s.BatchSize = DefaultBatchSize
-	}
-	if s.BlockTimeout == 0 {
-		s.BlockTimeout = scheduling.Duration(DefaultBlockTimeout)
-	}
-	if s.ClaimAge == 0 {
-		s.ClaimAge = scheduling.Duration(DefaultClaimAge)
-	}
+	s.Key = cmp.Or(s.Key, DefaultStreamKey)
+	s.ConsumerGroup = cmp.Or(s.ConsumerGroup, DefaultConsumerGroup)
+	s.MaxLen = cmp.Or(s.MaxLen, DefaultStreamMaxLen)
+	s.BatchSize = cmp.Or(s.BatchSize, DefaultBatchSize)
+	s.BlockTimeout = cmp.Or(s.BlockTimeout, scheduling.Duration(DefaultBlockTimeout))
+	s.ClaimAge = cmp.Or(s.ClaimAge, scheduling.Duration(DefaultClaimAge))
 	switch {
 	case strings.ContainsAny(s.Key, "{}"):
 		return scheduling.ParamErrorf(path+".key", "must not contain braces: the store adds the key as a hash tag (got %q)", s.Key)

@@ -11,17 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/bootstrap"
-
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/services/autoscaler/internal/store"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

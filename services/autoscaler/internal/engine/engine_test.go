@@ -15,12 +15,12 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/services/autoscaler/internal/actuator"
 	"github.com/hermod/hermod/services/autoscaler/internal/actuator/local"
 	"github.com/hermod/hermod/services/autoscaler/internal/config"
 	"github.com/hermod/hermod/services/autoscaler/internal/observe"
 	"github.com/hermod/hermod/services/autoscaler/internal/store"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 const variantsYAML = `apiVersion: llmd.ai/v1alpha1

@@ -16,16 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/bootstrap"
-
 	"go.uber.org/goleak"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
-
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/testkit/coordtest"
 )
 

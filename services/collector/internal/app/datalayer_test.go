@@ -13,11 +13,11 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/libs/plugins/datalayer"
 	"github.com/hermod/hermod/services/collector/internal/scrape"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // pollRecorder records the models polls put in force.

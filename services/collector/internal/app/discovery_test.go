@@ -9,18 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/bootstrap"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/services/collector/internal/kubediscovery"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 // modelPod is a pod of namespace "models" labelled app=vllm that runs at

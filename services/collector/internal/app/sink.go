@@ -12,6 +12,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // natsSink publishes every scrape on hermod.metrics.<pool>.<endpoint> and
@@ -37,12 +38,8 @@ type bucketEntry struct {
 
 func newNATSSink(nc *nats.Conn, kv jetstream.KeyValue, kvInterval time.Duration, reg prometheus.Registerer, log *slog.Logger) *natsSink {
 	s := &natsSink{nc: nc, kv: kv, kvInterval: kvInterval, log: log, last: map[string]bucketEntry{},
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_collector_published_total", Help: "PodMetrics published on NATS.",
-		}),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_collector_publish_errors_total", Help: "PodMetrics that could not be published, by target (subject or bucket).",
-		}, []string{"target"}),
+		published: telemetry.NewCounter("hermod_collector_published_total", "PodMetrics published on NATS."),
+		failed:    telemetry.NewCounterVec("hermod_collector_publish_errors_total", "PodMetrics that could not be published, by target (subject or bucket).", "target"),
 	}
 	if reg != nil {
 		reg.MustRegister(s.published, s.failed)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // metrics are a Source's Prometheus metrics.
@@ -17,19 +19,10 @@ type metrics struct {
 // newMetrics creates the metrics and registers them on reg (if not nil).
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		reg: reg,
-		endpoints: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_collector_discovery_endpoints",
-			Help: "Registry entries of discovered Kubernetes pods that this replica holds as the discovery leader (0 on the other replicas).",
-		}),
-		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_collector_discovery_sync_errors_total",
-			Help: "Failed attempts of the discovery leader to bring the endpoint registry in line with the Ready pods (each is retried with backoff).",
-		}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_collector_discovery_leader",
-			Help: "1 while this replica is the pool's discovery leader (the one writer of discovered endpoints), else 0.",
-		}),
+		reg:        reg,
+		endpoints:  telemetry.NewGauge("hermod_collector_discovery_endpoints", "Registry entries of discovered Kubernetes pods that this replica holds as the discovery leader (0 on the other replicas)."),
+		syncErrors: telemetry.NewCounter("hermod_collector_discovery_sync_errors_total", "Failed attempts of the discovery leader to bring the endpoint registry in line with the Ready pods (each is retried with backoff)."),
+		leader:     telemetry.NewGauge("hermod_collector_discovery_leader", "1 while this replica is the pool's discovery leader (the one writer of discovered endpoints), else 0."),
 	}
 	if reg == nil {
 		return m, nil

@@ -15,12 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
-	"github.com/hermod/hermod/libs/bootstrap"
-	"github.com/hermod/hermod/services/gateway/internal/responses"
-
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/openai"
@@ -30,6 +28,7 @@ import (
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 	"github.com/hermod/hermod/services/gateway/internal/proxy"
 	"github.com/hermod/hermod/services/gateway/internal/report"
+	"github.com/hermod/hermod/services/gateway/internal/responses"
 )
 
 // Config is the gateway's configuration (its flags).

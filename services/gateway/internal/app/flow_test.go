@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/bootstrap"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
+	"github.com/hermod/hermod/testkit/bustest"
 )
 
 // The queue sizes are published once at the start, then once per burst

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Key is one API key and its rate limit.
@@ -116,13 +117,9 @@ type Guard struct {
 // NewGuard returns a Guard for keys; reg registers its metrics (nil: not).
 func NewGuard(keys []Key, reg prometheus.Registerer) *Guard {
 	g := &Guard{
-		keys: make(map[[32]byte]entry, len(keys)),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_gateway_rate_limited_total", Help: "Requests refused by their API key's rate limit, by key name.",
-		}, []string{"key"}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_gateway_unauthorized_total", Help: "Requests refused for a missing or unknown API key.",
-		}),
+		keys:    make(map[[32]byte]entry, len(keys)),
+		limited: telemetry.NewCounterVec("hermod_gateway_rate_limited_total", "Requests refused by their API key's rate limit, by key name.", "key"),
+		refused: telemetry.NewCounter("hermod_gateway_unauthorized_total", "Requests refused for a missing or unknown API key."),
 	}
 	for _, k := range keys {
 		e := entry{name: k.Name}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Metrics are the request path's Prometheus metrics.
@@ -25,30 +26,14 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	latency := prometheus.ExponentialBuckets(0.001, 2, 18)
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_gateway_requests_total", Help: "Inference requests by API and HTTP status sent to the client.",
-		}, []string{"api", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hermod_gateway_request_duration_seconds", Help: "Time from the request's arrival to the end of its response.", Buckets: latency,
-		}, []string{"api"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hermod_gateway_time_to_first_token_seconds", Help: "Time from the pick to the first event of a stream (first byte of other responses).", Buckets: latency,
-		}, []string{"api"}),
-		pickDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hermod_gateway_pick_duration_seconds", Help: "Time of the Pick call to the picker.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
-		}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_gateway_upstream_attempts_total", Help: "Requests sent to endpoints, by result: answered, error (no answer), status_5xx (retried), canceled.",
-		}, []string{"result"}),
-		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_gateway_fallbacks_total", Help: "Requests sent to a fallback endpoint after the previous one failed before answering.",
-		}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_gateway_completions_total", Help: "Routed requests by how they ended.",
-		}, []string{"outcome"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_gateway_inflight_requests", Help: "Inference requests being served.",
-		}),
+		requests:     telemetry.NewCounterVec("hermod_gateway_requests_total", "Inference requests by API and HTTP status sent to the client.", "api", "code"),
+		duration:     telemetry.NewHistogramVec("hermod_gateway_request_duration_seconds", "Time from the request's arrival to the end of its response.", latency, "api"),
+		ttft:         telemetry.NewHistogramVec("hermod_gateway_time_to_first_token_seconds", "Time from the pick to the first event of a stream (first byte of other responses).", latency, "api"),
+		pickDuration: telemetry.NewHistogram("hermod_gateway_pick_duration_seconds", "Time of the Pick call to the picker.", prometheus.ExponentialBuckets(50e-6, 2, 16)),
+		attempts:     telemetry.NewCounterVec("hermod_gateway_upstream_attempts_total", "Requests sent to endpoints, by result: answered, error (no answer), status_5xx (retried), canceled.", "result"),
+		fallbacks:    telemetry.NewCounter("hermod_gateway_fallbacks_total", "Requests sent to a fallback endpoint after the previous one failed before answering."),
+		outcomes:     telemetry.NewCounterVec("hermod_gateway_completions_total", "Routed requests by how they ended.", "outcome"),
+		inflight:     telemetry.NewGauge("hermod_gateway_inflight_requests", "Inference requests being served."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.ttft, m.pickDuration, m.attempts, m.fallbacks, m.outcomes, m.inflight)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
 
@@ -75,17 +76,11 @@ func New(o Options) *Reporter {
 		o.Logger = slog.Default()
 	}
 	r := &Reporter{
-		o:     o,
-		queue: make(chan item, o.Queue),
-		stop:  make(chan struct{}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_gateway_completion_reports_dropped_total",
-			Help: "Completion reports dropped because a queue was full, by path (stream: the completion stream; rpc: the Complete call).",
-		}, []string{"path"}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_gateway_complete_rpc_errors_total",
-			Help: "Complete calls that failed on every picker replica (the completion stream still carries them).",
-		}),
+		o:       o,
+		queue:   make(chan item, o.Queue),
+		stop:    make(chan struct{}),
+		dropped: telemetry.NewCounterVec("hermod_gateway_completion_reports_dropped_total", "Completion reports dropped because a queue was full, by path (stream: the completion stream; rpc: the Complete call).", "path"),
+		failed:  telemetry.NewCounter("hermod_gateway_complete_rpc_errors_total", "Complete calls that failed on every picker replica (the completion stream still carries them)."),
 	}
 	if o.Metrics != nil {
 		o.Metrics.MustRegister(r.dropped, r.failed)

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermod/hermod/libs/bootstrap"
-
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,15 +27,16 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
-	"github.com/hermod/hermod/testkit/redistest"
 	"github.com/hermod/hermod/libs/tokenizer"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/coordtest"
+	"github.com/hermod/hermod/testkit/redistest"
 )
 
 var etcdSrv *coordtest.Server

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermod/hermod/libs/kv/index"
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/indexer/internal/projection"
 )
 
@@ -44,10 +45,10 @@ func openSnapshots(ctx context.Context, js jetstream.JetStream, pool, replica st
 	}
 	s := &snapshots{
 		obs: obs, pool: pool, replica: replica, log: log,
-		took:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermod_indexer_snapshot_seconds", Help: "Time to write and upload an index snapshot.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
-		size:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "hermod_indexer_snapshot_bytes", Help: "Size of the last index snapshot."}),
-		covered:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hermod_indexer_snapshot_stream_sequence", Help: "HERMOD_KV stream sequence the last snapshot covers."}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_snapshot_failures_total", Help: "Index snapshots that could not be written or loaded."}),
+		took:     telemetry.NewHistogram("hermod_indexer_snapshot_seconds", "Time to write and upload an index snapshot.", prometheus.ExponentialBuckets(0.01, 2, 12)),
+		size:     telemetry.NewGauge("hermod_indexer_snapshot_bytes", "Size of the last index snapshot."),
+		covered:  telemetry.NewGauge("hermod_indexer_snapshot_stream_sequence", "HERMOD_KV stream sequence the last snapshot covers."),
+		failures: telemetry.NewCounter("hermod_indexer_snapshot_failures_total", "Index snapshots that could not be written or loaded."),
 	}
 	for _, c := range []prometheus.Collector{s.took, s.size, s.covered, s.failures} {
 		if err := reg.Register(c); err != nil {

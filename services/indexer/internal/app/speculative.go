@@ -13,6 +13,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/blockkey"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // followSpeculation adds the speculative entries precise-prefix-cache-
@@ -25,7 +26,7 @@ func followSpeculation(ctx context.Context, js jetstream.JetStream, pool string,
 	if err != nil {
 		return nil, err
 	}
-	added := prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_speculative_blocks_total", Help: "Blocks added to the index speculatively from routing decisions."})
+	added := telemetry.NewCounter("hermod_indexer_speculative_blocks_total", "Blocks added to the index speculatively from routing decisions.")
 	if err := reg.Register(added); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
 	"github.com/hermod/hermod/libs/retry"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Target is a pod whose events to follow.
@@ -282,11 +283,11 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		batches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_ingested_batches_total", Help: "KV event batches ingested from the pods and handed on."}),
-		resets:    prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_pod_resets_total", Help: "Times a pod's blocks were started afresh (first contact, engine restart, lost history)."}),
-		repairs:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermod_indexer_repairs_total", Help: "Stream repairs by kind: gap, replay, replay_failure, history_lost, restart, duplicate."}, []string{"kind"}),
-		errors:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermod_indexer_ingest_errors_total", Help: "Ingest errors by stage: subscribe, receive."}, []string{"stage"}),
-		followers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hermod_indexer_followed_pods", Help: "Pods whose KV events this replica ingests."}),
+		batches:   telemetry.NewCounter("hermod_indexer_ingested_batches_total", "KV event batches ingested from the pods and handed on."),
+		resets:    telemetry.NewCounter("hermod_indexer_pod_resets_total", "Times a pod's blocks were started afresh (first contact, engine restart, lost history)."),
+		repairs:   telemetry.NewCounterVec("hermod_indexer_repairs_total", "Stream repairs by kind: gap, replay, replay_failure, history_lost, restart, duplicate.", "kind"),
+		errors:    telemetry.NewCounterVec("hermod_indexer_ingest_errors_total", "Ingest errors by stage: subscribe, receive.", "stage"),
+		followers: telemetry.NewGauge("hermod_indexer_followed_pods", "Pods whose KV events this replica ingests."),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.batches, m.resets, m.repairs, m.errors, m.followers} {

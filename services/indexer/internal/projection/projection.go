@@ -18,6 +18,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/blockkey"
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Projector applies stream messages to an index. Apply is called by one
@@ -191,10 +192,10 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		blocks:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermod_indexer_blocks_applied_total", Help: "Index blocks stored and removed by applied events."}, []string{"op"}),
-		dropped:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermod_indexer_events_dropped_total", Help: "Events dropped while applying, by reason: unknown_parent, unknown_removed, malformed, ignored."}, []string{"reason"}),
-		clears:    prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_pod_clears_total", Help: "Pods whose blocks were cleared (resets and AllBlocksCleared)."}),
-		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_malformed_batches_total", Help: "Stream messages whose payload did not decode."}),
+		blocks:    telemetry.NewCounterVec("hermod_indexer_blocks_applied_total", "Index blocks stored and removed by applied events.", "op"),
+		dropped:   telemetry.NewCounterVec("hermod_indexer_events_dropped_total", "Events dropped while applying, by reason: unknown_parent, unknown_removed, malformed, ignored.", "reason"),
+		clears:    telemetry.NewCounter("hermod_indexer_pod_clears_total", "Pods whose blocks were cleared (resets and AllBlocksCleared)."),
+		malformed: telemetry.NewCounter("hermod_indexer_malformed_batches_total", "Stream messages whose payload did not decode."),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.blocks, m.dropped, m.clears, m.malformed} {

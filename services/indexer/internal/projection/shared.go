@@ -15,6 +15,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/kv/valkeyindex"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Shared projects the stream into a Valkey/Redis index that every replica
@@ -62,8 +63,8 @@ func NewShared(x *valkeyindex.Index, podSeqs map[string]uint64, spec *index.Inde
 	}
 	s := &Shared{
 		x: x, dec: events.NewDecoder(), m: m, log: log, podSeqs: podSeqs, spec: spec, lost: make(chan struct{}), lostOnce: new(sync.Once),
-		errors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_valkey_errors_total", Help: "Calls to the shared Valkey/Redis index that failed (retried)."}),
-		offered: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermod_indexer_batches_applied_elsewhere_total", Help: "Stream batches another replica applied to the shared index first."}),
+		errors:  telemetry.NewCounter("hermod_indexer_valkey_errors_total", "Calls to the shared Valkey/Redis index that failed (retried)."),
+		offered: telemetry.NewCounter("hermod_indexer_batches_applied_elsewhere_total", "Stream batches another replica applied to the shared index first."),
 	}
 	if s.podSeqs == nil {
 		s.podSeqs = map[string]uint64{}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Stream outcomes (the outcome label of hermod_picker_extproc_streams_total):
@@ -33,23 +35,10 @@ type Metrics struct {
 // NewMetrics registers the metrics on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_picker_extproc_streams_total",
-			Help: "Envoy ext_proc streams (one per HTTP request) by outcome: success, upstream_error, failed, canceled (routed requests, by completion outcome), passthrough (not an inference path), immediate (answered by the picker), abandoned (ended before routing), protocol_error.",
-		}, []string{"outcome"}),
-		immediate: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_picker_extproc_immediate_responses_total",
-			Help: "Requests the picker answered itself through ext_proc (an immediate response), by HTTP status code.",
-		}, []string{"code"}),
-		route: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hermod_picker_extproc_route_duration_seconds",
-			Help:    "Time from the end of a request body to the routing answer sent to the data plane (the pick and the body streamed back).",
-			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 18),
-		}),
-		active: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_picker_extproc_streams_in_flight",
-			Help: "Envoy ext_proc streams open now.",
-		}),
+		streams:   telemetry.NewCounterVec("hermod_picker_extproc_streams_total", "Envoy ext_proc streams (one per HTTP request) by outcome: success, upstream_error, failed, canceled (routed requests, by completion outcome), passthrough (not an inference path), immediate (answered by the picker), abandoned (ended before routing), protocol_error.", "outcome"),
+		immediate: telemetry.NewCounterVec("hermod_picker_extproc_immediate_responses_total", "Requests the picker answered itself through ext_proc (an immediate response), by HTTP status code.", "code"),
+		route:     telemetry.NewHistogram("hermod_picker_extproc_route_duration_seconds", "Time from the end of a request body to the routing answer sent to the data plane (the pick and the body streamed back).", prometheus.ExponentialBuckets(10e-6, 2, 18)),
+		active:    telemetry.NewGauge("hermod_picker_extproc_streams_in_flight", "Envoy ext_proc streams open now."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.streams, m.immediate, m.route, m.active)

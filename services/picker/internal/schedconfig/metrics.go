@@ -1,6 +1,10 @@
 package schedconfig
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/telemetry"
+)
 
 // Registerer registers metrics (a prometheus.Registerer).
 type Registerer = prometheus.Registerer
@@ -11,17 +15,11 @@ type metrics struct {
 }
 
 func newMetrics(reg Registerer) *metrics {
-	loads := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermod_picker_config_loads_total",
-		Help: "EndpointPickerConfig versions applied, by result (accepted or rejected).",
-	}, []string{"result"})
+	loads := telemetry.NewCounterVec("hermod_picker_config_loads_total", "EndpointPickerConfig versions applied, by result (accepted or rejected).", "result")
 	m := &metrics{
 		accepted: loads.WithLabelValues("accepted"),
 		rejected: loads.WithLabelValues("rejected"),
-		revision: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_picker_config_revision",
-			Help: "etcd revision of the EndpointPickerConfig in force (0 for a file or the default).",
-		}),
+		revision: telemetry.NewGauge("hermod_picker_config_revision", "etcd revision of the EndpointPickerConfig in force (0 for a file or the default)."),
 	}
 	if reg != nil {
 		reg.MustRegister(loads, m.revision)

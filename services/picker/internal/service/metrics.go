@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/picker/internal/endpoints"
 )
 
@@ -30,19 +31,9 @@ const DecisionsMetric = "hermod_picker_routing_decisions_total"
 // including the GIE pool gauges computed from set's view.
 func NewMetrics(reg prometheus.Registerer, pool string, set *endpoints.Set) *Metrics {
 	m := &Metrics{
-		pickDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "hermod_picker_pick_duration_seconds",
-			Help:    "Time to serve a Pick RPC, by gRPC code.",
-			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16),
-		}, []string{"code"}),
-		decisionsDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_picker_decisions_dropped_total",
-			Help: "Decision events that could not be queued for publishing (the publisher's queue was full).",
-		}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: DecisionsMetric,
-			Help: "Routing decisions taken by this replica, by scheduling profile and chosen target endpoint.",
-		}, []string{"profile", "target"}),
+		pickDuration:     telemetry.NewHistogramVec("hermod_picker_pick_duration_seconds", "Time to serve a Pick RPC, by gRPC code.", prometheus.ExponentialBuckets(10e-6, 2, 16), "code"),
+		decisionsDropped: telemetry.NewCounter("hermod_picker_decisions_dropped_total", "Decision events that could not be queued for publishing (the publisher's queue was full)."),
+		decisions:        telemetry.NewCounterVec(DecisionsMetric, "Routing decisions taken by this replica, by scheduling profile and chosen target endpoint.", "profile", "target"),
 	}
 	if reg == nil {
 		return m

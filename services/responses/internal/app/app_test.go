@@ -9,8 +9,8 @@ import (
 
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/libs/plugins/responsestore"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 func TestStoreConfigFromFlagPoolConfigOrDefault(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/responses/internal/store"
 )
 
@@ -33,14 +34,8 @@ func New(s store.Store, chainLimit int) *Server {
 	}
 	return &Server{
 		store: s, chainLimit: chainLimit,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_responses_requests_total",
-			Help: "ResponsesStore calls by method and gRPC code; Get by the tier that answered (tier=none: not found).",
-		}, []string{"method", "code", "tier"}),
-		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hermod_responses_request_seconds", Help: "ResponsesStore call latency.",
-			Buckets: []float64{0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1},
-		}, []string{"method"}),
+		requests: telemetry.NewCounterVec("hermod_responses_requests_total", "ResponsesStore calls by method and gRPC code; Get by the tier that answered (tier=none: not found).", "method", "code", "tier"),
+		seconds:  telemetry.NewHistogramVec("hermod_responses_request_seconds", "ResponsesStore call latency.", []float64{0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}, "method"),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/responses/internal/store"
 )
 
@@ -25,37 +26,16 @@ type Metrics struct {
 // NewMetrics returns unregistered metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hermod_responses_tier_requests_total",
-			Help: "Store operations per tier and result (hit, miss, error): the hit ratio per tier is hit / (hit + miss).",
-		}, []string{"op", "tier", "result"}),
-		rewarms: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_responses_rewarms_total", Help: "Responses read from MongoDB and put back into Redis/Valkey.",
-		}),
-		synced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_responses_synced_total", Help: "Stream entries written to MongoDB and acknowledged.",
-		}),
-		claimed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_responses_sync_claimed_total", Help: "Stream entries taken over from a consumer that left them pending past claimAge.",
-		}),
-		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_responses_sync_errors_total", Help: "Failed sync attempts (the entries stay pending and are retried).",
-		}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_responses_sync_dropped_total", Help: "Stream entries trimmed by stream.maxLen before MongoDB had them.",
-		}),
-		malformed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hermod_responses_sync_malformed_total", Help: "Stream entries that could not be decoded (acknowledged and dropped).",
-		}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_responses_sync_backlog", Help: "Stream entries not yet in MongoDB (pending plus undelivered).",
-		}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_responses_sync_lag_seconds", Help: "Age of the oldest stream entry not yet in MongoDB (0: none).",
-		}),
-		lastSyncLag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hermod_responses_sync_batch_lag_seconds", Help: "Age of the oldest entry of the last batch written to MongoDB, when it was written.",
-		}),
+		requests:    telemetry.NewCounterVec("hermod_responses_tier_requests_total", "Store operations per tier and result (hit, miss, error): the hit ratio per tier is hit / (hit + miss).", "op", "tier", "result"),
+		rewarms:     telemetry.NewCounter("hermod_responses_rewarms_total", "Responses read from MongoDB and put back into Redis/Valkey."),
+		synced:      telemetry.NewCounter("hermod_responses_synced_total", "Stream entries written to MongoDB and acknowledged."),
+		claimed:     telemetry.NewCounter("hermod_responses_sync_claimed_total", "Stream entries taken over from a consumer that left them pending past claimAge."),
+		syncErrors:  telemetry.NewCounter("hermod_responses_sync_errors_total", "Failed sync attempts (the entries stay pending and are retried)."),
+		dropped:     telemetry.NewCounter("hermod_responses_sync_dropped_total", "Stream entries trimmed by stream.maxLen before MongoDB had them."),
+		malformed:   telemetry.NewCounter("hermod_responses_sync_malformed_total", "Stream entries that could not be decoded (acknowledged and dropped)."),
+		backlog:     telemetry.NewGauge("hermod_responses_sync_backlog", "Stream entries not yet in MongoDB (pending plus undelivered)."),
+		lag:         telemetry.NewGauge("hermod_responses_sync_lag_seconds", "Age of the oldest stream entry not yet in MongoDB (0: none)."),
+		lastSyncLag: telemetry.NewGauge("hermod_responses_sync_batch_lag_seconds", "Age of the oldest entry of the last batch written to MongoDB, when it was written."),
 	}
 }
 

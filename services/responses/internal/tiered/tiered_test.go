@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/hermod/hermod/testkit/mongotest"
 	"github.com/hermod/hermod/libs/plugins/responsestore"
-	"github.com/hermod/hermod/testkit/redistest"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/services/responses/internal/store"
+	"github.com/hermod/hermod/testkit/mongotest"
+	"github.com/hermod/hermod/testkit/redistest"
 )
 
 // config builds a tieredConfig through the plugin's parser (so defaults

@@ -26,11 +26,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/natsembed"
 	"github.com/hermod/hermod/libs/coord"
-	"github.com/hermod/hermod/testkit/etcdembed"
 	"github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/testkit/etcdembed"
+	"github.com/hermod/hermod/testkit/natsembed"
 	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/testkit/bustest"
 )
 
 // testVariant2 has no bounds nor cost: the autoscaler's defaults apply.

@@ -19,10 +19,10 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/testkit/bustest"
-	"github.com/hermod/hermod/testkit/natsembed"
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/testkit/bustest"
 	"github.com/hermod/hermod/testkit/coordtest"
+	"github.com/hermod/hermod/testkit/natsembed"
 )
 
 type stores struct {

@@ -7,9 +7,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hermod/hermod/testkit/coordtest"
 	"github.com/hermod/hermod/services/autoscaler/internal/actuator"
 	"github.com/hermod/hermod/services/autoscaler/internal/store"
+	"github.com/hermod/hermod/testkit/coordtest"
 )
 
 func TestLocalActuatorWritesFencedTargets(t *testing.T) {
