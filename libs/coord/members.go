@@ -198,14 +198,8 @@ type MembersWatcher struct {
 // called: the last list stays in force. The MembersWatcher stops when ctx
 // ends, Close is called or the client is closed.
 func WatchMembers(ctx context.Context, cli *clientv3.Client, service string, fn func([]Member), opts ...Option) (*MembersWatcher, error) {
-	if cli == nil {
-		return nil, errors.New("watch members: nil etcd client")
-	}
-	if fn == nil {
-		return nil, errors.New("watch members: nil callback")
-	}
-	if err := ValidateServiceName(service); err != nil {
-		return nil, fmt.Errorf("watch members: %w", err)
+	if err := checkWatch("watch members", cli, fn == nil, ValidateServiceName(service)); err != nil {
+		return nil, err
 	}
 	o := newOptions(opts)
 	log := o.logger.With("service", service)

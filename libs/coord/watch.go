@@ -85,14 +85,8 @@ type Watcher struct {
 // retried with backoff. The Watcher stops when ctx ends, Close is called or
 // the client is closed.
 func WatchEndpoints(ctx context.Context, cli *clientv3.Client, pool string, fn func(Snapshot), opts ...Option) (*Watcher, error) {
-	if cli == nil {
-		return nil, errors.New("watch endpoints: nil etcd client")
-	}
-	if fn == nil {
-		return nil, errors.New("watch endpoints: nil callback")
-	}
-	if err := ValidatePoolName(pool); err != nil {
-		return nil, fmt.Errorf("watch endpoints: %w", err)
+	if err := checkWatch("watch endpoints", cli, fn == nil, ValidatePoolName(pool)); err != nil {
+		return nil, err
 	}
 	o := newOptions(opts)
 	log := o.logger.With("pool", pool)
@@ -209,4 +203,19 @@ func (st *poolState) snapshot() Snapshot {
 		s.Malformed = slices.SortedFunc(maps.Values(st.malformed), func(a, b KeyError) int { return cmp.Compare(a.Key, b.Key) })
 	}
 	return s
+}
+
+// checkWatch checks what a watch needs, for the call op: a client, a
+// callback (noCallback: fn is nil) and a valid name (nameErr: what its
+// validation said).
+func checkWatch(op string, cli *clientv3.Client, noCallback bool, nameErr error) error {
+	switch {
+	case cli == nil:
+		return fmt.Errorf("%s: nil etcd client", op)
+	case noCallback:
+		return fmt.Errorf("%s: nil callback", op)
+	case nameErr != nil:
+		return fmt.Errorf("%s: %w", op, nameErr)
+	}
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -482,15 +481,7 @@ func (r *RoutingReport) Write(dir string) (string, error) {
 		}
 		r.Charts["orders-"+s.Scenario] = name
 	}
-	if err := writeJSON(filepath.Join(dir, "report.json"), r); err != nil {
-		return "", err
-	}
-	var md strings.Builder
-	r.Markdown(&md)
-	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644); err != nil {
-		return "", fmt.Errorf("report: %w", err)
-	}
-	return md.String(), nil
+	return writeReport(dir, r)
 }
 
 // ordersChart draws the scenario's key figure per order, a line per

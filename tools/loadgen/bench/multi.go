@@ -61,20 +61,16 @@ func MultiSpecs(o MultiOptions) ([]Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	var specs []Spec
-	for _, policy := range MultiPolicies {
-		name := "least-request"
+	base := Spec{Fleet: o.Fleet, Workload: w, SampleInterval: o.SampleInterval}
+	return policySpecs(MultiPolicies, base, func(policy string) (string, Stack) {
+		config := "least-request"
 		st := Stack{Policy: policy, Pickers: o.Gateways, Gateways: o.Gateways, PairGateways: true, GoMaxProcs: o.GoMaxProcs}
 		switch policy {
 		case "local-view":
 			st.PickerArgs = []string{"--local-view"}
 		case "valkey":
-			name, st.Valkey = "valkey-least-request", true
+			config, st.Valkey = "valkey-least-request", true
 		}
-		if st.Config, err = Config(name); err != nil {
-			return nil, err
-		}
-		specs = append(specs, Spec{Name: policy, Stack: st, Fleet: o.Fleet, Workload: w, SampleInterval: o.SampleInterval})
-	}
-	return specs, nil
+		return config, st
+	})
 }

@@ -56,16 +56,25 @@ func PrefixSpecs(o PrefixOptions) ([]Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	base := Spec{Fleet: o.Fleet, Workload: w, Stream: true, SampleInterval: o.SampleInterval}
+	return policySpecs(PrefixPolicies, base, func(policy string) (string, Stack) {
+		return policy, Stack{Policy: policy, Pickers: o.Pickers}
+	})
+}
+
+// policySpecs returns a run of base per policy, named after it, each on
+// the stack that stack returns for it with the config it names.
+func policySpecs(policies []string, base Spec, stack func(policy string) (config string, st Stack)) ([]Spec, error) {
 	var specs []Spec
-	for _, policy := range PrefixPolicies {
-		cfg, err := Config(policy)
-		if err != nil {
+	for _, policy := range policies {
+		config, st := stack(policy)
+		var err error
+		if st.Config, err = Config(config); err != nil {
 			return nil, err
 		}
-		specs = append(specs, Spec{
-			Name: policy, Stack: Stack{Policy: policy, Config: cfg, Pickers: o.Pickers},
-			Fleet: o.Fleet, Workload: w, Stream: true, SampleInterval: o.SampleInterval,
-		})
+		s := base
+		s.Name, s.Stack = policy, st
+		specs = append(specs, s)
 	}
 	return specs, nil
 }

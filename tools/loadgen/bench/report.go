@@ -128,6 +128,17 @@ func (r *Report) Write(dir string) (string, error) {
 			return "", err
 		}
 	}
+	return writeReport(dir, r)
+}
+
+// markdownReport is a report that writes itself as markdown.
+type markdownReport interface {
+	Markdown(w io.Writer)
+}
+
+// writeReport saves r into dir as report.json and report.md, and returns
+// the markdown.
+func writeReport(dir string, r markdownReport) (string, error) {
 	if err := writeJSON(filepath.Join(dir, "report.json"), r); err != nil {
 		return "", err
 	}

@@ -124,21 +124,14 @@ func autoscalerGet(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if ok, code := c.parse(args, func(n int) bool { return n <= 1 && (*output == "yaml" || *output == "json") }); !ok {
 		return code
 	}
-	if !c.validPool() {
-		return ExitUsage
-	}
-	kind, name, err := parseRef(fs.Arg(0))
-	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler get: %v\n", err)
-		return ExitUsage
-	}
-	cli, err := t.etcdClient(ctx)
-	if err != nil {
-		return c.fail(err)
+	cli, kind, name, code := c.openRef(ctx, false)
+	if cli == nil {
+		return code
 	}
 	defer func() { _ = cli.Close() }()
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	var err error
 	switch {
 	case name != "":
 		err = getObject(rctx, cli, t.pool, kind, name, *output, stdout)
@@ -151,6 +144,29 @@ func autoscalerGet(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return c.fail(err)
 	}
 	return ExitOK
+}
+
+// openRef checks --pool and the argument, a reference to the pool's
+// objects (parseRef; with named, to one object), then connects to etcd.
+// It returns a nil client, with the exit code, when the subcommand is to
+// stop (why is said on stderr); the caller closes the client.
+func (c *subcommand) openRef(ctx context.Context, named bool) (cli *clientv3.Client, kind, name string, code int) {
+	if !c.validPool() {
+		return nil, "", "", ExitUsage
+	}
+	arg := c.fs.Arg(0)
+	kind, name, err := parseRef(arg)
+	if err == nil && named && name == "" {
+		err = fmt.Errorf("%q: not a name", arg)
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
+		return nil, "", "", ExitUsage
+	}
+	if cli, err = c.t.etcdClient(ctx); err != nil {
+		return nil, "", "", c.fail(err)
+	}
+	return cli, kind, name, ExitOK
 }
 
 // errNotFound is returned for an object that is not stored.
@@ -394,7 +410,7 @@ func writeYAML(w io.Writer, n *yaml.Node) error {
 
 func autoscalerDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand("hermodctl autoscaler delete", stderr, withEtcd)
-	fs, t := c.fs, &c.t
+	t := &c.t
 	c.usage("Usage: hermodctl autoscaler delete [--pool P] [--etcd-endpoints E] NAME|configmap/NAME\n\n"+
 		"Deletes the pool's VariantAutoscaling NAME, with its status, in one etcd transaction\n"+
 		"(or, as configmap/NAME, an applied ConfigMap: the autoscaler falls back to the one\n"+
@@ -404,20 +420,9 @@ func autoscalerDelete(ctx context.Context, args []string, stdout, stderr io.Writ
 	if ok, code := c.parse(args, func(n int) bool { return n == 1 }); !ok {
 		return code
 	}
-	if !c.validPool() {
-		return ExitUsage
-	}
-	kind, name, err := parseRef(fs.Arg(0))
-	if err == nil && name == "" {
-		err = fmt.Errorf("%q: not a name", fs.Arg(0))
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "hermodctl autoscaler delete: %v\n", err)
-		return ExitUsage
-	}
-	cli, err := t.etcdClient(ctx)
-	if err != nil {
-		return c.fail(err)
+	cli, kind, name, code := c.openRef(ctx, true)
+	if cli == nil {
+		return code
 	}
 	defer func() { _ = cli.Close() }()
 	key := objectKey(t.pool, kind, name)

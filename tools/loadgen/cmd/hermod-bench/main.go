@@ -289,30 +289,12 @@ func prefix(args []string) error {
 	fs.Float64Var(&o.Workload.Rate, "rate", o.Workload.Rate, "conversations starting per second")
 	fs.DurationVar(&o.Workload.ThinkTime, "think-time", o.Workload.ThinkTime, "time between a customer's turns")
 	fs.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "the workload's seed")
-	if err := cmdline.Parse(fs, args); err != nil {
-		return err
-	}
-	if err := rf.validate(); err != nil {
-		return err
-	}
-	specs, err := bench.PrefixSpecs(o)
+	rep, err := runCompared(fs, args, rf, func() ([]bench.Spec, error) { return bench.PrefixSpecs(o) },
+		"Prefix benchmark: random, load-only, approximate and precise prefix-cache routing", "load-only")
 	if err != nil {
 		return err
 	}
-	binDir, err := rf.resolveBinDir()
-	if err != nil {
-		return err
-	}
-	rep, err := runAll(specs, binDir, rf, func(runs []*bench.RunResult) (*bench.Report, error) {
-		return bench.NewReport("Prefix benchmark: random, load-only, approximate and precise prefix-cache routing", "load-only", runs)
-	})
-	if err != nil {
-		return err
-	}
-	p90 := map[string]float64{}
-	for _, row := range rep.Rows {
-		p90[row.Run] = row.TTFTP90
-	}
+	p90 := byRun(rep, func(row bench.Row) float64 { return row.TTFTP90 })
 	if p := p90["precise-prefix"]; p > 0 {
 		fmt.Printf("precise-prefix p90 TTFT: %.1fx lower than load-only, %.1fx lower than approx-prefix.\n", p90["load-only"]/p, p90["approx-prefix"]/p)
 	}
@@ -331,36 +313,50 @@ func multi(args []string) error {
 	fs.IntVar(&o.Workload.MaxTokens, "max-tokens", o.Workload.MaxTokens, "output tokens per request (20 ms each)")
 	fs.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "the workload's seed")
 	fs.IntVar(&o.GoMaxProcs, "gomaxprocs", o.GoMaxProcs, "GOMAXPROCS of every process of the stacks (0: Go's default, the machine's cores)")
-	if err := cmdline.Parse(fs, args); err != nil {
-		return err
-	}
-	if err := rf.validate(); err != nil {
-		return err
-	}
-	specs, err := bench.MultiSpecs(o)
+	rep, err := runCompared(fs, args, rf, func() ([]bench.Spec, error) { return bench.MultiSpecs(o) },
+		"Many gateways: per-gateway least-request against the global views (events, Valkey)", "local-view")
 	if err != nil {
 		return err
 	}
-	binDir, err := rf.resolveBinDir()
-	if err != nil {
-		return err
-	}
-	rep, err := runAll(specs, binDir, rf, func(runs []*bench.RunResult) (*bench.Report, error) {
-		return bench.NewReport("Many gateways: per-gateway least-request against the global views (events, Valkey)", "local-view", runs)
-	})
-	if err != nil {
-		return err
-	}
-	p99 := map[string]float64{}
-	for _, row := range rep.Rows {
-		p99[row.Run] = row.P99
-	}
+	p99 := byRun(rep, func(row bench.Row) float64 { return row.P99 })
 	for _, global := range []string{"events", "valkey"} {
 		if p := p99[global]; p > 0 {
 			fmt.Printf("%s p99 latency: %.1fx lower than the per-gateway local view.\n", global, p99["local-view"]/p)
 		}
 	}
 	return nil
+}
+
+// runCompared parses a comparison benchmark's flags (fs, with its run
+// flags rf), runs the specs that specs makes of them, and reports the runs
+// against baseline under title.
+func runCompared(fs *flag.FlagSet, args []string, rf *runFlags, specs func() ([]bench.Spec, error), title, baseline string) (*bench.Report, error) {
+	if err := cmdline.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	if err := rf.validate(); err != nil {
+		return nil, err
+	}
+	s, err := specs()
+	if err != nil {
+		return nil, err
+	}
+	binDir, err := rf.resolveBinDir()
+	if err != nil {
+		return nil, err
+	}
+	return runAll(s, binDir, rf, func(runs []*bench.RunResult) (*bench.Report, error) {
+		return bench.NewReport(title, baseline, runs)
+	})
+}
+
+// byRun maps each run of the report to a figure of its row.
+func byRun(rep *bench.Report, figure func(bench.Row) float64) map[string]float64 {
+	m := map[string]float64{}
+	for _, row := range rep.Rows {
+		m[row.Run] = figure(row)
+	}
+	return m
 }
 
 // runLogged runs one spec with its stack's logs in <out>/<run>/stack.log.

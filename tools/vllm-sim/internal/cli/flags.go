@@ -179,28 +179,26 @@ func (o *Options) defineSimulator(fs *flag.FlagSet, sim func(string) string) {
 	fs.DurationVar(&e.Cost.LoRALoad, sim("lora-load-time"), e.Cost.LoRALoad, "cost model: time to load a LoRA adapter")
 	fs.IntVar(&e.DefaultChatOutput, sim("default-chat-output"), e.DefaultChatOutput, "chat requests without max_tokens stop after 1..this tokens")
 	fs.StringVar(&e.HashSeed, sim("hash-seed"), e.HashSeed, "PYTHONHASHSEED of the prefix-cache block hashes (sha256_cbor)")
-	fs.Func(sim("kv-events-encoding"), "msgpack layout of KV events: array (vLLM < 0.26) or map", func(v string) error {
+	fs.Func(sim("kv-events-encoding"), "msgpack layout of KV events: array (vLLM < 0.26) or map",
+		either(&o.EventEncoding, "array", events.EncodingArray, "map", events.EncodingMap))
+	fs.Func(sim("kv-events-replay-framing"), "replay framing: topic (newer vLLM) or legacy",
+		either(&o.ReplayFraming, "topic", kvzmq.FramingTopic, "legacy", kvzmq.FramingLegacy))
+}
+
+// either returns the Set of a flag that is one of two names: name a sets
+// *dst to va, name b to vb.
+func either[T any](dst *T, a string, va T, b string, vb T) func(string) error {
+	return func(v string) error {
 		switch v {
-		case "array":
-			o.EventEncoding = events.EncodingArray
-		case "map":
-			o.EventEncoding = events.EncodingMap
+		case a:
+			*dst = va
+		case b:
+			*dst = vb
 		default:
-			return errors.New("must be array or map")
+			return errors.New("must be " + a + " or " + b)
 		}
 		return nil
-	})
-	fs.Func(sim("kv-events-replay-framing"), "replay framing: topic (newer vLLM) or legacy", func(v string) error {
-		switch v {
-		case "topic":
-			o.ReplayFraming = kvzmq.FramingTopic
-		case "legacy":
-			o.ReplayFraming = kvzmq.FramingLegacy
-		default:
-			return errors.New("must be topic or legacy")
-		}
-		return nil
-	})
+	}
 }
 
 // defineFaultsAndRegistry declares the fault injection, registration and

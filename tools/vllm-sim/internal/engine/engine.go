@@ -164,6 +164,19 @@ func (e *Engine) stop() {
 	e.mu.Unlock()
 }
 
+// await unlocks e.mu and waits for a kick (true) or for ctx to end
+// (false: the engine is stopped).
+func (e *Engine) await(ctx context.Context) bool {
+	e.mu.Unlock()
+	select {
+	case <-e.kick:
+		return true
+	case <-ctx.Done():
+		e.stop()
+		return false
+	}
+}
+
 // Run advances the engine until ctx ends: each step is planned, slept
 // through in simulated time, then committed. Sequences still in the engine
 // when it stops fail with ErrStopped.
@@ -174,14 +187,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		e.mu.Lock()
 		if e.core.idle() {
-			e.mu.Unlock()
-			select {
-			case <-e.kick:
-				continue
-			case <-ctx.Done():
-				e.stop()
+			if !e.await(ctx) {
 				return nil
 			}
+			continue
 		}
 		start := e.core.idleStart(e.now)
 		e.now = start
@@ -189,14 +198,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		if !ok {
 			// work that cannot start (no blocks, no adapter slot): wait for
 			// a change rather than spin
-			e.mu.Unlock()
-			select {
-			case <-e.kick:
-				continue
-			case <-ctx.Done():
-				e.stop()
+			if !e.await(ctx) {
 				return nil
 			}
+			continue
 		}
 		e.mu.Unlock()
 		end := start + d

@@ -60,13 +60,17 @@ type Options struct {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	ttft, itl, tpot                             prometheus.Observer
-	e2e, queue, prefill, decode, inference      prometheus.Observer
-	promptTokensHist, genTokensHist             prometheus.Observer
-	maxGenTokens, maxTokensParam, paramsN       prometheus.Observer
-	iterationTokens                             prometheus.Observer
+	ttft, itl, tpot, iterationTokens            prometheus.Observer
 	queries, hits, promptTokens, genTokens, pre prometheus.Counter
 	success                                     *prometheus.CounterVec
+	// finished are the histograms of the requests that end well.
+	finished []finishedHist
+}
+
+// finishedHist is a histogram of a figure of the requests that end well.
+type finishedHist struct {
+	h     prometheus.Observer
+	value func(engine.RequestStats) float64
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -147,18 +151,26 @@ func New(o Options) *Metrics {
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tpotBuckets)
 	m.tpot = hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds (alias of inter_token_latency).", tpotBuckets)
-	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets)
-	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets)
-	m.inference = hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets)
-	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
-	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
-	lenBuckets := Buckets125(cfg.MaxModelLen)
-	m.promptTokensHist = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", lenBuckets)
-	m.genTokensHist = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", lenBuckets)
-	m.maxGenTokens = hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", lenBuckets)
-	m.maxTokensParam = hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lenBuckets)
-	m.paramsN = hist("vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets)
 	m.iterationTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterationTokenBuckets)
+	lenBuckets := Buckets125(cfg.MaxModelLen)
+	for _, f := range []struct {
+		name, help string
+		buckets    []float64
+		value      func(engine.RequestStats) float64
+	}{
+		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.E2E.Seconds() }},
+		{"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Queue.Seconds() }},
+		{"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Inference.Seconds() }},
+		{"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Prefill.Seconds() }},
+		{"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Decode.Seconds() }},
+		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.PromptTokens) }},
+		{"vllm:request_generation_tokens", "Number of generation tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.GenerationTokens) }},
+		{"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }},
+		{"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }},
+		{"vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets, func(engine.RequestStats) float64 { return 1 }},
+	} {
+		m.finished = append(m.finished, finishedHist{hist(f.name, f.help, f.buckets), f.value})
+	}
 	return m
 }
 
@@ -197,16 +209,9 @@ func (m *Metrics) Finished(s engine.RequestStats) {
 	if s.FinishReason == engine.FinishAbort || s.FinishReason == engine.FinishError {
 		return
 	}
-	m.e2e.Observe(s.E2E.Seconds())
-	m.queue.Observe(s.Queue.Seconds())
-	m.prefill.Observe(s.Prefill.Seconds())
-	m.decode.Observe(s.Decode.Seconds())
-	m.inference.Observe(s.Inference.Seconds())
-	m.promptTokensHist.Observe(float64(s.PromptTokens))
-	m.genTokensHist.Observe(float64(s.GenerationTokens))
-	m.maxGenTokens.Observe(float64(s.MaxTokens))
-	m.maxTokensParam.Observe(float64(s.MaxTokens))
-	m.paramsN.Observe(1)
+	for _, f := range m.finished {
+		f.h.Observe(f.value(s))
+	}
 }
 
 // loraInfo exports vllm:lora_requests_info: one series whose labels are the
