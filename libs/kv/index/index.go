@@ -209,14 +209,7 @@ func (x *Index) pod(name string, create bool) *pod {
 
 // Len returns the number of keys in the index.
 func (x *Index) Len() int {
-	n := 0
-	for i := range x.shards {
-		s := &x.shards[i]
-		s.mu.RLock()
-		n += len(s.slots)
-		s.mu.RUnlock()
-	}
-	return n
+	return sumShards(x, func(s *shard) int { return len(s.slots) })
 }
 
 // Holder is a pod holding a key, and the tiers it holds it on.
@@ -251,23 +244,22 @@ func (x *Index) Lookup(k blockkey.Key) []Holder {
 // Bytes returns the index's estimated memory (the cost-aware bound's
 // measure).
 func (x *Index) Bytes() int64 {
-	var n int64
-	for i := range x.shards {
-		s := &x.shards[i]
-		s.mu.RLock()
-		n += s.bytes
-		s.mu.RUnlock()
-	}
-	return n
+	return sumShards(x, func(s *shard) int64 { return s.bytes })
 }
 
 // Evicted returns how many keys the size bounds have pushed out.
 func (x *Index) Evicted() uint64 {
-	var n uint64
+	return sumShards(x, func(s *shard) uint64 { return s.evicted })
+}
+
+// sumShards adds up what f reads of each shard, under the shard's read
+// lock.
+func sumShards[T int | int64 | uint64](x *Index, f func(*shard) T) T {
+	var n T
 	for i := range x.shards {
 		s := &x.shards[i]
 		s.mu.RLock()
-		n += s.evicted
+		n += f(s)
 		s.mu.RUnlock()
 	}
 	return n
