@@ -173,32 +173,14 @@ func (c SaturationConfig) problems() problems {
 		p.addf("analyzerName", `must be "" (saturation-percentage-based) or "saturation" (saturation-token-based), got %q`,
 			truncate(c.AnalyzerName))
 	}
-	kvOK := c.KVCacheThreshold > 0 && c.KVCacheThreshold <= 1
-	if !kvOK {
-		p.addf("kvCacheThreshold", "must be in (0, 1], got %g", c.KVCacheThreshold)
-	}
+	kvOK := checkUnit(&p, "kvCacheThreshold", c.KVCacheThreshold)
 	queueOK := c.QueueLengthThreshold > 0
 	if !queueOK {
 		p.addf("queueLengthThreshold", "must be > 0, got %g", c.QueueLengthThreshold)
 	}
-	switch {
-	case c.KVSpareTrigger < 0:
-		p.addf("kvSpareTrigger", "must be >= 0, got %g", c.KVSpareTrigger)
-	case kvOK && c.KVSpareTrigger >= c.KVCacheThreshold:
-		p.addRelf("kvSpareTrigger", "kvCacheThreshold", "must be below kvCacheThreshold (%g), got %g",
-			c.KVCacheThreshold, c.KVSpareTrigger)
-	}
-	switch {
-	case c.QueueSpareTrigger < 0:
-		p.addf("queueSpareTrigger", "must be >= 0, got %g", c.QueueSpareTrigger)
-	case queueOK && c.QueueSpareTrigger >= c.QueueLengthThreshold:
-		p.addRelf("queueSpareTrigger", "queueLengthThreshold", "must be below queueLengthThreshold (%g), got %g",
-			c.QueueLengthThreshold, c.QueueSpareTrigger)
-	}
-	upOK := c.ScaleUpThreshold > 0 && c.ScaleUpThreshold <= 1
-	if !upOK {
-		p.addf("scaleUpThreshold", "must be in (0, 1], got %g", c.ScaleUpThreshold)
-	}
+	checkTrigger(&p, "kvSpareTrigger", c.KVSpareTrigger, "kvCacheThreshold", c.KVCacheThreshold, kvOK)
+	checkTrigger(&p, "queueSpareTrigger", c.QueueSpareTrigger, "queueLengthThreshold", c.QueueLengthThreshold, queueOK)
+	upOK := checkUnit(&p, "scaleUpThreshold", c.ScaleUpThreshold)
 	switch {
 	case c.ScaleDownBoundary <= 0:
 		p.addf("scaleDownBoundary", "must be > 0, got %g", c.ScaleDownBoundary)
@@ -219,6 +201,28 @@ func (c SaturationConfig) problems() problems {
 		}
 	}
 	return p
+}
+
+// checkUnit reports a field outside (0, 1] and returns whether it is
+// inside.
+func checkUnit(p *problems, field string, v float64) bool {
+	if v > 0 && v <= 1 {
+		return true
+	}
+	p.addf(field, "must be in (0, 1], got %g", v)
+	return false
+}
+
+// checkTrigger reports a spare trigger that is negative or, when its
+// threshold (the field named threshold, of value limit) is valid, not below
+// the threshold.
+func checkTrigger(p *problems, field string, v float64, threshold string, limit float64, limitOK bool) {
+	switch {
+	case v < 0:
+		p.addf(field, "must be >= 0, got %g", v)
+	case limitOK && v >= limit:
+		p.addRelf(field, threshold, "must be below %s (%g), got %g", threshold, limit, v)
+	}
 }
 
 // QueueingEntry is one data entry of wva-queueing-model-config. Nil
@@ -557,42 +561,55 @@ func (m *QueueingConfigMap) ObjectName() string { return m.Metadata.Name }
 // ObjectName returns metadata.name.
 func (m *ScaleToZeroConfigMap) ObjectName() string { return m.Metadata.Name }
 
+// configMapDoc returns the ConfigMap document Marshal writes.
+func (m *SaturationConfigMap) configMapDoc() (*configMapDoc, error) {
+	return configMapDocOf(m.Metadata, m.Entries)
+}
+
+// configMapDoc returns the ConfigMap document Marshal writes.
+func (m *QueueingConfigMap) configMapDoc() (*configMapDoc, error) {
+	return configMapDocOf(m.Metadata, m.Entries)
+}
+
+// configMapDoc returns the ConfigMap document Marshal writes.
+func (m *ScaleToZeroConfigMap) configMapDoc() (*configMapDoc, error) {
+	return configMapDocOf(m.Metadata, m.Entries)
+}
+
 // Validate checks the ConfigMap: its name, and every entry alone and
 // merged with the entries it inherits from. It returns every problem as a
 // *FieldError, joined with errors.Join; nil when valid.
 func (m *SaturationConfigMap) Validate() error {
-	p := checkConfigMapMeta(m.Metadata, SaturationConfigMapName)
-	p = append(p, checkEntries(m.Entries, DefaultSaturationConfig(), SaturationConfig.problems,
+	return validateConfigMap(m.Metadata, SaturationConfigMapName, m.Entries, DefaultSaturationConfig(), SaturationConfig.problems,
 		func(name string, e SaturationEntry, p *problems) {
 			if name != DefaultEntry && e.AcceleratorBudgets != nil {
 				p.addf(joinPath("data", name)+".acceleratorBudgets",
 					"only allowed in the %q entry (GPU budgets are shared by all models)", DefaultEntry)
 			}
-		})...)
-	return joinErrs(p.errs(configMapLabel(m.Metadata.Name)))
+		})
 }
 
 // Validate checks the ConfigMap like SaturationConfigMap.Validate.
 func (m *QueueingConfigMap) Validate() error {
-	p := checkConfigMapMeta(m.Metadata, QueueingConfigMapName)
-	p = append(p, checkEntries(m.Entries, DefaultQueueingConfig(), QueueingConfig.problems, nil)...)
-	return joinErrs(p.errs(configMapLabel(m.Metadata.Name)))
+	return validateConfigMap(m.Metadata, QueueingConfigMapName, m.Entries, DefaultQueueingConfig(), QueueingConfig.problems, nil)
 }
 
 // Validate checks the ConfigMap like SaturationConfigMap.Validate.
 func (m *ScaleToZeroConfigMap) Validate() error {
-	p := checkConfigMapMeta(m.Metadata, ScaleToZeroConfigMapName)
-	p = append(p, checkEntries(m.Entries, scaleToZeroSettings{}, scaleToZeroSettings.problems, nil)...)
-	return joinErrs(p.errs(configMapLabel(m.Metadata.Name)))
+	return validateConfigMap(m.Metadata, ScaleToZeroConfigMapName, m.Entries, scaleToZeroSettings{}, scaleToZeroSettings.problems, nil)
 }
 
-func checkConfigMapMeta(meta ObjectMeta, want string) problems {
+// validateConfigMap checks a ConfigMap's metadata against its expected
+// name and its entries with checkEntries.
+func validateConfigMap[E entry[C], C any](meta ObjectMeta, want string, entries map[string]E, builtin C,
+	check func(C) problems, extra func(name string, e E, p *problems)) error {
 	var p problems
 	if meta.Name != want {
 		p.addf("metadata.name", "must be %s, got %q", want, truncate(meta.Name))
 	}
 	checkNamespace(&p, "metadata.namespace", meta.Namespace)
-	return p
+	p = append(p, checkEntries(entries, builtin, check, extra)...)
+	return joinErrs(p.errs(configMapLabel(meta.Name)))
 }
 
 // configMapNames are the ConfigMap names Parse accepts.

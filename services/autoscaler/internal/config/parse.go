@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"sigs.k8s.io/yaml"
 
@@ -220,29 +221,11 @@ func Marshal(obj Object) ([]byte, error) {
 			return nil, errors.New("marshal: nil VariantAutoscaling")
 		}
 		v = o
-	case *SaturationConfigMap:
-		if o == nil {
+	case configMapObject:
+		if reflect.ValueOf(o).IsNil() {
 			return nil, errors.New("marshal: nil ConfigMap")
 		}
-		doc, err := configMapDocOf(o.Metadata, o.Entries)
-		if err != nil {
-			return nil, err
-		}
-		v = doc
-	case *QueueingConfigMap:
-		if o == nil {
-			return nil, errors.New("marshal: nil ConfigMap")
-		}
-		doc, err := configMapDocOf(o.Metadata, o.Entries)
-		if err != nil {
-			return nil, err
-		}
-		v = doc
-	case *ScaleToZeroConfigMap:
-		if o == nil {
-			return nil, errors.New("marshal: nil ConfigMap")
-		}
-		doc, err := configMapDocOf(o.Metadata, o.Entries)
+		doc, err := o.configMapDoc()
 		if err != nil {
 			return nil, err
 		}
@@ -255,6 +238,14 @@ func Marshal(obj Object) ([]byte, error) {
 		return nil, fmt.Errorf("marshal %s %q: %w", obj.ObjectKind(), obj.ObjectName(), err)
 	}
 	return out, nil
+}
+
+// configMapObject is one of the ConfigMap Objects: *SaturationConfigMap,
+// *QueueingConfigMap or *ScaleToZeroConfigMap.
+type configMapObject interface {
+	Object
+	// configMapDoc returns the document Marshal writes.
+	configMapDoc() (*configMapDoc, error)
 }
 
 // configMapDocOf builds the ConfigMap document of parsed entries, each

@@ -8,6 +8,7 @@
 package saturation
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +18,12 @@ import (
 const (
 	PercentageAnalyzerName = "saturation-percentage-based"
 	TokenAnalyzerName      = "saturation-token-based"
+)
+
+// The defaults of reference/004 that both analyzers share.
+const (
+	defaultKVCacheThreshold     = 0.80
+	defaultQueueLengthThreshold = 5
 )
 
 // ErrInvalidConfig is wrapped by the Validate methods' errors.
@@ -44,8 +51,8 @@ type PercentageConfig struct {
 // queueSpareTrigger 3.
 func DefaultPercentageConfig() PercentageConfig {
 	return PercentageConfig{
-		KVCacheThreshold:     0.80,
-		QueueLengthThreshold: 5,
+		KVCacheThreshold:     defaultKVCacheThreshold,
+		QueueLengthThreshold: defaultQueueLengthThreshold,
 		KVSpareTrigger:       0.10,
 		QueueSpareTrigger:    3,
 	}
@@ -57,17 +64,12 @@ func DefaultPercentageConfig() PercentageConfig {
 // 0 < queueSpareTrigger < queueLengthThreshold (a trigger at or above its
 // threshold would ask for a scale-up at any load).
 func (c PercentageConfig) Validate() error {
-	switch {
-	case !(c.KVCacheThreshold > 0 && c.KVCacheThreshold <= 1):
-		return fmt.Errorf("%w: kvCacheThreshold %v must be in (0, 1]", ErrInvalidConfig, c.KVCacheThreshold)
-	case !(c.QueueLengthThreshold > 0) || math.IsInf(c.QueueLengthThreshold, 0):
-		return fmt.Errorf("%w: queueLengthThreshold %v must be > 0", ErrInvalidConfig, c.QueueLengthThreshold)
-	case !(c.KVSpareTrigger > 0 && c.KVSpareTrigger < c.KVCacheThreshold):
-		return fmt.Errorf("%w: kvSpareTrigger %v must be in (0, kvCacheThreshold %v)", ErrInvalidConfig, c.KVSpareTrigger, c.KVCacheThreshold)
-	case !(c.QueueSpareTrigger > 0 && c.QueueSpareTrigger < c.QueueLengthThreshold):
-		return fmt.Errorf("%w: queueSpareTrigger %v must be in (0, queueLengthThreshold %v)", ErrInvalidConfig, c.QueueSpareTrigger, c.QueueLengthThreshold)
-	}
-	return nil
+	return cmp.Or(
+		checkUnit("kvCacheThreshold", c.KVCacheThreshold),
+		checkPositive("queueLengthThreshold", c.QueueLengthThreshold),
+		checkBelow("kvSpareTrigger", c.KVSpareTrigger, "kvCacheThreshold", c.KVCacheThreshold),
+		checkBelow("queueSpareTrigger", c.QueueSpareTrigger, "queueLengthThreshold", c.QueueLengthThreshold),
+	)
 }
 
 // withDefaults replaces the fields that are not positive finite numbers by
@@ -104,8 +106,8 @@ type TokenConfig struct {
 // scaleDownBoundary 0.70.
 func DefaultTokenConfig() TokenConfig {
 	return TokenConfig{
-		KVCacheThreshold:     0.80,
-		QueueLengthThreshold: 5,
+		KVCacheThreshold:     defaultKVCacheThreshold,
+		QueueLengthThreshold: defaultQueueLengthThreshold,
 		ScaleUpThreshold:     0.85,
 		ScaleDownBoundary:    0.70,
 	}
@@ -115,17 +117,12 @@ func DefaultTokenConfig() TokenConfig {
 // 0 < kvCacheThreshold <= 1, queueLengthThreshold > 0 and
 // 0 < scaleDownBoundary < scaleUpThreshold <= 1.
 func (c TokenConfig) Validate() error {
-	switch {
-	case !(c.KVCacheThreshold > 0 && c.KVCacheThreshold <= 1):
-		return fmt.Errorf("%w: kvCacheThreshold %v must be in (0, 1]", ErrInvalidConfig, c.KVCacheThreshold)
-	case !(c.QueueLengthThreshold > 0) || math.IsInf(c.QueueLengthThreshold, 0):
-		return fmt.Errorf("%w: queueLengthThreshold %v must be > 0", ErrInvalidConfig, c.QueueLengthThreshold)
-	case !(c.ScaleUpThreshold > 0 && c.ScaleUpThreshold <= 1):
-		return fmt.Errorf("%w: scaleUpThreshold %v must be in (0, 1]", ErrInvalidConfig, c.ScaleUpThreshold)
-	case !(c.ScaleDownBoundary > 0 && c.ScaleDownBoundary < c.ScaleUpThreshold):
-		return fmt.Errorf("%w: scaleDownBoundary %v must be in (0, scaleUpThreshold %v)", ErrInvalidConfig, c.ScaleDownBoundary, c.ScaleUpThreshold)
-	}
-	return nil
+	return cmp.Or(
+		checkUnit("kvCacheThreshold", c.KVCacheThreshold),
+		checkPositive("queueLengthThreshold", c.QueueLengthThreshold),
+		checkUnit("scaleUpThreshold", c.ScaleUpThreshold),
+		checkBelow("scaleDownBoundary", c.ScaleDownBoundary, "scaleUpThreshold", c.ScaleUpThreshold),
+	)
 }
 
 // withDefaults replaces the fields that are not positive finite numbers by
@@ -137,6 +134,31 @@ func (c TokenConfig) withDefaults() TokenConfig {
 	c.ScaleUpThreshold = orDefault(c.ScaleUpThreshold, d.ScaleUpThreshold)
 	c.ScaleDownBoundary = orDefault(c.ScaleDownBoundary, d.ScaleDownBoundary)
 	return c
+}
+
+// checkUnit reports a field outside (0, 1].
+func checkUnit(field string, v float64) error {
+	if v > 0 && v <= 1 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %v must be in (0, 1]", ErrInvalidConfig, field, v)
+}
+
+// checkPositive reports a field that is not a finite number > 0.
+func checkPositive(field string, v float64) error {
+	if v > 0 && !math.IsInf(v, 0) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %v must be > 0", ErrInvalidConfig, field, v)
+}
+
+// checkBelow reports a field outside (0, limit), limit being the value of
+// the field limitField.
+func checkBelow(field string, v float64, limitField string, limit float64) error {
+	if v > 0 && v < limit {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %v must be in (0, %s %v)", ErrInvalidConfig, field, v, limitField, limit)
 }
 
 func orDefault(v, d float64) float64 {

@@ -44,19 +44,12 @@ func inv2(a mat2) (mat2, bool) {
 
 // gain returns K = P H^T S^-1.
 func gain(p mat3, h mat23, sInv mat2) mat32 {
-	var pht mat32
-	for i := range 3 {
-		for c := range 2 {
-			for j := range 3 {
-				pht[i][c] += p[i][j] * h[c][j]
-			}
-		}
-	}
 	var k mat32
 	for i := range 3 {
+		pht := [2]float64{dot3(p[i], h[0]), dot3(p[i], h[1])} // row i of P H^T
 		for c := range 2 {
 			for d := range 2 {
-				k[i][c] += pht[i][d] * sInv[d][c]
+				k[i][c] += pht[d] * sInv[d][c]
 			}
 		}
 	}
@@ -74,26 +67,31 @@ func josephUpdate(p mat3, k mat32, h mat23, r [2]float64) mat3 {
 		}
 		a[i][i]++
 	}
-	var ap mat3
-	for i := range 3 {
-		for j := range 3 {
-			for l := range 3 {
-				ap[i][j] += a[i][l] * p[l][j]
-			}
+	var ap mat3 // A P
+	for j := range 3 {
+		pCol := vec3{p[0][j], p[1][j], p[2][j]}
+		for i := range 3 {
+			ap[i][j] = dot3(a[i], pCol)
 		}
 	}
 	var out mat3
 	for i := range 3 {
 		for j := range 3 {
-			var s float64
-			for l := range 3 {
-				s += ap[i][l] * a[j][l]
-			}
+			s := dot3(ap[i], a[j])
 			s += k[i][0]*r[0]*k[j][0] + k[i][1]*r[1]*k[j][1]
 			out[i][j] = s
 		}
 	}
 	return symmetrize(out)
+}
+
+// dot3 returns the dot product of a and b, summed in index order.
+func dot3(a, b vec3) float64 {
+	var s float64
+	for l := range 3 {
+		s += a[l] * b[l]
+	}
+	return s
 }
 
 // symmetrize returns (a + a^T) / 2.
