@@ -84,6 +84,16 @@ func (c *CycleState) Rand() *rand.Rand { return c.rng }
 // one call and must not keep it.
 func (c *CycleState) ScratchInts(n int) []int { return scratch(&c.ints, n) }
 
+// ScratchIndices is ScratchInts holding 0, 1, ..., n-1: the order of n
+// endpoints, for a picker to sort or shuffle.
+func (c *CycleState) ScratchIndices(n int) []int {
+	order := scratch(&c.ints, n)
+	for i := range order {
+		order[i] = i
+	}
+	return order
+}
+
 // ScratchUint64s is ScratchInts for uint64.
 func (c *CycleState) ScratchUint64s(n int) []uint64 { return scratch(&c.u64s, n) }
 

@@ -160,10 +160,7 @@ func (p *Picker) Pick(ctx context.Context, cs *scheduling.CycleState, req *sched
 	if n == 0 {
 		return dst
 	}
-	order := cs.ScratchInts(n)
-	for i := range order {
-		order[i] = i
-	}
+	order := cs.ScratchIndices(n)
 	sort.SliceStable(order, func(a, b int) bool { return totals[order[a]] > totals[order[b]] })
 	first := -1
 	if req.ID != "" && p.useServer() {

@@ -131,10 +131,7 @@ func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *sche
 		keys[3*i], keys[3*i+1], keys[3*i+2] = uint64(r.st.Nanos), r.st.ID, uint64(r.pos)
 	}
 	st.mu.Unlock()
-	order := cs.ScratchInts(n)
-	for i := range order {
-		order[i] = i
-	}
+	order := cs.ScratchIndices(n)
 	slices.SortFunc(order, func(a, b int) int {
 		ka, kb := keys[3*a:3*a+3], keys[3*b:3*b+3]
 		if c := cmp.Compare(int64(ka[0]), int64(kb[0])); c != 0 {

@@ -167,10 +167,7 @@ func randomK(cs *scheduling.CycleState, n, k int, dst []int) []int {
 	if k == 1 {
 		return append(dst, rng.IntN(n))
 	}
-	perm := cs.ScratchInts(n)
-	for i := range perm {
-		perm[i] = i
-	}
+	perm := cs.ScratchIndices(n)
 	for i := 0; i < k; i++ {
 		j := i + rng.IntN(n-i)
 		perm[i], perm[j] = perm[j], perm[i]

@@ -52,10 +52,7 @@ func (p *RoundRobin) Pick(_ context.Context, cs *scheduling.CycleState, _ *sched
 	if n == 0 {
 		return dst
 	}
-	order := cs.ScratchInts(n)
-	for i := range order {
-		order[i] = i
-	}
+	order := cs.ScratchIndices(n)
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(eps[a].Name, eps[b].Name) })
 	p.state.mu.Lock()
 	last := p.state.last

@@ -365,20 +365,15 @@ func (p *plan) keepAtLeast(i int, idx []int, cheapest int, a scaling.Analysis) (
 }
 
 // ceilReplicas is ceil(x / c), within ratioEps, in [0, limit].
-func ceilReplicas(x, c float64, limit int) int {
-	r := math.Ceil(x/c - ratioEps)
-	switch {
-	case !(r > 0):
-		return 0
-	case r >= float64(limit):
-		return limit
-	}
-	return int(r)
-}
+func ceilReplicas(x, c float64, limit int) int { return clampReplicas(math.Ceil(x/c-ratioEps), limit) }
 
 // floorReplicas is floor(x / c), within ratioEps, in [0, limit].
 func floorReplicas(x, c float64, limit int) int {
-	r := math.Floor(x/c + ratioEps)
+	return clampReplicas(math.Floor(x/c+ratioEps), limit)
+}
+
+// clampReplicas is the whole number r in [0, limit] (0 when r is NaN).
+func clampReplicas(r float64, limit int) int {
 	switch {
 	case !(r > 0):
 		return 0
