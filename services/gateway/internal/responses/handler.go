@@ -83,9 +83,9 @@ func New(o Options) *Handler {
 // Register adds the Responses API routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/responses", h.create)
-	mux.HandleFunc("GET /v1/responses/{id}", h.get)
-	mux.HandleFunc("DELETE /v1/responses/{id}", h.remove)
-	mux.HandleFunc("GET /v1/responses/{id}/input_items", h.inputItems)
+	mux.HandleFunc("GET /v1/responses/{id}", h.onStored("get", h.get))
+	mux.HandleFunc("DELETE /v1/responses/{id}", h.onStored("delete", h.remove))
+	mux.HandleFunc("GET /v1/responses/{id}/input_items", h.onStored("input_items", h.inputItems))
 }
 
 type statusWriter struct {
@@ -159,15 +159,21 @@ func (h *Handler) load(ctx context.Context, id string) (*record, error) {
 	return &rec, nil
 }
 
-func (h *Handler) get(rw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: rw}
-	defer h.count("get", w)
-	if h.noStore(w) {
-		return
+// onStored is the handler of op on a stored response ({id}): counted, and
+// 503 without a store.
+func (h *Handler) onStored(op string, serve func(w http.ResponseWriter, r *http.Request, id string)) http.HandlerFunc {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		w := &statusWriter{ResponseWriter: rw}
+		defer h.count(op, w)
+		if !h.noStore(w) {
+			serve(w, r, r.PathValue("id"))
+		}
 	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
-	id := r.PathValue("id")
 	rec, err := h.load(ctx, id)
 	if err != nil {
 		storeError(w, err, id, "")
@@ -176,15 +182,9 @@ func (h *Handler) get(rw http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec.Response)
 }
 
-func (h *Handler) remove(rw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: rw}
-	defer h.count("delete", w)
-	if h.noStore(w) {
-		return
-	}
+func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string) {
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
-	id := r.PathValue("id")
 	if _, err := h.o.Store.Delete(ctx, &responsesv1.DeleteRequest{Id: id}); err != nil {
 		storeError(w, err, id, "")
 		return
@@ -192,12 +192,7 @@ func (h *Handler) remove(rw http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
 }
 
-func (h *Handler) inputItems(rw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: rw}
-	defer h.count("input_items", w)
-	if h.noStore(w) {
-		return
-	}
+func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) {
 	q := r.URL.Query()
 	limit := 20
 	if s := q.Get("limit"); s != "" {
@@ -218,7 +213,6 @@ func (h *Handler) inputItems(rw http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
-	id := r.PathValue("id")
 	rec, err := h.load(ctx, id)
 	if err != nil {
 		storeError(w, err, id, "")
