@@ -33,20 +33,22 @@ func Start(cmd *exec.Cmd, ready func() error, within time.Duration) (*Process, e
 	}
 	go func() { p.exitErr = cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(within)
-	var lastErr error
-	for time.Now().Before(deadline) {
+	for {
 		select {
 		case <-p.done:
 			return nil, fmt.Errorf("%s exited: %w: %s", cmd.Path, p.exitErr, p.out.String())
 		default:
 		}
-		if lastErr = ready(); lastErr == nil {
+		err := ready()
+		if err == nil {
 			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return nil, fmt.Errorf("%s not ready within %s: %w", cmd.Path, within, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.Kill()
-	return nil, fmt.Errorf("%s not ready within %s: %v", cmd.Path, within, lastErr)
 }
 
 // Kill kills the process and waits for it to exit.
