@@ -178,8 +178,6 @@ schedulingProfiles: [{name: decode, plugins: []}, {name: prefill, plugins: []}]`
 			`schedulingProfiles: 2 profiles need a profile handler`},
 		{"single handler with two profiles", "plugins: [{type: single-profile-handler}]\nschedulingProfiles: [{name: a}, {name: b}]",
 			`plugins[0] (single-profile-handler): single-profile-handler runs exactly one profile, but 2 are configured (a, b)`},
-		{"no-hit-lru without its prefix plugin", "plugins: [{type: no-hit-lru-scorer}]",
-			`plugins[0] (no-hit-lru-scorer): parameters.prefixPluginName: no-hit-lru-scorer needs its prefix plugin declared before it: no plugin named "prefix-cache-scorer" is declared`},
 		{"data source not declared", "featureGates: [dataLayer]\nplugins: [{type: queue-scorer}]\ndata: {sources: [{pluginRef: models}]}",
 			`data.sources[0].pluginRef: no plugin named "models" is declared in plugins`},
 		{"data source of the wrong kind", "featureGates: [dataLayer]\nplugins: [{type: queue-scorer}]\ndata: {sources: [{pluginRef: queue-scorer}]}",

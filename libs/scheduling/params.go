@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -263,3 +264,27 @@ func (d Duration) String() string { return time.Duration(d).String() }
 
 // Std returns the time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Uint64 is a non-negative integer parameter that upstream configurations
+// may also write as a string of one (hashSeed: "42").
+type Uint64 uint64
+
+// UnmarshalJSON accepts an integer or a string holding one ("" is 0).
+func (u *Uint64) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if strings.TrimSpace(s) == "" {
+			*u = 0
+			return nil
+		}
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("must be a non-negative integer, or a string of one (got %s)", shortJSON(b))
+	}
+	*u = Uint64(v)
+	return nil
+}

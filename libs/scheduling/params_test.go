@@ -22,6 +22,7 @@ type testParams struct {
 	On        bool              `json:"on"`
 	Label     string            `json:"label"`
 	Timeout   Duration          `json:"timeout"`
+	Seed      Uint64            `json:"seed"`
 	Optional  *int              `json:"optional"`
 	Values    []string          `json:"values"`
 	Labels    map[string]string `json:"labels"`
@@ -69,6 +70,16 @@ func TestDecodeParametersCaseInsensitiveLikeEncodingJSON(t *testing.T) {
 	}
 }
 
+// Uint64 takes an integer or a string of one, as upstream writes hashSeed.
+func TestDecodeParametersUint64FromIntegerOrString(t *testing.T) {
+	for raw, want := range map[string]Uint64{`{"seed": 42}`: 42, `{"seed": "42"}`: 42, `{"seed": " 7 "}`: 7, `{"seed": ""}`: 0, `{"seed": "18446744073709551615"}`: 1<<64 - 1} {
+		var p testParams
+		if err := DecodeParameters(json.RawMessage(raw), &p, nil); err != nil || p.Seed != want {
+			t.Errorf("%s: seed %d, error %v; want %d", raw, p.Seed, err, want)
+		}
+	}
+}
+
 func TestDecodeParametersErrors(t *testing.T) {
 	cases := []struct{ raw, want string }{
 		{`{"threshold": "lots"}`, `parameters.threshold: must be an integer (got "lots")`},
@@ -78,6 +89,9 @@ func TestDecodeParametersErrors(t *testing.T) {
 		{`{"label": 3}`, `parameters.label: must be a string`},
 		{`{"timeout": "2x"}`, `parameters.timeout: must be a duration such as "2m" or "500ms" (got "2x")`},
 		{`{"timeout": 120}`, `parameters.timeout: must be a duration string`},
+		{`{"seed": "forty-two"}`, `parameters.seed: must be a non-negative integer, or a string of one (got "forty-two")`},
+		{`{"seed": -1}`, `parameters.seed: must be a non-negative integer, or a string of one (got -1)`},
+		{`{"seed": true}`, `parameters.seed: must be a non-negative integer`},
 		{`{"values": "a"}`, `parameters.values: must be a list`},
 		{`{"values": [1]}`, `parameters.values[0]: must be a string`},
 		{`{"labels": []}`, `parameters.labels: must be an object`},

@@ -7,7 +7,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,9 +49,9 @@ type Params struct {
 // the order their effects arrive in: every replica ranks alike.
 type Scorer struct {
 	scheduling.Named
-	params Params
-	prefix scheduling.PrefixMatcher
-	state  *lruState
+	params   Params
+	prefixes []scheduling.PrefixMatcher
+	state    *lruState
 }
 
 // lruState is the newest cold-request stamp per endpoint; a reloaded
@@ -75,8 +77,12 @@ func (r recency) compare(o recency) int {
 	return cmp.Compare(r.pos, o.pos)
 }
 
-// New builds a no-hit-lru-scorer; its prefix plugin must be declared
-// earlier.
+// New builds a no-hit-lru-scorer. It reads the prefix match of the plugin
+// prefixPluginName names. Upstream does not require that plugin (it reads
+// whatever prefix match the endpoints carry), so neither does Hermod: when
+// it is not declared earlier, the prefix plugins declared earlier stand in
+// for it, and with none every request counts as cold; either way a warning
+// says so.
 func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
 	p := Params{PrefixPluginType: DefaultPrefixPlugin, PrefixPluginName: DefaultPrefixPlugin, LRUSize: DefaultLRUSize}
 	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
@@ -85,23 +91,56 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	if p.LRUSize < 1 {
 		return nil, scheduling.ParamErrorf("lruSize", "must be at least 1 (got %d)", p.LRUSize)
 	}
-	pp, err := h.Plugin(p.PrefixPluginName)
+	prefixes, err := prefixMatchers(p, h)
 	if err != nil {
-		return nil, scheduling.ParamErrorf("prefixPluginName", "no-hit-lru-scorer needs its prefix plugin declared before it: %v", err)
-	}
-	if pp.TypedName().Type != p.PrefixPluginType {
-		return nil, scheduling.ParamErrorf("prefixPluginType", "plugin %q has type %s, not %s", p.PrefixPluginName, pp.TypedName().Type, p.PrefixPluginType)
-	}
-	m, ok := pp.(scheduling.PrefixMatcher)
-	if !ok {
-		return nil, scheduling.ParamErrorf("prefixPluginName", "plugin %q (type %s) is not a prefix-cache plugin", p.PrefixPluginName, p.PrefixPluginType)
+		return nil, err
 	}
 	return &Scorer{
-		Named:  scheduling.Named{Type: Type, Name: name},
-		params: p,
-		prefix: m,
-		state:  &lruState{size: p.LRUSize, stamps: map[string]recency{}},
+		Named:    scheduling.Named{Type: Type, Name: name},
+		params:   p,
+		prefixes: prefixes,
+		state:    &lruState{size: p.LRUSize, stamps: map[string]recency{}},
 	}, nil
+}
+
+// prefixMatchers finds the prefix match the scorer reads: the named
+// plugin's, else that of every prefix plugin declared earlier.
+func prefixMatchers(p Params, h scheduling.Handle) ([]scheduling.PrefixMatcher, error) {
+	if pp, err := h.Plugin(p.PrefixPluginName); err == nil {
+		m, ok := pp.(scheduling.PrefixMatcher)
+		if !ok {
+			return nil, scheduling.ParamErrorf("prefixPluginName", "plugin %q (type %s) is not a prefix-cache plugin", p.PrefixPluginName, pp.TypedName().Type)
+		}
+		if pp.TypedName().Type != p.PrefixPluginType {
+			h.Warn(fmt.Sprintf("no-hit-lru-scorer: plugin %q has type %s, not prefixPluginType %s; its prefix match is used", p.PrefixPluginName, pp.TypedName().Type, p.PrefixPluginType))
+		}
+		return []scheduling.PrefixMatcher{m}, nil
+	}
+	var found []scheduling.PrefixMatcher
+	var names []string
+	for _, pp := range h.Earlier() {
+		if m, ok := pp.(scheduling.PrefixMatcher); ok {
+			found = append(found, m)
+			names = append(names, pp.TypedName().String())
+		}
+	}
+	if len(found) == 0 {
+		h.Warn(fmt.Sprintf("no-hit-lru-scorer: no prefix plugin %q (or any other) is declared before it: every request counts as cold and is spread by recency", p.PrefixPluginName))
+		return nil, nil
+	}
+	h.Warn(fmt.Sprintf("no-hit-lru-scorer: no plugin %q is declared before it; the prefix match of %s is used instead", p.PrefixPluginName, strings.Join(names, ", ")))
+	return found, nil
+}
+
+// warmFor reports whether some of eps hold at least one block of req's
+// prompt by any of the scorer's prefix matches.
+func (s *Scorer) warmFor(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint) bool {
+	for _, m := range s.prefixes {
+		if warm(m.MatchPrefix(ctx, cs, req, eps), eps) {
+			return true
+		}
+	}
+	return false
 }
 
 // Parameters implements scheduling.ParameterReporter.
@@ -109,7 +148,7 @@ func (s *Scorer) Parameters() any { return s.params }
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	if warm(s.prefix.MatchPrefix(ctx, cs, req, eps), eps) {
+	if s.warmFor(ctx, cs, req, eps) {
 		for i := range scores {
 			scores[i] = warmScore
 		}
@@ -196,7 +235,7 @@ func warm(m *scheduling.PrefixMatch, eps []*scheduling.Endpoint) bool {
 // become the most recently used (recorded as an effect, applied by
 // ApplyEffect).
 func (s *Scorer) PreRequest(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, res *scheduling.Result) {
-	if warm(s.prefix.MatchPrefix(ctx, cs, req, res.Primary.Endpoints), res.Primary.Endpoints) {
+	if s.warmFor(ctx, cs, req, res.Primary.Endpoints) {
 		return
 	}
 	var buf [2]string

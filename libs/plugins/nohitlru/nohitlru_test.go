@@ -108,42 +108,78 @@ func TestCustomPrefixPluginName(t *testing.T) {
 	h := schedulingtest.NewHandle()
 	pp := schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "my-prefix", "")
 	h.Declare(pp)
-	if _, err := schedulingtest.NewErr(h, nohitlru.Type, "", ""); err == nil {
-		t.Error("default prefixPluginName found a plugin named my-prefix")
-	}
 	s := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "lru", `{"prefixPluginName": "my-prefix", "lruSize": 3}`)
 	if p := s.Parameters().(nohitlru.Params); p.PrefixPluginName != "my-prefix" || p.LRUSize != 3 {
 		t.Errorf("params = %+v", p)
 	}
+	if len(h.Warnings) != 0 {
+		t.Errorf("warnings %q for a prefix plugin found by name", h.Warnings)
+	}
+}
+
+// Without the named prefix plugin (upstream does not require it), the
+// prefix plugins declared earlier stand in for it, with a warning: a
+// request one of them matches is warm.
+func TestMissingPrefixPluginFallsBackToTheEarlierOnes(t *testing.T) {
+	h := schedulingtest.NewHandle()
+	pp := schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "my-prefix", "")
+	h.Declare(schedulingtest.New[*activerequest.Scorer](t, h, activerequest.Type, "", ""), pp)
+	s := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "", "")
+	if len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], `"prefix-cache-scorer"`) || !strings.Contains(h.Warnings[0], "my-prefix") {
+		t.Fatalf("warnings = %q, want one naming the missing plugin and its stand-in", h.Warnings)
+	}
+	eps := schedulingtest.Endpoints(3)
+	warmPrompt := prompt("warm", 8)
+	pp.Index().Add("pod-2", 100, 100, prefix.Hashes("m", []byte(warmPrompt), 64, 256, nil), tick())
+	got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", warmPrompt), eps)
+	if !approxEqual(got, []float64{0.5, 0.5, 0.5}) {
+		t.Errorf("warm by the stand-in: scores = %v, want 0.5 everywhere", got)
+	}
+}
+
+// A prefixPluginType that differs from the named plugin's type is a
+// warning: the plugin's prefix match is still used.
+func TestPrefixPluginTypeMismatchWarns(t *testing.T) {
+	h := schedulingtest.NewHandle()
+	h.Declare(schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "", ""))
+	schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "", `{"prefixPluginType": "precise-prefix-cache-scorer"}`)
+	if len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], "not prefixPluginType precise-prefix-cache-scorer") {
+		t.Fatalf("warnings = %q", h.Warnings)
+	}
+}
+
+// With no prefix plugin at all, every request is cold: spread by recency.
+func TestNoPrefixPluginEveryRequestIsCold(t *testing.T) {
+	for name, h := range map[string]*schedulingtest.Handle{
+		"none":           schedulingtest.NewHandle(),
+		"declared later": schedulingtest.NewHandle().DeclareLater("prefix-cache-scorer"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := schedulingtest.New[*nohitlru.Scorer](t, h, nohitlru.Type, "", `{"prefixPluginName": "prefix-cache-scorer"}`)
+			if len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], "every request counts as cold") {
+				t.Fatalf("warnings = %q", h.Warnings)
+			}
+			eps := schedulingtest.Endpoints(3)
+			s.Touch("pod-0", tick())
+			s.Touch("pod-1", tick())
+			got := schedulingtest.Score(s, schedulingtest.CycleState(1), schedulingtest.Completion("w", "m", prompt("any", 8)), eps)
+			if !approxEqual(got, []float64{0.5, 0, 1}) {
+				t.Errorf("scores = %v, want cold [0.5 0 1] (pod-2 never used, pod-0 least recently)", got)
+			}
+		})
+	}
 }
 
 func TestPrefixPluginErrors(t *testing.T) {
-	t.Run("missing", func(t *testing.T) {
-		_, err := schedulingtest.NewErr(schedulingtest.NewHandle(), nohitlru.Type, "", "")
-		wantParamError(t, err, "parameters.prefixPluginName", "prefix-cache-scorer")
-	})
-	t.Run("missing custom", func(t *testing.T) {
-		_, err := schedulingtest.NewErr(schedulingtest.NewHandle(), nohitlru.Type, "", `{"prefixPluginName": "px"}`)
-		wantParamError(t, err, "parameters.prefixPluginName", "px")
-	})
-	t.Run("declared later", func(t *testing.T) {
-		h := schedulingtest.NewHandle().DeclareLater("prefix-cache-scorer")
-		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", "")
-		wantParamError(t, err, "parameters.prefixPluginName", "declared later")
-	})
-	t.Run("wrong type", func(t *testing.T) {
+
+	t.Run("named plugin is no prefix plugin", func(t *testing.T) {
 		h := schedulingtest.NewHandle()
 		other := schedulingtest.New[*activerequest.Scorer](t, h, activerequest.Type, "prefix-cache-scorer", "")
 		h.Declare(other)
 		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", "")
-		wantParamError(t, err, "parameters.prefixPluginType", "active-request-scorer")
+		wantParamError(t, err, "parameters.prefixPluginName", "active-request-scorer")
 	})
-	t.Run("wrong type custom", func(t *testing.T) {
-		h := schedulingtest.NewHandle()
-		h.Declare(schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "", ""))
-		_, err := schedulingtest.NewErr(h, nohitlru.Type, "", `{"prefixPluginType": "precise-prefix-cache-scorer"}`)
-		wantParamError(t, err, "parameters.prefixPluginType", "precise-prefix-cache-scorer")
-	})
+
 	t.Run("not a prefix matcher", func(t *testing.T) {
 		h := schedulingtest.NewHandle()
 		h.Declare(schedulingtest.New[*activerequest.Scorer](t, h, activerequest.Type, "ar", ""))

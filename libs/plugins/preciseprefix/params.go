@@ -24,8 +24,9 @@ type TokenProcessorConfig struct {
 	// BlockSize is the tokens per block; it must match the engines'
 	// --block-size and hermod-indexer's --block-size.
 	BlockSize int `json:"blockSize"`
-	// HashSeed seeds the block keys (hermod-indexer's --key-seed).
-	HashSeed uint64 `json:"hashSeed"`
+	// HashSeed seeds the block keys (hermod-indexer's --key-seed); upstream
+	// writes it as a string ("42"), and both forms are accepted.
+	HashSeed scheduling.Uint64 `json:"hashSeed"`
 }
 
 // IndexerConfig is reference/001's indexer configuration.

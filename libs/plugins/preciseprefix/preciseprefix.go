@@ -86,7 +86,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	if err != nil {
 		return nil, scheduling.ParamErrorf("indexerConfig.tokenizersPoolConfig", "%v", err)
 	}
-	keyer, err := blockkey.New(p.TokenProcessorConfig.BlockSize, p.TokenProcessorConfig.HashSeed)
+	keyer, err := blockkey.New(p.TokenProcessorConfig.BlockSize, uint64(p.TokenProcessorConfig.HashSeed))
 	if err != nil {
 		return nil, scheduling.ParamErrorf("tokenProcessorConfig.blockSize", "%v", err)
 	}
