@@ -160,8 +160,6 @@ schedulingProfiles: [{name: decode, plugins: []}, {name: prefill, plugins: []}]`
 			`plugins[0] (queue-scorr): unknown plugin type "queue-scorr" (did you mean "queue-scorer"?)`},
 		{"unavailable type", "plugins: [{type: test-unavailable}]",
 			`plugins[0] (test-unavailable): plugin type test-unavailable is not available in this build`},
-		{"precise prefix without a tokenizer model", "plugins: [{type: precise-prefix-cache-scorer}]",
-			`plugins[0] (precise-prefix-cache-scorer): parameters.indexerConfig.tokenizersPoolConfig.modelName: required`},
 		{"precise prefix without an indexer", "plugins: [{type: precise-prefix-cache-scorer, parameters: {indexerConfig: {tokenizersPoolConfig: {modelName: builtin}}}}]",
 			`plugins[0] (precise-prefix-cache-scorer): needs hermod-indexer: start the picker with --indexer-address`},
 		{"gated unavailable type with its gate", "featureGates: [prepareDataPlugins]\nplugins: [{type: test-gated-unavailable}]",

@@ -37,7 +37,8 @@ type IndexerConfig struct {
 
 // TokenizersPoolConfig says which tokenizer prompts are tokenized with.
 type TokenizersPoolConfig struct {
-	// ModelName is the base model whose tokenizer to use (required).
+	// ModelName is the base model whose tokenizer to use; empty: each
+	// request's model.
 	ModelName    string          `json:"modelName"`
 	WorkersCount int             `json:"workersCount"`
 	HF           json.RawMessage `json:"hf"`
@@ -70,7 +71,7 @@ func decodeParams(raw json.RawMessage, h scheduling.Handle) (Params, time.Durati
 		return p, 0, scheduling.ParamErrorf("tokenProcessorConfig.blockSize", "must be positive (got %d)", p.TokenProcessorConfig.BlockSize)
 	}
 	if p.IndexerConfig.TokenizersPoolConfig.ModelName == "" {
-		return p, 0, scheduling.ParamErrorf("indexerConfig.tokenizersPoolConfig.modelName", "required: the model whose tokenizer prompts are tokenized with")
+		h.Warn("indexerConfig.tokenizersPoolConfig.modelName is not set: each request's model selects the tokenizer its prompt is tokenized with")
 	}
 	ttl, err := time.ParseDuration(p.SpeculativeTTL)
 	if err != nil || ttl <= 0 {

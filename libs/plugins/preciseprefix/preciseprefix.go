@@ -18,7 +18,6 @@ import (
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/kv/blockkey"
-	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tokenizer"
@@ -60,8 +59,7 @@ type Plugin struct {
 	ttl     time.Duration
 	keyer   *blockkey.Keyer
 	indexer Indexer
-	tok     tokenizer.Tokenizer
-	tmpl    tokenizer.ChatTemplate
+	prompts *PromptTokenizer
 	log     *slog.Logger
 	key     scheduling.StateKey
 	pool    sync.Pool
@@ -78,11 +76,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	if !ok {
 		return nil, errors.New("needs hermod-indexer: start the picker with --indexer-address")
 	}
-	var toks Tokenizers = DefaultTokenizers{}
-	if t, ok := TokenizerService.Lookup(h); ok {
-		toks = t
-	}
-	tok, tmpl, err := toks.Tokenizer(p.IndexerConfig.TokenizersPoolConfig)
+	prompts, err := NewPromptTokenizer(h, p.IndexerConfig.TokenizersPoolConfig, h.Logger().With("plugin", name))
 	if err != nil {
 		return nil, scheduling.ParamErrorf("indexerConfig.tokenizersPoolConfig", "%v", err)
 	}
@@ -94,7 +88,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		name = Type
 	}
 	pl := &Plugin{
-		Named: scheduling.Named{Type: Type, Name: name}, params: p, ttl: ttl, keyer: keyer, indexer: idx, tok: tok, tmpl: tmpl,
+		Named: scheduling.Named{Type: Type, Name: name}, params: p, ttl: ttl, keyer: keyer, indexer: idx, prompts: prompts,
 		log: h.Logger().With("plugin", name), key: scheduling.StateKey(Type + "/" + name), metrics: newIndexerMetrics(h),
 	}
 	pl.pool.New = func() any { return &match{plugin: pl} }
@@ -160,7 +154,7 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 	m.BlockSizeTokens = p.keyer.BlockSize()
 	tokens := req.TokenIDs
 	if len(tokens) == 0 {
-		m.tokens = p.tokenize(m.tokens[:0], req)
+		m.tokens, _ = p.prompts.Tokenize(m.tokens[:0], req) // none: no blocks to match
 		tokens = m.tokens
 	}
 	m.keys = p.keyer.Prompt(m.keys[:0], root(req), tokens)
@@ -201,24 +195,6 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 	return m
 }
 
-// tokenize renders and tokenizes the request's prompt.
-func (p *Plugin) tokenize(dst []uint32, req *scheduling.Request) []uint32 {
-	if req.Body.API == openai.APIChatCompletions {
-		msgs := make([]tokenizer.Message, len(req.Body.Messages))
-		for i, m := range req.Body.Messages {
-			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
-		}
-		text := p.tmpl.Apply(msgs, true)
-		// a rendered chat carries its own special tokens (vLLM tokenizes it
-		// without adding more)
-		if t, ok := p.tok.(specialEncoder); ok {
-			return t.EncodeWithSpecial(dst, text, false)
-		}
-		return p.tok.Encode(dst, text)
-	}
-	return p.tok.Encode(dst, req.Body.Prompt)
-}
-
 // PreRequest implements scheduling.PreRequest: with speculativeIndexing,
 // the decision records that its targets will hold the prompt's blocks;
 // hermod-indexer reads the effect from the decision stream and counts them
@@ -236,11 +212,6 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, _ *sch
 	if names := res.ServingNames(buf[:0]); len(names) > 0 {
 		res.RecordEffect(p, names, m.wire, p.ttl.Milliseconds())
 	}
-}
-
-// specialEncoder is a tokenizer that can leave out its special tokens.
-type specialEncoder interface {
-	EncodeWithSpecial(dst []uint32, text string, addSpecialTokens bool) []uint32
 }
 
 // Score implements scheduling.Scorer: an endpoint's tier-weighted run of

@@ -112,10 +112,55 @@ func TestFailsOpenWhenTheIndexerFails(t *testing.T) {
 	}
 }
 
+// modelTokenizers answers the builtin tokenizer for model "m" and none for
+// any other, counting what it is asked.
+type modelTokenizers struct {
+	mu    sync.Mutex
+	asked map[string]int
+}
+
+func (m *modelTokenizers) Tokenizer(cfg preciseprefix.TokenizersPoolConfig) (tokenizer.Tokenizer, tokenizer.ChatTemplate, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.asked[cfg.ModelName]++
+	if cfg.ModelName != "m" {
+		return nil, nil, errors.New("no tokenizer for " + cfg.ModelName)
+	}
+	return tokenizer.Builtin{}, tokenizer.Llama3Template{}, nil
+}
+
+// Without tokenizersPoolConfig.modelName (upstream allows it), each
+// request's model selects the tokenizer, loaded once per model; a model
+// without one matches no blocks, and the indexer is not asked.
+func TestTokenizerOfTheRequestsModelWithoutModelName(t *testing.T) {
+	idx := &fakeIndexer{blocks: map[string]int{"pod-1": 3}}
+	toks := &modelTokenizers{asked: map[string]int{}}
+	h := schedulingtest.NewHandle()
+	h.Services = map[string]any{string(preciseprefix.IndexerService): idx, string(preciseprefix.TokenizerService): preciseprefix.Tokenizers(toks)}
+	p := schedulingtest.New[*preciseprefix.Plugin](t, h, preciseprefix.Type, "", `{"tokenProcessorConfig": {"blockSize": 4}}`)
+	if len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], "each request's model") {
+		t.Fatalf("warnings = %q", h.Warnings)
+	}
+	prompt := strings.Repeat("a prompt long enough for some blocks. ", 4)
+	eps := schedulingtest.Endpoints(2)
+	for i := range 2 {
+		scores := schedulingtest.Score(p, schedulingtest.CycleState(1), schedulingtest.Completion("r", "m", prompt), eps)
+		if !equal(scores, []float64{0, 1}) {
+			t.Fatalf("request %d of model m: scores %v, want [0 1]", i, scores)
+		}
+		scores = schedulingtest.Score(p, schedulingtest.CycleState(1), schedulingtest.Completion("r", "unknown", prompt), eps)
+		if !equal(scores, []float64{0, 0}) {
+			t.Fatalf("request %d of a model without a tokenizer: scores %v, want [0 0]", i, scores)
+		}
+	}
+	if len(idx.reqs) != 2 || toks.asked["m"] != 1 || toks.asked["unknown"] != 1 {
+		t.Fatalf("indexer asked %d times (want 2), tokenizers asked %v (want once each)", len(idx.reqs), toks.asked)
+	}
+}
+
 func TestParameters(t *testing.T) {
 	idx := &fakeIndexer{}
 	for _, c := range []struct{ params, field string }{
-		{`{}`, "indexerConfig.tokenizersPoolConfig.modelName"},
 		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "builtin"}}, "tokenProcessorConfig": {"blockSize": 0}}`, "tokenProcessorConfig.blockSize"},
 		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "builtin"}}, "speculativeTTL": "soon"}`, "speculativeTTL"},
 		{`{"indexerConfig": {"tokenizersPoolConfig": {"modelName": "meta-llama/Llama-3.1-8B-Instruct"}}}`, "indexerConfig.tokenizersPoolConfig"},

@@ -3,78 +3,87 @@
 // that precise-prefix-cache-scorer, the context-length scorer and the P/D
 // deciders reuse the ids rather than tokenize again. It fails open: a
 // request it cannot tokenize goes on without ids.
+//
+// It is registered twice: as "tokenizer" (GIE's prepare-data plugin,
+// behind featureGates: [prepareDataPlugins]) and as "token-producer" (the
+// name llm-d gives it now, with no gate).
 package tokenize
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
-	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	"github.com/hermod/hermod/libs/scheduling"
-	"github.com/hermod/hermod/libs/tokenizer"
 )
 
-// Type is the registered plugin type.
-const Type = "tokenizer"
+// Type and ProducerType are the registered plugin types.
+const (
+	Type         = "tokenizer"
+	ProducerType = "token-producer"
+)
 
 func init() {
-	scheduling.Register(scheduling.Registration{Type: Type, Gate: scheduling.GatePrepareDataPlugins, New: New})
+	scheduling.Register(scheduling.Registration{Type: Type, Gate: scheduling.GatePrepareDataPlugins, New: newOf(Type)})
+	scheduling.Register(scheduling.Registration{Type: ProducerType, New: newOf(ProducerType)})
 }
 
-// Params are the plugin's parameters (reference/001).
+// Params are the plugin's parameters (reference/001, and llm-d's
+// token-producer).
 type Params struct {
-	// ModelName is the model whose tokenizer to use (required).
+	// ModelName is the model whose tokenizer to use; empty: each
+	// request's model.
 	ModelName string `json:"modelName"`
-	// UDSTokenizerConfig names an external tokenizer service; Hermod
-	// tokenizes in process and ignores it (with a warning).
+	// UDSTokenizerConfig and VLLM name an external tokenizer service;
+	// Hermod tokenizes in process and does not use them (with a warning).
 	UDSTokenizerConfig *struct {
 		SocketFile string `json:"socketFile"`
 	} `json:"udsTokenizerConfig"`
+	VLLM *struct {
+		HTTP      string `json:"http"`
+		Timeout   string `json:"timeout"`
+		MMTimeout string `json:"mmTimeout"`
+	} `json:"vllm"`
 }
 
 // Plugin is the tokenizer prepare-data plugin.
 type Plugin struct {
 	scheduling.Named
-	params Params
-	tok    tokenizer.Tokenizer
-	tmpl   tokenizer.ChatTemplate
+	params  Params
+	prompts *preciseprefix.PromptTokenizer
 }
 
-// New builds the plugin; it resolves the tokenizer as
-// precise-prefix-cache-scorer does (the picker's --tokenizer override, or
-// the model's local Hugging Face files).
-func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	var p Params
-	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
-		return nil, err
+// newOf returns the factory of the plugin registered as typ; it resolves
+// the tokenizer as precise-prefix-cache-scorer does (the picker's
+// --tokenizer override, or the model's local Hugging Face files).
+func newOf(typ string) scheduling.Factory {
+	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		var p Params
+		if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+			return nil, err
+		}
+		if p.UDSTokenizerConfig != nil {
+			h.Warn("udsTokenizerConfig: Hermod tokenizes in process; the socket is not used")
+		}
+		if p.VLLM != nil {
+			h.Warn("vllm: Hermod tokenizes in process with the model's tokenizer files; the render endpoint is not used")
+		}
+		if p.ModelName == "" {
+			h.Warn("modelName is not set: each request's model selects the tokenizer its prompt is tokenized with")
+		}
+		if name == "" {
+			name = typ
+		}
+		prompts, err := preciseprefix.NewPromptTokenizer(h, preciseprefix.TokenizersPoolConfig{ModelName: p.ModelName}, h.Logger().With("plugin", name))
+		if err != nil {
+			return nil, scheduling.ParamErrorf("modelName", "%v", err)
+		}
+		return &Plugin{Named: scheduling.Named{Type: typ, Name: name}, params: p, prompts: prompts}, nil
 	}
-	if p.ModelName == "" {
-		return nil, scheduling.ParamErrorf("modelName", "required: the model whose tokenizer prompts are tokenized with")
-	}
-	if p.UDSTokenizerConfig != nil {
-		h.Warn("udsTokenizerConfig: Hermod tokenizes in process; the socket is not used")
-	}
-	var toks preciseprefix.Tokenizers = preciseprefix.DefaultTokenizers{}
-	if t, ok := preciseprefix.TokenizerService.Lookup(h); ok {
-		toks = t
-	}
-	tok, tmpl, err := toks.Tokenizer(preciseprefix.TokenizersPoolConfig{ModelName: p.ModelName})
-	if err != nil {
-		return nil, scheduling.ParamErrorf("modelName", "%v", err)
-	}
-	if name == "" {
-		name = Type
-	}
-	return &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, tok: tok, tmpl: tmpl}, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
 func (p *Plugin) Parameters() any { return p.params }
-
-// errNoPrompt is returned for a request with nothing to tokenize.
-var errNoPrompt = errors.New("the request has no prompt to tokenize")
 
 // PrepareData implements scheduling.PrepareData: the prompt's token ids,
 // as the engine will see them (a chat rendered by the model's template,
@@ -83,24 +92,10 @@ func (p *Plugin) PrepareData(_ context.Context, req *scheduling.Request) error {
 	if len(req.TokenIDs) > 0 {
 		return nil // the client sent token ids
 	}
-	switch req.Body.API {
-	case openai.APIChatCompletions:
-		msgs := make([]tokenizer.Message, len(req.Body.Messages))
-		for i, m := range req.Body.Messages {
-			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
-		}
-		text := p.tmpl.Apply(msgs, true)
-		if t, ok := p.tok.(interface {
-			EncodeWithSpecial([]uint32, string, bool) []uint32
-		}); ok {
-			req.TokenIDs = t.EncodeWithSpecial(nil, text, false)
-		} else {
-			req.TokenIDs = p.tok.Encode(nil, text)
-		}
-	case openai.APICompletions:
-		req.TokenIDs = p.tok.Encode(nil, req.Body.Prompt)
-	default:
-		return errNoPrompt
+	ids, err := p.prompts.Tokenize(nil, req)
+	if err != nil {
+		return err
 	}
+	req.TokenIDs = ids
 	return nil
 }

@@ -43,10 +43,27 @@ func TestTokenizesPromptsOnce(t *testing.T) {
 
 func TestParametersAndGate(t *testing.T) {
 	h := schedulingtest.NewHandle(scheduling.GatePrepareDataPlugins)
-	if _, err := schedulingtest.NewErr(h, tokenize.Type, "", `{}`); err == nil || !strings.Contains(err.Error(), "modelName") {
-		t.Fatalf("no model: %v", err)
-	}
 	if _, err := schedulingtest.NewErr(h, tokenize.Type, "", `{"modelName": "no/such-model"}`); err == nil || !strings.Contains(err.Error(), "no/such-model") {
 		t.Fatalf("unknown model: %v", err)
+	}
+}
+
+// token-producer (llm-d's name) is the same plugin; without modelName each
+// request's model selects the tokenizer, and the vllm render backend is
+// accepted with a warning.
+func TestTokenProducerWithoutModelName(t *testing.T) {
+	h := schedulingtest.NewHandle()
+	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.ProducerType, "", `{"vllm": {"http": "http://localhost:8000"}}`)
+	if p.TypedName().Type != tokenize.ProducerType || len(h.Warnings) != 2 {
+		t.Fatalf("type %s, warnings %q", p.TypedName().Type, h.Warnings)
+	}
+	// the handle provides no tokenizer service: "builtin" is the simulator's
+	req := schedulingtest.Completion("r", "builtin", "hello there")
+	if err := p.PrepareData(context.Background(), req); err != nil || len(req.TokenIDs) == 0 {
+		t.Fatalf("ids %v, error %v", req.TokenIDs, err)
+	}
+	unknown := schedulingtest.Completion("r", "no/such-model", "hello there")
+	if err := p.PrepareData(context.Background(), unknown); err == nil || len(unknown.TokenIDs) != 0 {
+		t.Fatalf("a model without a tokenizer: ids %v, error %v", unknown.TokenIDs, err)
 	}
 }

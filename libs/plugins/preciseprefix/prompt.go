@@ -1,0 +1,77 @@
+package preciseprefix
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/tokenizer"
+)
+
+// PromptTokenizer tokenizes requests' prompts as the engine will see them:
+// a chat rendered by the model's template without extra special tokens
+// (the rendered text carries its own), a completion with them. It holds
+// the configured model's tokenizer or, when the configuration names no
+// model (as upstream allows), resolves each request's model's.
+type PromptTokenizer struct {
+	tok    tokenizer.Tokenizer
+	tmpl   tokenizer.ChatTemplate
+	models *modelTokenizers
+}
+
+// ErrNoPrompt is Tokenize's answer for a request with no prompt to
+// tokenize (neither a chat nor a completion).
+var ErrNoPrompt = errors.New("the request has no prompt to tokenize")
+
+// errNoTokenizer is Tokenize's answer for a model without a tokenizer.
+var errNoTokenizer = errors.New("no tokenizer for the request's model")
+
+// NewPromptTokenizer resolves cfg's tokenizer through the handle's
+// Tokenizers service (default: DefaultTokenizers); without cfg.ModelName
+// it resolves them per request, logging to log.
+func NewPromptTokenizer(h scheduling.Handle, cfg TokenizersPoolConfig, log *slog.Logger) (*PromptTokenizer, error) {
+	var toks Tokenizers = DefaultTokenizers{}
+	if t, ok := TokenizerService.Lookup(h); ok {
+		toks = t
+	}
+	if cfg.ModelName == "" {
+		return &PromptTokenizer{models: newModelTokenizers(toks, cfg, log)}, nil
+	}
+	tok, tmpl, err := toks.Tokenizer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &PromptTokenizer{tok: tok, tmpl: tmpl}, nil
+}
+
+// Tokenize appends req's prompt tokens to dst.
+func (t *PromptTokenizer) Tokenize(dst []uint32, req *scheduling.Request) ([]uint32, error) {
+	tok, tmpl := t.tok, t.tmpl
+	if t.models != nil {
+		var ok bool
+		if tok, tmpl, ok = t.models.forModel(req.Model); !ok {
+			return dst, errNoTokenizer
+		}
+	}
+	switch req.Body.API {
+	case openai.APIChatCompletions:
+		msgs := make([]tokenizer.Message, len(req.Body.Messages))
+		for i, m := range req.Body.Messages {
+			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
+		}
+		text := tmpl.Apply(msgs, true)
+		if se, ok := tok.(specialEncoder); ok {
+			return se.EncodeWithSpecial(dst, text, false), nil
+		}
+		return tok.Encode(dst, text), nil
+	case openai.APICompletions:
+		return tok.Encode(dst, req.Body.Prompt), nil
+	}
+	return dst, ErrNoPrompt
+}
+
+// specialEncoder is a tokenizer that can leave out its special tokens.
+type specialEncoder interface {
+	EncodeWithSpecial(dst []uint32, text string, addSpecialTokens bool) []uint32
+}
