@@ -190,7 +190,7 @@ func newDisagg(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 		d.encode = dec
 	}
 	if d.prefill != nil || d.encode != nil {
-		if err := requireHeadersHandler(h); err != nil {
+		if err := ensureHeadersHandler(h, w.Profiles.Prefill, w.Profiles.Encode); err != nil {
 			return nil, err
 		}
 	}
@@ -203,16 +203,31 @@ func newDisagg(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 	return d, nil
 }
 
-// requireHeadersHandler checks that disagg-headers-handler is declared
-// before the handler: without it the decode pod never learns where the
-// prefill or encode stage ran.
-func requireHeadersHandler(h scheduling.Handle) error {
+// ensureHeadersHandler makes sure the decode pod learns where the prefill
+// or encode stage ran. A disagg-headers-handler declared earlier does it.
+// Without one the handler adds its own, as upstream's disagg handler sets
+// the headers itself; one declared later (against Heimdall's order rule)
+// does the job all the same, with a warning.
+func ensureHeadersHandler(h scheduling.Handle, prefillProfile, encodeProfile string) error {
 	for _, p := range h.Earlier() {
 		if t := p.TypedName().Type; t == headers.DisaggType || t == headers.DisaggAliasType {
 			return nil
 		}
 	}
-	return errors.New("a decider is set, so disagg-headers-handler must be declared earlier in plugins (it tells the decode pod where prefill/encode ran)")
+	for _, typ := range []string{headers.DisaggType, headers.DisaggAliasType} {
+		if _, err := h.Plugin(typ); errors.Is(err, scheduling.ErrDeclaredLater) {
+			h.Warn(typ + " is declared after the profile handler; Heimdall requires it before (it sets the headers all the same)")
+			return nil
+		}
+	}
+	params, err := json.Marshal(headers.DisaggParams{PrefillProfile: prefillProfile, EncodeProfile: encodeProfile})
+	if err != nil {
+		return err
+	}
+	if _, err := h.NewPlugin(headers.DisaggType, headers.DisaggType, params); err != nil {
+		return fmt.Errorf("add the disaggregation headers handler: %w", err)
+	}
+	return nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
@@ -335,7 +350,7 @@ func newPD(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Pl
 	}
 	pd.decider = dec
 	if deciderSet {
-		if err := requireHeadersHandler(h); err != nil {
+		if err := ensureHeadersHandler(h, p.PrefillProfile, "encode"); err != nil {
 			return nil, err
 		}
 	}

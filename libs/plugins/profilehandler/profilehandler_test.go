@@ -594,8 +594,11 @@ schedulingProfiles:
 `, "deciders.encode")
 }
 
+// Without disagg-headers-handler (upstream's disagg handler sets the
+// headers itself) the handler adds one: the decode pod still learns where
+// prefill ran.
 func TestDisaggDeciderWithoutHeadersHandler(t *testing.T) {
-	wantLoadError(t, `
+	s := schedulingtest.Scheduler(t, `
 plugins:
   - type: always-disagg-pd-decider
   - type: prefill-filter
@@ -611,11 +614,20 @@ schedulingProfiles:
   - name: decode
     plugins:
       - pluginRef: decode-filter
-`, "disagg-headers-handler")
+`)
+	res := schedule(t, s, schedulingtest.Chat("r1", "m", "hi"), prefillPod, decodePod)
+	if got := res.Headers["mif-prefill-endpoint"]; got != "10.2.0.2:8001" {
+		t.Errorf("mif-prefill-endpoint = %q, want 10.2.0.2:8001", got)
+	}
+	if len(s.Describe().Warnings) != 0 {
+		t.Errorf("warnings %q", s.Describe().Warnings)
+	}
 }
 
+// Declared after the handler (Heimdall's order rule) it loads with a
+// warning and sets the headers.
 func TestDisaggHeadersHandlerDeclaredAfterHandler(t *testing.T) {
-	wantLoadError(t, `
+	s := schedulingtest.Scheduler(t, `
 plugins:
   - type: always-disagg-multimodal-decider
   - type: encode-filter
@@ -632,7 +644,14 @@ schedulingProfiles:
   - name: decode
     plugins:
       - pluginRef: decode-filter
-`, "disagg-headers-handler")
+`)
+	if w := strings.Join(s.Describe().Warnings, "; "); !strings.Contains(w, "declared after the profile handler") {
+		t.Fatalf("warnings %q, want the order rule", w)
+	}
+	res := schedule(t, s, imageChat("r1"), encodePod, decodePod)
+	if got := res.Headers["mif-encode-endpoints"]; got == "" {
+		t.Errorf("no mif-encode-endpoints header: %v", res.Headers)
+	}
 }
 
 func TestDisaggAcceptsPrefillHeaderHandlerAlias(t *testing.T) {
@@ -900,8 +919,9 @@ schedulingProfiles:
 `, "deciderPluginName", "declared later")
 }
 
+// pd-profile-handler without disagg-headers-handler adds one too.
 func TestPDExplicitDeciderWithoutHeadersHandler(t *testing.T) {
-	wantLoadError(t, `
+	s := schedulingtest.Scheduler(t, `
 plugins:
   - type: always-disagg-pd-decider
   - type: prefill-filter
@@ -916,7 +936,11 @@ schedulingProfiles:
   - name: decode
     plugins:
       - pluginRef: decode-filter
-`, "disagg-headers-handler")
+`)
+	res := schedule(t, s, schedulingtest.Chat("r1", "m", "hi"), prefillPod, decodePod)
+	if got := res.Headers["mif-prefill-endpoint"]; got != "10.2.0.2:8001" {
+		t.Errorf("mif-prefill-endpoint = %q, want 10.2.0.2:8001", got)
+	}
 }
 
 func TestPDDeciderNotAPrefillDecider(t *testing.T) {
