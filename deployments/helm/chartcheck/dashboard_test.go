@@ -212,6 +212,10 @@ var (
 	constDecl = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"`)
 	// prometheus.NewDesc("metric_name", ...) in custom collectors
 	descLiteral = regexp.MustCompile(`NewDesc\(\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"`)
+	// telemetry.NewCounter("metric_name", ...) and the other constructors,
+	// with a literal or a constant name
+	ctorLiteral = regexp.MustCompile(`telemetry\.New(?:Counter|Gauge|Histogram)(?:Vec)?\(\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"`)
+	ctorIdent   = regexp.MustCompile(`telemetry\.New(?:Counter|Gauge|Histogram)(?:Vec)?\(\s*(?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_][A-Za-z0-9_]*)\s*,`)
 	// vLLM's names, whatever helper registers them
 	vllmLiteral = regexp.MustCompile(`"(vllm:[a-zA-Z0-9_:]+)"`)
 )
@@ -244,13 +248,15 @@ func knownMetrics(t *testing.T) map[string]bool {
 				return err
 			}
 			src := string(b)
-			for _, re := range []*regexp.Regexp{nameLiteral, descLiteral, vllmLiteral} {
+			for _, re := range []*regexp.Regexp{nameLiteral, descLiteral, vllmLiteral, ctorLiteral} {
 				for _, m := range re.FindAllStringSubmatch(src, -1) {
 					known[m[1]] = true
 				}
 			}
-			for _, m := range nameIdent.FindAllStringSubmatch(src, -1) {
-				idents = append(idents, m[1])
+			for _, re := range []*regexp.Regexp{nameIdent, ctorIdent} {
+				for _, m := range re.FindAllStringSubmatch(src, -1) {
+					idents = append(idents, m[1])
+				}
 			}
 			for _, m := range constDecl.FindAllStringSubmatch(src, -1) {
 				consts[m[1]] = append(consts[m[1]], m[2])
