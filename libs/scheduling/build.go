@@ -159,6 +159,7 @@ func (b *builder) build() (*Scheduler, error) {
 	b.profiles(s)
 	b.handler(s)
 	b.hooks(s)
+	b.admission(s)
 	b.dataLayer()
 	if len(b.errs) > 0 {
 		return nil, b.abandon()

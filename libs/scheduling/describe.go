@@ -58,6 +58,8 @@ var extensionPoints = []struct {
 	{PointPicker, is[Picker]},
 	{PointPrepareData, is[PrepareData]},
 	{PointPreRequest, is[PreRequest]},
+	{"Admitter", is[Admitter]},
+	{"SaturationDetector", is[SaturationDetector]},
 	{PointResponseReceived, is[ResponseReceived]},
 	{PointResponseComplete, is[ResponseComplete]},
 	{"DataSource", is[DataSource]},

@@ -18,6 +18,7 @@ const (
 	PointPrepareData      = "PrepareData"
 	PointPrepareCycle     = "PrepareCycle"
 	PointPreRequest       = "PreRequest"
+	PointAdmission        = "Admission"
 	PointResponseReceived = "ResponseReceived"
 	PointResponseComplete = "ResponseComplete"
 )

@@ -33,6 +33,8 @@ type Scheduler struct {
 	prepare          []timed[PrepareData]
 	preparers        []timed[CyclePreparer]
 	preRequest       []timed[PreRequest]
+	admitters        []timed[Admitter]
+	detector         SaturationDetector // nil: no saturation admission
 	responseReceived []timed[ResponseReceived]
 	responseComplete []timed[ResponseComplete]
 	projections      map[string]Projection // by plugin name
@@ -175,6 +177,9 @@ func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Res
 	if res.DecisionID == 0 {
 		s.decisionSeq++
 		res.DecisionID = s.decisionBase + s.decisionSeq
+	}
+	if err = s.admit(ctx, c, req); err != nil {
+		return err
 	}
 	t := s.handlerTimer.start()
 	err = s.handler.Run(ctx, &c.state, req, c, res)

@@ -47,7 +47,7 @@ const (
 	HeaderLLMDSLOTPOT = "x-llm-d-slo-tpot-ms"
 	// HeaderPriority is the request's priority (the gateway resolves
 	// x-gateway-inference-objective into it); below 0 is sheddable.
-	HeaderPriority = "x-gateway-inference-priority"
+	HeaderPriority = scheduling.PriorityHeader
 )
 
 func init() {
@@ -259,10 +259,7 @@ func (p *Plugin) request(cs *scheduling.CycleState, req *scheduling.Request) *cy
 	if p.params.streaming() && c.streamed {
 		c.sloTPOT = headerMillis(req, HeaderSLOTPOT, HeaderLLMDSLOTPOT) * p.params.SLOBufferFactor
 	}
-	c.priority = 0
-	if v, err := strconv.Atoi(req.Header(HeaderPriority)); err == nil {
-		c.priority = v
-	}
+	c.priority = req.Priority()
 	cs.Write(p.key, c)
 	return c
 }

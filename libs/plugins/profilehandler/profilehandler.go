@@ -1,6 +1,7 @@
 // Package profilehandler holds the profile handlers: single-profile-handler,
 // disagg-profile-handler (decode, then optional encode and prefill stages
-// chosen by deciders) and the legacy pd-profile-handler.
+// chosen by deciders), the legacy pd-profile-handler and llm-d's
+// data-parallel-profile-handler.
 package profilehandler
 
 import (
@@ -405,10 +406,7 @@ func (pd *PD) Run(ctx context.Context, cs *scheduling.CycleState, req *schedulin
 		}
 	}
 	if pd.params.PrimaryPort != 0 {
-		res.SetHeader(HeaderDataParallelHostPort, target.HostPort())
-		for i := range decode.Targets {
-			decode.Targets[i].Port = pd.params.PrimaryPort
-		}
+		toPrimaryPort(res, decode, pd.params.PrimaryPort)
 	}
 	return nil
 }

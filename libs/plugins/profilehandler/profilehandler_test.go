@@ -1326,3 +1326,34 @@ schedulingProfiles:
 		t.Errorf("mif-prefill-endpoint = %q, want %s", got, prefillPod.HostPort())
 	}
 }
+
+// data-parallel-profile-handler runs its one profile and sends the request
+// to primaryPort, the pod's own address in x-data-parallel-host-port.
+func TestDataParallelRewritesToPrimaryPort(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+  - type: max-score-picker
+  - type: data-parallel-profile-handler
+    parameters:
+      primaryPort: 9000
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: max-score-picker
+`)
+	res := schedule(t, s, schedulingtest.Chat("r1", "m", "hi"), prefillPod)
+	if tg := res.Target(); tg.Endpoint != prefillPod || tg.Port != 9000 {
+		t.Errorf("target %s:%d, want %s:9000", tg.Endpoint.Name, tg.Port, prefillPod.Name)
+	}
+	if got := res.Headers["x-data-parallel-host-port"]; got != "10.2.0.2:8001" {
+		t.Errorf("x-data-parallel-host-port = %q, want 10.2.0.2:8001", got)
+	}
+	if w := s.Describe().Warnings; len(w) != 1 || !strings.Contains(w[0], "deprecated upstream") {
+		t.Errorf("warnings %q", w)
+	}
+	wantLoadError(t, "plugins: [{type: data-parallel-profile-handler, parameters: {primaryPort: 0}}]", "primaryPort")
+	wantLoadError(t, `
+plugins: [{type: data-parallel-profile-handler}, {type: max-score-picker}]
+schedulingProfiles: [{name: a, plugins: [{pluginRef: max-score-picker}]}, {name: b, plugins: [{pluginRef: max-score-picker}]}]
+`, "exactly one profile")
+}
