@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hermod/hermod/services/collector/internal/enginemetrics"
+	"github.com/hermod/hermod/libs/enginemetrics"
 )
 
 // BenchmarkScrape runs one whole scrape of a pod serving a captured

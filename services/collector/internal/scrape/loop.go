@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
-	"github.com/hermod/hermod/services/collector/internal/enginemetrics"
+	"github.com/hermod/hermod/libs/enginemetrics"
 )
 
 // metricsLoop scrapes one target's /metrics. Its state is the loop
