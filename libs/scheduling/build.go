@@ -468,15 +468,19 @@ func (b *builder) dataLayer() {
 	if d == nil {
 		return
 	}
-	if !b.gates[GateDataLayer] {
-		b.warns = append(b.warns, "data: ignored: the data layer needs featureGates: [dataLayer]")
-		return
-	}
 	for i, src := range d.Sources {
 		path := fmt.Sprintf("data.sources[%d]", i)
-		b.dataRef(path+".pluginRef", src.PluginRef, func(p Plugin) bool { _, ok := p.(DataSource); return ok }, "data source")
+		var events bool
+		b.dataRef(path+".pluginRef", src.PluginRef, func(p Plugin) bool {
+			_, events = p.(EndpointSource)
+			_, fetches := p.(DataSource)
+			return events || fetches
+		}, "data source")
 		for j, ex := range src.Extractors {
-			b.dataRef(fmt.Sprintf("%s.extractors[%d].pluginRef", path, j), ex, func(p Plugin) bool { _, ok := p.(DataExtractor); return ok }, "data extractor")
+			b.dataRef(fmt.Sprintf("%s.extractors[%d].pluginRef", path, j), ex, func(p Plugin) bool {
+				_, ok := p.(DataExtractor)
+				return ok || events
+			}, "data extractor")
 		}
 	}
 }

@@ -219,8 +219,6 @@ schedulingProfiles:
   plugins:
   - {pluginRef: queue-scorer}
   - {pluginRef: max-score-picker, weight: 2}
-data:
-  sources: [{pluginRef: models-data-source}]
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +228,6 @@ data:
 		"plugins[0] (tokenizer): skipped: plugins of this type need featureGates: [prepareDataPlugins]",
 		"plugins[1] (queue-scorer): parameters.scale: unknown parameter, ignored",
 		`schedulingProfiles[0].plugins[1].weight: "max-score-picker" is not a scorer; its weight is ignored`,
-		"data: ignored: the data layer needs featureGates: [dataLayer]",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings lack %q:\n%s", want, got)

@@ -245,6 +245,16 @@ type DataSource interface {
 	Fetch(ctx context.Context, ep *Endpoint) (any, error)
 }
 
+// EndpointSource is a data source of endpoint events (an endpoint added or
+// removed) rather than of fetched data, as upstream's
+// endpoint-notification-source. The scheduler delivers those events to
+// its plugins itself (EndpointRemover), so an EndpointSource's extractors
+// need only be declared plugins.
+type EndpointSource interface {
+	Plugin
+	EndpointEvents()
+}
+
 // DataExtractor turns what a DataSource fetched into endpoint attributes.
 type DataExtractor interface {
 	Plugin

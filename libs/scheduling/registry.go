@@ -9,8 +9,10 @@ import (
 // Feature gates of EndpointPickerConfig.featureGates.
 const (
 	GatePrepareDataPlugins = "prepareDataPlugins"
-	GateDataLayer          = "dataLayer"
-	GateFlowControl        = "flowControl"
+	// GateDataLayer is accepted as upstream now does: the data layer is
+	// on without it, and it changes nothing.
+	GateDataLayer   = "dataLayer"
+	GateFlowControl = "flowControl"
 	// GateEnableLegacyMetrics is accepted for Heimdall compatibility; Hermod
 	// always exports its metrics, so it changes nothing.
 	GateEnableLegacyMetrics = "enableLegacyMetrics"

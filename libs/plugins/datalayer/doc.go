@@ -1,30 +1,38 @@
 // Package datalayer holds the data-layer plugins of EndpointPickerConfig's
-// data section: models-data-source, which fetches an endpoint's OpenAI
-// model list (GET <scheme>://<endpoint>/v1/models), and
-// model-server-protocol-models (alias models-data-extractor, its newer
-// upstream name), which turns that list into the names of the models the
-// endpoint serves: base models and LoRA adapters alike. It also holds the
-// one parser of /v1/models bodies ([ParseModels]).
+// data (or dataLayer) section:
 //
-// Both types need the dataLayer feature gate; without it they are skipped
-// with a warning, as the data section is. The sources and extractors are
-// wired in the data section:
+//   - models-data-source fetches an endpoint's OpenAI model list (GET
+//     <scheme>://<endpoint>/v1/models) and model-server-protocol-models
+//     (alias models-data-extractor, its newer upstream name) turns it into
+//     the names of the models the endpoint serves, base models and LoRA
+//     adapters alike; [ParseModels] is the one parser of such lists;
+//   - metrics-data-source fetches an endpoint's Prometheus exposition
+//     (GET <scheme>://<endpoint>/metrics) and core-metrics-extractor turns
+//     it into the endpoint's load (vLLM's or SGLang's names, through
+//     libs/enginemetrics);
+//   - endpoint-notification-source stands for upstream's endpoint events,
+//     which Hermod delivers itself.
 //
-//	featureGates: [dataLayer]
+// The data layer is on without a feature gate, as upstream now has it
+// (the dataLayer gate is accepted and changes nothing):
+//
 //	plugins:
+//	- type: metrics-data-source
+//	- type: core-metrics-extractor
 //	- type: models-data-source
 //	  parameters: {scheme: https, path: /v1/models, insecureSkipVerify: true}
 //	- type: model-server-protocol-models
-//	data:
+//	dataLayer:
 //	  sources:
+//	  - pluginRef: metrics-data-source
+//	    extractors: [{pluginRef: core-metrics-extractor}]
 //	  - pluginRef: models-data-source
-//	    extractors:
-//	    - pluginRef: model-server-protocol-models
+//	    extractors: [{pluginRef: model-server-protocol-models}]
 //
-// In Hermod the collector is the data layer: it follows the pool's config
-// and polls every endpoint with the configured source and extractor, then
-// publishes the served models in PodMetrics.served_models, which the picker
-// uses to leave out endpoints that do not serve the requested model. The
-// plugins a picker builds are not polled by the picker itself; they hold no
+// In Hermod the collector is the data layer: it follows the pool's config,
+// scrapes every endpoint's metrics where the metrics-data-source says and
+// polls its models with the models-data-source and its extractor, then
+// publishes both (PodMetrics), which the pickers route by. The plugins a
+// picker builds are not polled by the picker itself; they hold no
 // goroutines and no connections until Fetch is called.
 package datalayer

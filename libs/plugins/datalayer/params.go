@@ -64,22 +64,8 @@ func DecodeModelsParams(raw json.RawMessage, h scheduling.Handle) (ModelsParams,
 // normalize checks p and puts it in canonical form: a lower-case scheme, a
 // path starting with "/", an interval of at least MinInterval.
 func (p *ModelsParams) normalize(warn func(string)) error {
-	switch s := strings.ToLower(p.Scheme); s {
-	case "http", "https":
-		p.Scheme = s
-	default:
-		return scheduling.ParamErrorf("scheme", `must be "http" or "https" (got %q)`, p.Scheme)
-	}
-	switch {
-	case p.Path == "":
-		return scheduling.ParamErrorf("path", "must not be empty (the default is %q)", DefaultPath)
-	case strings.ContainsAny(p.Path, "?#"):
-		return scheduling.ParamErrorf("path", "must be a URL path, without query or fragment (got %q)", p.Path)
-	case strings.IndexFunc(p.Path, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
-		return scheduling.ParamErrorf("path", "must not contain spaces or control characters (got %q)", p.Path)
-	case !strings.HasPrefix(p.Path, "/"):
-		// Upstream joins the path to the host with a slash as well.
-		p.Path = "/" + p.Path
+	if err := checkSchemePath(&p.Scheme, &p.Path, DefaultPath); err != nil {
+		return err
 	}
 	switch d := p.Interval.Std(); {
 	case d < 0:
@@ -87,6 +73,29 @@ func (p *ModelsParams) normalize(warn func(string)) error {
 	case d > 0 && d < MinInterval:
 		warn(fmt.Sprintf("parameters.interval: %s is below the minimum; polling every %s", d, MinInterval))
 		p.Interval = scheduling.Duration(MinInterval)
+	}
+	return nil
+}
+
+// checkSchemePath checks a source's scheme and path and puts them in
+// canonical form: a lower-case scheme, a path starting with "/".
+func checkSchemePath(scheme, path *string, defaultPath string) error {
+	switch s := strings.ToLower(*scheme); s {
+	case "http", "https":
+		*scheme = s
+	default:
+		return scheduling.ParamErrorf("scheme", `must be "http" or "https" (got %q)`, *scheme)
+	}
+	switch p := *path; {
+	case p == "":
+		return scheduling.ParamErrorf("path", "must not be empty (the default is %q)", defaultPath)
+	case strings.ContainsAny(p, "?#"):
+		return scheduling.ParamErrorf("path", "must be a URL path, without query or fragment (got %q)", p)
+	case strings.IndexFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+		return scheduling.ParamErrorf("path", "must not contain spaces or control characters (got %q)", p)
+	case !strings.HasPrefix(p, "/"):
+		// Upstream joins the path to the host with a slash as well.
+		*path = "/" + p
 	}
 	return nil
 }

@@ -34,9 +34,8 @@ const (
 )
 
 func init() {
-	scheduling.Register(scheduling.Registration{Type: ModelsSourceType, Gate: scheduling.GateDataLayer, New: newModelsSource})
-	scheduling.Register(scheduling.Registration{Type: ModelsExtractorType, Aliases: []string{ModelsExtractorAliasType},
-		Gate: scheduling.GateDataLayer, New: newModelsExtractor})
+	scheduling.Register(scheduling.Registration{Type: ModelsSourceType, New: newModelsSource})
+	scheduling.Register(scheduling.Registration{Type: ModelsExtractorType, Aliases: []string{ModelsExtractorAliasType}, New: newModelsExtractor})
 }
 
 // StatusError is a fetch answered with a status other than 2xx.
@@ -64,9 +63,8 @@ func (e *BodyError) Unwrap() error { return e.Err }
 // model list. It is safe for concurrent use.
 type ModelsSource struct {
 	scheduling.Named
-	params    ModelsParams
-	transport *http.Transport
-	client    *http.Client
+	params ModelsParams
+	*httpSource
 }
 
 func newModelsSource(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
@@ -87,10 +85,26 @@ func NewModelsSource(name string, p ModelsParams) (*ModelsSource, error) {
 	if name == "" {
 		name = ModelsSourceType
 	}
-	// Tuned like the collector's scrape client: endpoints are reached
-	// directly (no proxy from the environment), without compression, with
-	// a few keep-alive connections per endpoint; every request carries its
-	// own deadline.
+	return &ModelsSource{
+		Named:      scheduling.Named{Type: ModelsSourceType, Name: name},
+		params:     p,
+		httpSource: newHTTPSource(p.Scheme, p.Path, p.InsecureSkipVerify),
+	}, nil
+}
+
+// httpSource is what the data sources share: a GET of one path on every
+// endpoint, over http or https.
+type httpSource struct {
+	scheme, path string
+	transport    *http.Transport
+	client       *http.Client
+}
+
+// newHTTPSource returns a source tuned like the collector's scrape client:
+// endpoints are reached directly (no proxy from the environment), without
+// compression, with a few keep-alive connections per endpoint; every
+// request carries its own deadline.
+func newHTTPSource(scheme, path string, insecureSkipVerify bool) *httpSource {
 	tr := &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{
@@ -100,7 +114,7 @@ func NewModelsSource(name string, p ModelsParams) (*ModelsSource, error) {
 		TLSClientConfig: &tls.Config{
 			// The documented parameter, true by default as upstream:
 			// model servers mostly present self-signed certificates.
-			InsecureSkipVerify: p.InsecureSkipVerify,
+			InsecureSkipVerify: insecureSkipVerify,
 			MinVersion:         tls.VersionTLS12,
 		},
 		TLSHandshakeTimeout: FetchTimeout,
@@ -108,12 +122,7 @@ func NewModelsSource(name string, p ModelsParams) (*ModelsSource, error) {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &ModelsSource{
-		Named:     scheduling.Named{Type: ModelsSourceType, Name: name},
-		params:    p,
-		transport: tr,
-		client:    &http.Client{Transport: tr, CheckRedirect: sameEndpoint},
-	}, nil
+	return &httpSource{scheme: scheme, path: path, transport: tr, client: &http.Client{Transport: tr, CheckRedirect: sameEndpoint}}
 }
 
 // sameEndpoint follows up to 3 redirects within the endpoint (a trailing
@@ -133,8 +142,8 @@ func (s *ModelsSource) Params() ModelsParams { return s.params }
 func (s *ModelsSource) Parameters() any { return s.params }
 
 // URL returns the URL the source fetches for ep.
-func (s *ModelsSource) URL(ep *scheduling.Endpoint) string {
-	u := url.URL{Scheme: s.params.Scheme, Host: ep.HostPort(), Path: s.params.Path}
+func (s *httpSource) URL(ep *scheduling.Endpoint) string {
+	u := url.URL{Scheme: s.scheme, Host: ep.HostPort(), Path: s.path}
 	return u.String()
 }
 
@@ -151,31 +160,9 @@ func (s *ModelsSource) Fetch(ctx context.Context, ep *scheduling.Endpoint) (any,
 // context.DeadlineExceeded), a certificate that does not verify with a
 // message that says so.
 func (s *ModelsSource) FetchModels(ctx context.Context, ep *scheduling.Endpoint) ([]Model, error) {
-	target := s.URL(ep)
-	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	body, target, err := s.get(ctx, ep, "application/json")
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", target, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, s.transportError(target, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// Drain a little so the connection can be reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil, &StatusError{URL: target, StatusCode: resp.StatusCode, Status: resp.Status}
-	}
-	// The buffer grows with the bytes received, up to the cap.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: read body: %w", target, err)
-	}
-	if len(body) > MaxBodyBytes {
-		return nil, &BodyError{URL: target, Err: fmt.Errorf("body larger than %d bytes", MaxBodyBytes)}
+		return nil, err
 	}
 	models, err := ParseModels(body)
 	if err != nil {
@@ -184,9 +171,50 @@ func (s *ModelsSource) FetchModels(ctx context.Context, ep *scheduling.Endpoint)
 	return models, nil
 }
 
+// get GETs the source's path on ep within FetchTimeout (or ctx's earlier
+// deadline) and returns the body and the URL. A status other than 2xx is
+// a *StatusError, a body larger than MaxBodyBytes a *BodyError; transport
+// errors are wrapped as they come (net.Error, context.DeadlineExceeded), a
+// certificate that does not verify with a message that says so.
+func (s *httpSource) get(ctx context.Context, ep *scheduling.Endpoint, accept string) (body []byte, target string, err error) {
+	body, target, _, err = s.getTyped(ctx, ep, accept)
+	return body, target, err
+}
+
+// getTyped is get that also returns the response's Content-Type.
+func (s *httpSource) getTyped(ctx context.Context, ep *scheduling.Endpoint, accept string) ([]byte, string, string, error) {
+	target := s.URL(ep)
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, target, "", fmt.Errorf("GET %s: %w", target, err)
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, target, "", transportError(target, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Drain a little so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, target, "", &StatusError{URL: target, StatusCode: resp.StatusCode, Status: resp.Status}
+	}
+	// The buffer grows with the bytes received, up to the cap.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, target, "", fmt.Errorf("GET %s: read body: %w", target, err)
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, target, "", &BodyError{URL: target, Err: fmt.Errorf("body larger than %d bytes", MaxBodyBytes)}
+	}
+	return body, target, resp.Header.Get("Content-Type"), nil
+}
+
 // transportError wraps an error of client.Do, without the *url.Error's
 // repetition of the URL.
-func (s *ModelsSource) transportError(target string, err error) error {
+func transportError(target string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
@@ -201,7 +229,7 @@ func (s *ModelsSource) transportError(target string, err error) error {
 
 // Close releases the source's idle connections. The source still works
 // after it (it opens new ones).
-func (s *ModelsSource) Close() error {
+func (s *httpSource) Close() error {
 	s.transport.CloseIdleConnections()
 	return nil
 }

@@ -197,8 +197,8 @@ dataLayer:
 	}
 }
 
-// Without the dataLayer gate the data plugins and section are skipped with
-// warnings; errors name the plugin, the field or the data reference.
+// The data layer is on without the dataLayer gate (upstream deprecated
+// it); errors name the plugin, the field or the data reference.
 func TestDataLayerWarningsAndErrors(t *testing.T) {
 	s, err := buildConfig(t, `plugins:
 - type: models-data-source
@@ -212,9 +212,7 @@ data:
 		t.Fatal(err)
 	}
 	want := []string{
-		"plugins[0] (models-data-source): skipped: plugins of this type need featureGates: [dataLayer]",
-		"plugins[1] (model-server-protocol-models): skipped: plugins of this type need featureGates: [dataLayer]",
-		"data: ignored: the data layer needs featureGates: [dataLayer]",
+		"plugins[0] (models-data-source): parameters.caCertPath: unknown parameter, ignored",
 	}
 	if got := s.Describe().Warnings; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

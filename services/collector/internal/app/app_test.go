@@ -55,7 +55,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // of its own.
 func engine(t *testing.T, waiting int) *httptest.Server {
 	t.Helper()
-	body, err := os.ReadFile("../enginemetrics/testdata/vllm-sim.prom")
+	body, err := os.ReadFile("../../../../libs/enginemetrics/testdata/vllm-sim.prom")
 	if err != nil {
 		t.Fatal(err)
 	}

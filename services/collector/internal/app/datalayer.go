@@ -18,17 +18,19 @@ import (
 // modelsPoller is the part of the scraper the data layer drives.
 type modelsPoller interface {
 	SetModelsPoll(scrape.ModelsPoll)
+	SetMetricsSource(scrape.MetricsSource)
 }
 
-// dataLayer makes the collector poll served models as the pool's
-// EndpointPickerConfig says: when the config enables the dataLayer gate and
-// its data section has a models-data-source, every endpoint's models are
-// fetched with that source (its scheme, path, insecureSkipVerify and
-// interval) and its model-server-protocol-models extractor. Without a
-// config, the gate or such a source, the default is polled:
-// http://<endpoint>/v1/models every --models-interval. A version that does
-// not parse or build (as the picker builds it) is logged and leaves the
-// poll as it was, as the picker keeps its previous config.
+// dataLayer makes the collector scrape and poll as the pool's
+// EndpointPickerConfig says. When its data section has a
+// models-data-source, every endpoint's models are fetched with that source
+// (its scheme, path, insecureSkipVerify and interval) and its
+// model-server-protocol-models extractor; without a config or such a
+// source, the default is polled: http://<endpoint>/v1/models every
+// --models-interval. Likewise a metrics-data-source sets where metrics are
+// scraped (default http://<endpoint>/metrics). A version that does not
+// parse or build (as the picker builds it) is logged and leaves both as
+// they were, as the picker keeps its previous config.
 //
 // apply runs on the config watcher's goroutine, one call at a time; close
 // runs after the watcher and the scraper have stopped.
@@ -43,6 +45,8 @@ type dataLayer struct {
 	sched   *scheduling.Scheduler
 	params  *datalayer.ModelsParams
 	applied bool // a poll was put in force
+	// metrics is the metrics source in force (nil: the default).
+	metrics *scrape.MetricsSource
 
 	firstOnce sync.Once
 	first     chan struct{} // closed once the first version is applied
@@ -63,6 +67,7 @@ func (d *dataLayer) apply(v coord.ConfigVersion) {
 	if v.Deleted || len(data) == 0 {
 		d.data = nil
 		d.use(nil, scrape.ModelsPoll{}, nil, "the pool has no config", v.Revision)
+		d.useMetrics(nil, v.Revision)
 		return
 	}
 	if d.data != nil && bytes.Equal(data, d.data) {
@@ -74,6 +79,7 @@ func (d *dataLayer) apply(v coord.ConfigVersion) {
 		return
 	}
 	d.data = slices.Clone(data)
+	d.useMetrics(metricsSourceOf(s), v.Revision)
 	poll, src, why := modelsPollOf(s)
 	if src == nil {
 		_ = s.Close()
@@ -151,16 +157,13 @@ func (d *dataLayer) close() {
 
 // modelsPollOf returns the models poll a built config asks for, with its
 // source, and why: the first models-data-source of its data section and
-// that source's first model-server-protocol-models extractor. Without the
-// dataLayer gate, a data section or such a source, the source is nil (the
-// default poll).
+// that source's first model-server-protocol-models extractor. Without a
+// data section or such a source, the source is nil (the default poll).
 func modelsPollOf(s *scheduling.Scheduler) (scrape.ModelsPoll, *datalayer.ModelsSource, string) {
 	desc := s.Describe()
 	switch {
 	case desc.Data == nil || len(desc.Data.Sources) == 0:
 		return scrape.ModelsPoll{}, nil, "the config has no data sources"
-	case !slices.Contains(desc.FeatureGates, scheduling.GateDataLayer):
-		return scrape.ModelsPoll{}, nil, "the config's data section is ignored without featureGates: [dataLayer]"
 	}
 	byName := map[string]scheduling.Plugin{}
 	for _, p := range s.Plugins() {
@@ -188,4 +191,41 @@ func modelsPollOf(s *scheduling.Scheduler) (scrape.ModelsPoll, *datalayer.Models
 		return poll, src, why
 	}
 	return scrape.ModelsPoll{}, nil, "the config's data section has no " + datalayer.ModelsSourceType
+}
+
+// metricsSourceOf returns where a built config scrapes metrics: the first
+// metrics-data-source of its data section (nil: the default).
+func metricsSourceOf(s *scheduling.Scheduler) *scrape.MetricsSource {
+	desc := s.Describe()
+	if desc.Data == nil {
+		return nil
+	}
+	byName := map[string]scheduling.Plugin{}
+	for _, p := range s.Plugins() {
+		byName[p.TypedName().Name] = p
+	}
+	for _, ds := range desc.Data.Sources {
+		if src, ok := byName[ds.PluginRef].(*datalayer.MetricsSource); ok {
+			p := src.Params()
+			return &scrape.MetricsSource{Scheme: p.Scheme, Path: p.Path, InsecureSkipVerify: p.InsecureSkipVerify}
+		}
+	}
+	return nil
+}
+
+// useMetrics puts src (nil: the default) in force as where metrics are
+// scraped, unless it is in force already.
+func (d *dataLayer) useMetrics(src *scrape.MetricsSource, revision int64) {
+	if (src == nil && d.metrics == nil) || (src != nil && d.metrics != nil && *src == *d.metrics) {
+		return
+	}
+	d.metrics = src
+	shown := scrape.MetricsSource{Scheme: "http", Path: "/metrics"}
+	if src != nil {
+		shown = *src
+		d.poller.SetMetricsSource(*src)
+	} else {
+		d.poller.SetMetricsSource(scrape.MetricsSource{})
+	}
+	d.log.Info("metrics scraping", "url", shown.Scheme+"://<endpoint>"+shown.Path, "insecure_skip_verify", shown.InsecureSkipVerify, "revision", revision)
 }

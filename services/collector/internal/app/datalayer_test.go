@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,10 +21,14 @@ import (
 	"github.com/hermod/hermod/testkit/coordtest"
 )
 
-// pollRecorder records the models polls put in force.
-type pollRecorder struct{ polls []scrape.ModelsPoll }
+// pollRecorder records the models polls and metrics sources put in force.
+type pollRecorder struct {
+	polls   []scrape.ModelsPoll
+	sources []scrape.MetricsSource
+}
 
-func (r *pollRecorder) SetModelsPoll(p scrape.ModelsPoll) { r.polls = append(r.polls, p) }
+func (r *pollRecorder) SetModelsPoll(p scrape.ModelsPoll)       { r.polls = append(r.polls, p) }
+func (r *pollRecorder) SetMetricsSource(s scrape.MetricsSource) { r.sources = append(r.sources, s) }
 
 // params returns the parameters of the latest poll's source ("default"
 // for the default poll).
@@ -75,16 +80,17 @@ func TestDataLayerFollowsConfig(t *testing.T) {
 			"https /custom/models extractor model-server-protocol-models", 2},
 		{"does not parse: kept", "plugins: [", false, "https /custom/models extractor model-server-protocol-models", 2},
 		{"does not build: kept", "plugins: [{type: no-such-scorer}]", false, "https /custom/models extractor model-server-protocol-models", 2},
-		{"no gate", strings.Replace(dataConfig, "featureGates: [dataLayer]\n", "", 1), false, "default", 3},
+		{"no gate (upstream deprecated it): the same", strings.Replace(dataConfig, "featureGates: [dataLayer]\n", "", 1), false,
+			"https /custom/models extractor model-server-protocol-models", 2},
 		{"later upstream names, interval, no extractor listed", `featureGates: [dataLayer]
 plugins:
 - {type: models-data-source, parameters: {interval: 2s}}
 - {type: models-data-extractor}
 dataLayer:
   sources: [{pluginRef: models-data-source}]
-`, false, "http /v1/models insecure every 2s", 4},
-		{"no data section", "plugins: [{type: queue-scorer}]", false, "default", 5},
-		{"no config again", "", true, "default", 5},
+`, false, "http /v1/models insecure every 2s", 3},
+		{"no data section", "plugins: [{type: queue-scorer}]", false, "default", 4},
+		{"no config again", "", true, "default", 4},
 	}
 	rec := &pollRecorder{}
 	d := newDataLayer(rec, discardLog)
@@ -99,6 +105,37 @@ dataLayer:
 	case <-d.first:
 	default:
 		t.Error("first not closed")
+	}
+	if len(rec.sources) != 0 {
+		t.Errorf("metrics sources %v set by configs without a metrics-data-source", rec.sources)
+	}
+}
+
+// A metrics-data-source in the data section sets where metrics are
+// scraped; a config without one brings back the default.
+func TestDataLayerMetricsSource(t *testing.T) {
+	rec := &pollRecorder{}
+	d := newDataLayer(rec, discardLog)
+	defer d.close()
+	withMetrics := `plugins:
+- {type: metrics-data-source, parameters: {scheme: https, path: /engine/metrics, insecureSkipVerify: false}}
+- {type: core-metrics-extractor}
+- {type: queue-scorer}
+dataLayer:
+  sources: [{pluginRef: metrics-data-source, extractors: [{pluginRef: core-metrics-extractor}]}]
+`
+	for i, st := range []struct {
+		data string
+		want []scrape.MetricsSource
+	}{
+		{withMetrics, []scrape.MetricsSource{{Scheme: "https", Path: "/engine/metrics"}}},
+		{strings.Replace(withMetrics, "queue-scorer", "kv-cache-utilization-scorer", 1), []scrape.MetricsSource{{Scheme: "https", Path: "/engine/metrics"}}},
+		{"plugins: [{type: queue-scorer}]", []scrape.MetricsSource{{Scheme: "https", Path: "/engine/metrics"}, {}}},
+	} {
+		d.apply(coord.ConfigVersion{Pool: "p", Data: []byte(st.data), Revision: int64(i + 1)})
+		if !slices.Equal(rec.sources, st.want) {
+			t.Fatalf("step %d: sources %v, want %v", i, rec.sources, st.want)
+		}
 	}
 }
 

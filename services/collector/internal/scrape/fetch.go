@@ -40,7 +40,7 @@ const acceptMetrics = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 // fetch GETs url within the scrape timeout and reads the body into buf. It
 // returns the response's Content-Type, or a *scrapeError, or errStopped when
 // ctx ends.
-func (s *Scraper) fetch(ctx context.Context, url, accept string, buf *bytes.Buffer) (string, error) {
+func (s *Scraper) fetch(ctx context.Context, client *http.Client, url, accept string, buf *bytes.Buffer) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
@@ -48,7 +48,7 @@ func (s *Scraper) fetch(ctx context.Context, url, accept string, buf *bytes.Buff
 		return "", &scrapeError{reasonConnect, fmt.Errorf("new request: %w", err)}
 	}
 	req.Header.Set("Accept", accept)
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", classify(ctx, err)
 	}

@@ -22,6 +22,10 @@ type metricsLoop struct {
 	t      *target
 	parser *enginemetrics.Parser
 	body   bytes.Buffer
+	// at and url are the metrics source the loop scrapes and its URL for
+	// this target.
+	at     *metricsEndpoint
+	url    string
 	streak streak
 
 	// last is the latest good scrape, taken at lastSuccess.
@@ -76,13 +80,16 @@ func (l *metricsLoop) scrape(ctx context.Context) bool {
 
 // get fetches and parses /metrics.
 func (l *metricsLoop) get(ctx context.Context) (enginemetrics.Metrics, error) {
-	contentType, err := l.s.fetch(ctx, l.t.metricsURL, acceptMetrics, &l.body)
+	if at := l.s.metricsAt.Load(); at != l.at {
+		l.at, l.url = at, at.url(l.t.address)
+	}
+	contentType, err := l.s.fetch(ctx, l.at.client, l.url, acceptMetrics, &l.body)
 	if err != nil {
 		return enginemetrics.Metrics{}, err
 	}
 	m, err := l.parser.Parse(l.body.Bytes(), enginemetrics.FormatOf(contentType))
 	if err != nil {
-		return enginemetrics.Metrics{}, &scrapeError{reasonParse, fmt.Errorf("GET %s: %w", l.t.metricsURL, err)}
+		return enginemetrics.Metrics{}, &scrapeError{reasonParse, fmt.Errorf("GET %s: %w", l.url, err)}
 	}
 	return m, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/plugins/datalayer"
@@ -24,6 +25,8 @@ type Scraper struct {
 	// defaultModels is the Scraper's own models-data-source.
 	polls         modelsPolls
 	defaultModels *datalayer.ModelsSource
+	// metricsAt is where metrics are scraped (SetMetricsSource).
+	metricsAt atomic.Pointer[metricsEndpoint]
 
 	// reconcile serializes SetEndpoints and Close, which wait for loops
 	// with it held; mu guards targets and closed only briefly, for the
@@ -44,6 +47,7 @@ func New(cfg Config) (*Scraper, error) {
 	if s.client == nil {
 		s.client, s.ownClient = NewHTTPClient(), true
 	}
+	s.metricsAt.Store(&metricsEndpoint{src: MetricsSource{Scheme: "http", Path: "/metrics"}, client: s.client})
 	if s.defaultModels, err = datalayer.NewModelsSource("", datalayer.DefaultModelsParams()); err != nil {
 		return nil, fmt.Errorf("new scraper: %w", err)
 	}
@@ -136,6 +140,9 @@ func (s *Scraper) Close() {
 	s.tel.unregister()
 	if s.ownClient {
 		s.client.CloseIdleConnections()
+	}
+	if at := s.metricsAt.Load(); at.own {
+		at.client.CloseIdleConnections()
 	}
 	_ = s.defaultModels.Close()
 }

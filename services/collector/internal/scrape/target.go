@@ -21,7 +21,6 @@ type target struct {
 	key        string // pool/name
 	pool, name string
 	address    string // host:port
-	metricsURL string
 	// endpoint is what the models data source fetches from.
 	endpoint *scheduling.Endpoint
 	started  time.Time
@@ -56,13 +55,12 @@ func newTarget(ep *registryv1.Endpoint) (*target, error) {
 	}
 	address := net.JoinHostPort(ep.GetAddress(), strconv.Itoa(int(ep.GetPort())))
 	return &target{
-		key:        ep.GetPool() + "/" + ep.GetName(),
-		pool:       ep.GetPool(),
-		name:       ep.GetName(),
-		address:    address,
-		metricsURL: "http://" + address + "/metrics",
-		endpoint:   scheduling.NewEndpoint(ep.GetName(), ep.GetAddress(), int(ep.GetPort()), nil),
-		started:    time.Now(),
+		key:      ep.GetPool() + "/" + ep.GetName(),
+		pool:     ep.GetPool(),
+		name:     ep.GetName(),
+		address:  address,
+		endpoint: scheduling.NewEndpoint(ep.GetName(), ep.GetAddress(), int(ep.GetPort()), nil),
+		started:  time.Now(),
 	}, nil
 }
 
