@@ -21,15 +21,24 @@ const (
 	EncodeType          = "encode-filter"
 )
 
-// RoleLabel is the pod label the role filters read by default.
-const RoleLabel = "mif.moreh.io/role"
+// RoleLabel is Heimdall's role label, which the role filters read first;
+// LLMDRoleLabel is llm-d's, read on pods without RoleLabel, with llm-d's
+// role values (prefill-decode, and both and encode-prefill-decode for
+// prefill as well).
+const (
+	RoleLabel     = "mif.moreh.io/role"
+	LLMDRoleLabel = "llm-d.ai/role"
+)
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: ByLabelType, New: newByLabel})
 	scheduling.Register(scheduling.Registration{Type: ByLabelSelectorType, New: newSelector})
-	scheduling.Register(scheduling.Registration{Type: PrefillType, New: newRole(PrefillType, false, "prefill")})
-	scheduling.Register(scheduling.Registration{Type: DecodeType, New: newRole(DecodeType, true, "decode", "both")})
-	scheduling.Register(scheduling.Registration{Type: EncodeType, New: newRole(EncodeType, false, "encode", "encode-prefill", "encode-prefill-decode")})
+	scheduling.Register(scheduling.Registration{Type: PrefillType, New: newRole(PrefillType, false,
+		[]string{"prefill"}, []string{"prefill", "encode-prefill", "prefill-decode", "both", "encode-prefill-decode"})})
+	scheduling.Register(scheduling.Registration{Type: DecodeType, New: newRole(DecodeType, true,
+		[]string{"decode", "both"}, []string{"decode", "prefill-decode", "both", "encode-prefill-decode"})})
+	scheduling.Register(scheduling.Registration{Type: EncodeType, New: newRole(EncodeType, false,
+		[]string{"encode", "encode-prefill", "encode-prefill-decode"}, []string{"encode", "encode-prefill", "encode-prefill-decode"})})
 }
 
 // ByLabelParams are by-label's parameters.
@@ -74,13 +83,21 @@ func (f *ByLabel) Filter(_ context.Context, _ *scheduling.CycleState, _ *schedul
 	return dst
 }
 
-// Role keeps endpoints whose role label has one of the role's values
-// (and, for decode-filter, endpoints without the label).
+// Role keeps endpoints whose role has one of the role's values, and, for
+// decode-filter, endpoints without a role. A pod's role is its RoleLabel
+// (Heimdall's values), else its LLMDRoleLabel (llm-d's); another label set
+// in the parameters is the only one read, with Heimdall's values.
 type Role struct {
 	scheduling.Named
 	params  RoleParams
-	values  []string
+	rules   []roleRule
 	noLabel bool
+}
+
+// roleRule is one label convention: the label and the values it keeps.
+type roleRule struct {
+	label  string
+	values []string
 }
 
 // RoleParams are the role filters' parameters.
@@ -89,7 +106,7 @@ type RoleParams struct {
 	Label string `json:"label"`
 }
 
-func newRole(typ string, noLabel bool, values ...string) scheduling.Factory {
+func newRole(typ string, noLabel bool, heimdall, llmd []string) scheduling.Factory {
 	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
 		p := RoleParams{Label: RoleLabel}
 		if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
@@ -98,7 +115,11 @@ func newRole(typ string, noLabel bool, values ...string) scheduling.Factory {
 		if p.Label == "" {
 			return nil, scheduling.ParamErrorf("label", "must not be empty")
 		}
-		return &Role{Named: scheduling.Named{Type: typ, Name: name}, params: p, values: values, noLabel: noLabel}, nil
+		rules := []roleRule{{RoleLabel, heimdall}, {LLMDRoleLabel, llmd}}
+		if p.Label != RoleLabel {
+			rules = []roleRule{{p.Label, heimdall}}
+		}
+		return &Role{Named: scheduling.Named{Type: typ, Name: name}, params: p, rules: rules, noLabel: noLabel}, nil
 	}
 }
 
@@ -108,12 +129,22 @@ func (f *Role) Parameters() any { return f.params }
 // Filter implements scheduling.Filter.
 func (f *Role) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, dst []*scheduling.Endpoint) []*scheduling.Endpoint {
 	for _, e := range in {
-		v, ok := e.Labels[f.params.Label]
-		if (ok && slices.Contains(f.values, v)) || (!ok && f.noLabel) {
+		if f.keeps(e.Labels) {
 			dst = append(dst, e)
 		}
 	}
 	return dst
+}
+
+// keeps reports whether a pod with labels has one of the role's values by
+// the first convention it is labelled in (without any: noLabel).
+func (f *Role) keeps(labels map[string]string) bool {
+	for _, r := range f.rules {
+		if v, ok := labels[r.label]; ok {
+			return slices.Contains(r.values, v)
+		}
+	}
+	return f.noLabel
 }
 
 // Label selector operators (Kubernetes LabelSelectorRequirement).

@@ -277,6 +277,28 @@ func TestRoleFilters(t *testing.T) {
 	}
 }
 
+// Pods labelled the llm-d way (llm-d.ai/role) are filtered with llm-d's
+// role values; Heimdall's label wins on a pod that has both.
+func TestRoleFiltersLLMDLabel(t *testing.T) {
+	pods := func() []*scheduling.Endpoint {
+		var out []*scheduling.Endpoint
+		for _, r := range []string{"prefill", "decode", "prefill-decode", "both", "encode", "encode-prefill", "encode-prefill-decode"} {
+			out = append(out, lep("llmd-"+r, map[string]string{filter.LLMDRoleLabel: r}))
+		}
+		out = append(out, lep("both-labels", map[string]string{filter.RoleLabel: "prefill", filter.LLMDRoleLabel: "decode"}))
+		return out
+	}
+	for typ, want := range map[string][]string{
+		filter.PrefillType: {"llmd-prefill", "llmd-prefill-decode", "llmd-both", "llmd-encode-prefill", "llmd-encode-prefill-decode", "both-labels"},
+		filter.DecodeType:  {"llmd-decode", "llmd-prefill-decode", "llmd-both", "llmd-encode-prefill-decode"},
+		filter.EncodeType:  {"llmd-encode", "llmd-encode-prefill", "llmd-encode-prefill-decode"},
+	} {
+		if got := run(t, typ, "", pods()); !slices.Equal(got, want) {
+			t.Errorf("%s kept %v, want %v", typ, got, want)
+		}
+	}
+}
+
 func TestRoleFiltersNoLabel(t *testing.T) {
 	tests := []struct {
 		typ  string
