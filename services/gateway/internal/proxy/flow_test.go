@@ -76,6 +76,9 @@ func TestFlowControlShedsAndRefusesFast(t *testing.T) {
 	if resp.code != http.StatusTooManyRequests || resp.header.Get("Retry-After") == "" || !strings.Contains(body, "sheddable") {
 		t.Fatalf("sheddable on a full pool: %d %s", resp.code, body)
 	}
+	if got := resp.header.Get(DroppedReasonHeader); got != DroppedSaturated {
+		t.Errorf("%s = %q, want %s", DroppedReasonHeader, got, DroppedSaturated)
+	}
 	t.Logf("shed in %v", took)
 	resp, body, _ = post(t, g.url, map[string]string{"X-Gateway-Inference-Objective": "chat"})
 	if resp.code != http.StatusServiceUnavailable || resp.header.Get("Retry-After") == "" {
@@ -143,6 +146,9 @@ func TestFlowControlQueuesUntilASlotFrees(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	resp, body, _ := post(t, g2.url, nil)
+	if got := resp.header.Get(DroppedReasonHeader); got != DroppedTTLExpired {
+		t.Errorf("%s = %q, want %s", DroppedReasonHeader, got, DroppedTTLExpired)
+	}
 	if resp.code != http.StatusServiceUnavailable || !strings.Contains(body, "time to live") {
 		t.Fatalf("TTL in the queue: %d %s", resp.code, body)
 	}

@@ -31,3 +31,13 @@ func RequestIDs(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// DroppedReasonHeader tells the client why flow control did not serve its
+// request, as llm-d's router does: DroppedSaturated (shed, or the pool
+// stayed saturated or the queue was full) or DroppedTTLExpired (it waited
+// its time to live in the queue).
+const (
+	DroppedReasonHeader = "x-llm-d-request-dropped-reason"
+	DroppedSaturated    = "rejected-saturated"
+	DroppedTTLExpired   = "rejected-ttl-expired"
+)
