@@ -114,3 +114,32 @@ func (b *builder) admission(s *Scheduler) {
 		s.detector = d
 	}
 }
+
+// parser checks the parser section: its pluginRef must name a declared
+// request parser (upstream adds openai-parser when it names none; Hermod
+// parses the OpenAI wire either way).
+func (b *builder) parser() {
+	if len(b.cfg.Parser) == 0 {
+		return
+	}
+	var section struct {
+		PluginRef string `json:"pluginRef"`
+	}
+	if err := json.Unmarshal(b.cfg.Parser, &section); err != nil {
+		b.fail("parser: %v", err)
+		return
+	}
+	if section.PluginRef == "" {
+		return
+	}
+	for _, inst := range b.instances {
+		if inst.implicit || inst.plugin == nil || inst.plugin.TypedName().Name != section.PluginRef {
+			continue
+		}
+		if _, ok := inst.plugin.(RequestParser); !ok {
+			b.fail("parser.pluginRef: %q (type %s) is not a request parser", section.PluginRef, inst.plugin.TypedName().Type)
+		}
+		return
+	}
+	b.fail("parser.pluginRef: no plugin named %q is declared in plugins", section.PluginRef)
+}

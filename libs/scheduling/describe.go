@@ -60,6 +60,7 @@ var extensionPoints = []struct {
 	{PointPreRequest, is[PreRequest]},
 	{"Admitter", is[Admitter]},
 	{"SaturationDetector", is[SaturationDetector]},
+	{"RequestParser", is[RequestParser]},
 	{PointResponseReceived, is[ResponseReceived]},
 	{PointResponseComplete, is[ResponseComplete]},
 	{"DataSource", is[DataSource]},

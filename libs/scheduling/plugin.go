@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hermod/hermod/libs/openai"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -243,6 +245,13 @@ type EndpointRemover interface {
 type DataSource interface {
 	Plugin
 	Fetch(ctx context.Context, ep *Endpoint) (any, error)
+}
+
+// RequestParser reads a request body of an API: what a config's parser
+// section names (upstream's request-handling parsers).
+type RequestParser interface {
+	Plugin
+	ParseRequest(api openai.API, body []byte) (openai.Request, error)
 }
 
 // EndpointSource is a data source of endpoint events (an endpoint added or

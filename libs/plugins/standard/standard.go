@@ -15,6 +15,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/headers"
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
+	_ "github.com/hermod/hermod/libs/plugins/parser"
 	_ "github.com/hermod/hermod/libs/plugins/picker"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	_ "github.com/hermod/hermod/libs/plugins/predictedlatency"

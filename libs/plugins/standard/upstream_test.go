@@ -38,8 +38,10 @@ var typeLine = regexp.MustCompile(`(?m)^\s*-?\s*\{?\s*type:\s*([a-z0-9-]+)`)
 // The conformance corpus: configurations written from the upstream
 // documentation (testdata/upstream), one or more per plugin type, each
 // loaded without an error or an unknown parameter and run through the
-// scheduler, a chat with an image and a completion alike. Every plugin
-// type of this build appears in it.
+// scheduler, a chat with an image and a completion alike; the types
+// Hermod refuses (testdata/upstream/refused) fail to load saying what to
+// use instead. Every plugin type of this build appears in one or the
+// other.
 func TestUpstreamCorpus(t *testing.T) {
 	files, err := filepath.Glob("testdata/upstream/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -78,6 +80,22 @@ func TestUpstreamCorpus(t *testing.T) {
 				res.Release()
 			}
 		})
+	}
+	refused, err := filepath.Glob("testdata/upstream/refused/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range refused {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range typeLine.FindAllStringSubmatch(string(data), -1) {
+			covered[m[1]] = true
+		}
+		if _, err := load(t, f); err == nil || !strings.Contains(err.Error(), "not supported") || !strings.Contains(err.Error(), "use ") {
+			t.Errorf("%s: error %v, want a refusal that says what to use instead", filepath.Base(f), err)
+		}
 	}
 	var missing []string
 	for _, typ := range scheduling.DefaultRegistry.Types() {

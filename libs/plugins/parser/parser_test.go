@@ -1,0 +1,39 @@
+package parser_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/libs/plugins/parser"
+	_ "github.com/hermod/hermod/libs/plugins/standard" // the other plugin types
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+)
+
+func TestOpenAIParserParsesTheOpenAIWire(t *testing.T) {
+	p := schedulingtest.New[*parser.OpenAI](t, schedulingtest.NewHandle(), parser.OpenAIType, "", "")
+	req, err := p.ParseRequest(openai.APIChatCompletions, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	if err != nil || req.Model != "m" || !req.Stream || len(req.Messages) != 1 {
+		t.Fatalf("parsed %+v, %v", req, err)
+	}
+	if _, err := p.ParseRequest(openai.APIChatCompletions, []byte(`{"model":"m","messages":"hi"}`)); err == nil {
+		t.Fatal("a malformed body parsed")
+	}
+}
+
+func TestParserSection(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"plugins: [{type: queue-scorer}]\nparser: {pluginRef: openai-parser}":                            `parser.pluginRef: no plugin named "openai-parser"`,
+		"plugins: [{type: queue-scorer}]\nparser: {pluginRef: queue-scorer}":                             "is not a request parser",
+		"plugins: [{type: vllmgrpc-parser}, {type: queue-scorer}]\nparser: {pluginRef: vllmgrpc-parser}": "vllmgrpc-parser is not supported",
+	} {
+		cfg, err := scheduling.ParseConfig([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := scheduling.New(cfg); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", yaml, err, want)
+		}
+	}
+}
