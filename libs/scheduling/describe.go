@@ -61,6 +61,7 @@ var extensionPoints = []struct {
 	{"Admitter", is[Admitter]},
 	{"SaturationDetector", is[SaturationDetector]},
 	{"RequestParser", is[RequestParser]},
+	{"AttributeReporter", is[AttributeReporter]},
 	{PointResponseReceived, is[ResponseReceived]},
 	{PointResponseComplete, is[ResponseComplete]},
 	{"DataSource", is[DataSource]},

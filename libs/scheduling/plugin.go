@@ -247,6 +247,20 @@ type DataSource interface {
 	Fetch(ctx context.Context, ep *Endpoint) (any, error)
 }
 
+// AttributeReporter reports attributes of a finished response to the data
+// plane (Envoy dynamic metadata), computed from its usage: upstream's
+// request-attribute-reporter.
+type AttributeReporter interface {
+	Plugin
+	ResponseAttributes(u Usage) []Attribute
+}
+
+// Attribute is a number reported under a metadata namespace and name.
+type Attribute struct {
+	Namespace, Name string
+	Value           float64
+}
+
 // RequestParser reads a request body of an API: what a config's parser
 // section names (upstream's request-handling parsers).
 type RequestParser interface {

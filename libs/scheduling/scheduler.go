@@ -206,6 +206,18 @@ func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Res
 	return nil
 }
 
+// ResponseAttributes returns what the attribute reporters report for a
+// finished response of usage u.
+func (s *Scheduler) ResponseAttributes(u Usage) []Attribute {
+	var out []Attribute
+	for _, p := range s.plugins {
+		if r, ok := p.(AttributeReporter); ok {
+			out = append(out, r.ResponseAttributes(u)...)
+		}
+	}
+	return out
+}
+
 // StateRetention is the longest state retention its plugins ask for (see
 // StateRetainer); 0 if none does.
 func (s *Scheduler) StateRetention() time.Duration {

@@ -16,12 +16,14 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
+	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -244,7 +246,7 @@ func (x *exchange) sendRoute(eos bool) error {
 	if err := x.send(resp); err != nil {
 		return err
 	}
-	return x.sendChunks(true, x.body, eos)
+	return x.sendChunks(true, x.body, eos, nil)
 }
 
 // destination is the routing header's value: every target, primary first.
@@ -329,13 +331,33 @@ func (x *exchange) responseBody(req *extprocv3.ProcessingRequest, b *extprocv3.H
 		x.acct.Feed(b.GetBody())
 		x.noteServed(req)
 	}
-	if err := x.continueBody(false, x.respMode, b); err != nil {
+	var md *structpb.Struct
+	if followed && b.GetEndOfStream() {
+		md = x.attributes()
+	}
+	if err := x.continueBodyWith(false, x.respMode, b, md); err != nil {
 		return err
 	}
 	if followed && b.GetEndOfStream() {
 		x.completeByStatus()
 	}
 	return nil
+}
+
+// attributes returns the dynamic metadata the finished response reports
+// (nil: none), from the usage it carried.
+func (x *exchange) attributes() *structpb.Struct {
+	if x.s.o.Attributes == nil || x.acct == nil {
+		return nil
+	}
+	x.acct.Finish()
+	seen := x.acct.Observed()
+	if !seen.HaveUsage {
+		return nil
+	}
+	u := seen.Usage
+	attrs := x.s.o.Attributes(scheduling.Usage{PromptTokens: int(u.PromptTokens), CachedTokens: int(u.CachedTokens), CompletionTokens: int(u.CompletionTokens)})
+	return attributesMetadata(attrs)
 }
 
 func (x *exchange) responseTrailers(req *extprocv3.ProcessingRequest) error {
@@ -367,22 +389,33 @@ func (x *exchange) noteServed(req *extprocv3.ProcessingRequest) {
 // continueBody passes a body chunk on unchanged: echoed in the streamed
 // modes, a plain CONTINUE otherwise.
 func (x *exchange) continueBody(request bool, mode filterv3.ProcessingMode_BodySendMode, b *extprocv3.HttpBody) error {
+	return x.continueBodyWith(request, mode, b, nil)
+}
+
+// continueBodyWith is continueBody with dynamic metadata (nil: none) on
+// the last message it sends.
+func (x *exchange) continueBodyWith(request bool, mode filterv3.ProcessingMode_BodySendMode, b *extprocv3.HttpBody, md *structpb.Struct) error {
 	switch mode {
 	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_GRPC:
-		return x.sendChunks(request, b.GetBody(), b.GetEndOfStream())
+		return x.sendChunks(request, b.GetBody(), b.GetEndOfStream(), md)
 	}
-	return x.send(bodyResponse(request, nil))
+	resp := bodyResponse(request, nil)
+	resp.DynamicMetadata = md
+	return x.send(resp)
 }
 
 // sendChunks streams body back in chunks of at most MaxChunkSize bytes,
-// the last one carrying eos.
-func (x *exchange) sendChunks(request bool, body []byte, eos bool) error {
+// the last one carrying eos and md (nil: none).
+func (x *exchange) sendChunks(request bool, body []byte, eos bool, md *structpb.Struct) error {
 	for {
 		n := min(len(body), MaxChunkSize)
 		last := n == len(body)
 		resp := bodyResponse(request, &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
 			Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body[:n], EndOfStream: last && eos}},
 		}})
+		if last {
+			resp.DynamicMetadata = md
+		}
 		if err := x.send(resp); err != nil {
 			return err
 		}

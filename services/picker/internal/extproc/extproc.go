@@ -37,6 +37,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -79,8 +80,12 @@ type Options struct {
 	// data plane does not say (its protocol_config); default
 	// FULL_DUPLEX_STREAMED.
 	DefaultMode filterv3.ProcessingMode_BodySendMode
-	Logger      *slog.Logger
-	Metrics     *Metrics
+	// Attributes, when set, gives the attributes a finished response
+	// reports to the data plane as dynamic metadata (the pool config's
+	// request-attribute-reporter), from its usage.
+	Attributes func(scheduling.Usage) []scheduling.Attribute
+	Logger     *slog.Logger
+	Metrics    *Metrics
 }
 
 // Server implements extprocv3.ExternalProcessorServer.

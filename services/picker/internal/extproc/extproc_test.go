@@ -20,6 +20,7 @@ import (
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 const chatBody = `{"model":"llama","messages":[{"role":"user","content":"hello there"}],"stream":true}`
@@ -624,4 +625,49 @@ func TestProtocolErrors(t *testing.T) {
 		t.Errorf("body first: %v", err)
 	}
 	e.waitStreams(outcomeProtocolError, 1)
+}
+
+// The attributes the config reports (request-attribute-reporter) ride on
+// the answer to the response's last body chunk as dynamic metadata, from
+// the usage the response carried; a response without usage reports none.
+func TestResponseAttributesAsDynamicMetadata(t *testing.T) {
+	var seen []scheduling.Usage
+	attrs := func(u scheduling.Usage) []scheduling.Attribute {
+		seen = append(seen, u)
+		return []scheduling.Attribute{{Namespace: "envoy.lb", Name: "cost", Value: float64(u.PromptTokens + 2*u.CompletionTokens)}}
+	}
+	for _, mode := range []filterv3.ProcessingMode_BodySendMode{filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_BUFFERED} {
+		seen = nil
+		e := newTestEnv(t, func(o *Options) { o.Attributes = attrs })
+		s := e.open()
+		pc := protocol(mode, mode)
+		s.send(post(pc, "/v1/completions"))
+		if mode == filterv3.ProcessingMode_BUFFERED {
+			s.recv() // the headers answer
+		}
+		s.send(requestBody([]byte(`{"model":"llama","prompt":"hi"}`), true))
+		for r := s.recv(); r.GetRequestBody() == nil || mode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED && !lastChunk(r); r = s.recv() {
+		}
+		s.send(responseHeaders(false, ":status", "200", "content-type", "application/json"))
+		s.recv()
+		s.send(responseBody([]byte(`{"choices":[],"usage":{"prompt_tokens":3,`), false))
+		if r := s.recv(); r.GetDynamicMetadata() != nil {
+			t.Errorf("%s: metadata before the last chunk: %v", mode, r.GetDynamicMetadata())
+		}
+		s.send(responseBody([]byte(`"completion_tokens":5}}`), true))
+		r := s.recv()
+		cost := r.GetDynamicMetadata().GetFields()["envoy.lb"].GetStructValue().GetFields()["cost"]
+		if cost == nil || cost.GetNumberValue() != 13 {
+			t.Errorf("%s: dynamic metadata %v, want envoy.lb.cost 13", mode, r.GetDynamicMetadata())
+		}
+		s.close()
+		if len(seen) != 1 || seen[0].PromptTokens != 3 || seen[0].CompletionTokens != 5 {
+			t.Errorf("%s: usage seen %+v", mode, seen)
+		}
+	}
+}
+
+// lastChunk reports whether r echoes the request body's last chunk.
+func lastChunk(r *extprocv3.ProcessingResponse) bool {
+	return r.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream()
 }

@@ -6,6 +6,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // Header and metadata names of the GIE endpoint-picker protocol.
@@ -151,4 +153,22 @@ func destinationMetadata(dest string) *structpb.Struct {
 			DestinationHeader: structpb.NewStringValue(dest),
 		}}),
 	}}
+}
+
+// attributesMetadata is the dynamic metadata of reported attributes:
+// {namespace: {name: value}}; nil when there are none.
+func attributesMetadata(attrs []scheduling.Attribute) *structpb.Struct {
+	if len(attrs) == 0 {
+		return nil
+	}
+	md := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for _, a := range attrs {
+		ns := md.Fields[a.Namespace].GetStructValue()
+		if ns == nil {
+			ns = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+			md.Fields[a.Namespace] = structpb.NewStructValue(ns)
+		}
+		ns.Fields[a.Name] = structpb.NewNumberValue(a.Value)
+	}
+	return md
 }

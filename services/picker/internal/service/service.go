@@ -241,6 +241,14 @@ func (s *Server) tracedSchedule(ctx context.Context, sched *scheduling.Scheduler
 	return res, nil
 }
 
+// ResponseAttributes returns what the config in force reports to the data
+// plane about a finished response of usage u (request-attribute-reporter).
+func (s *Server) ResponseAttributes(u scheduling.Usage) []scheduling.Attribute {
+	lease := s.o.Loader.Acquire()
+	defer lease.Release()
+	return lease.Scheduler().ResponseAttributes(u)
+}
+
 // Complete implements pickerv1.PickerServiceServer.
 func (s *Server) Complete(ctx context.Context, in *pickerv1.CompleteRequest) (*pickerv1.CompleteResponse, error) {
 	c := in.GetCompletion()
