@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/testkit/childproc"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -151,7 +153,7 @@ func startPicker(t *testing.T, s *devstack, pool string) pickerProc {
 	p := pickerProc{grpc: fmt.Sprintf("127.0.0.1:%d", base), ops: fmt.Sprintf("127.0.0.1:%d", base+1)}
 	cmd := exec.Command(bin("hermod-picker"), "--pool", pool, "--replica", pool, "--listen", p.grpc, "--metrics-listen", p.ops,
 		"--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL)
-	logs := &syncBuffer{}
+	logs := &childproc.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -18,32 +18,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermod/hermod/testkit/childproc"
 )
 
 // sim is a running vllm-sim process.
 type sim struct {
 	cmd  *exec.Cmd
 	base int // HTTP port of pod 0
-	logs *syncBuffer
-}
-
-// syncBuffer collects a process's output; the copy goroutine of os/exec
-// writes it while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs *childproc.Output
 }
 
 func freePorts(t testing.TB, n int) int {
@@ -79,7 +62,7 @@ func startSim(t testing.TB, pods int, args ...string) *sim {
 	base := freePorts(t, pods)
 	all := append([]string{"serve", "sim-model", "--host", "127.0.0.1", "--port", strconv.Itoa(base), "--pods", strconv.Itoa(pods)}, args...)
 	cmd := exec.Command(bin("vllm-sim"), all...)
-	logs := &syncBuffer{}
+	logs := &childproc.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

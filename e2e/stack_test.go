@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermod/hermod/testkit/childproc"
+
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
@@ -26,7 +28,7 @@ import (
 type devstack struct {
 	t     testing.TB
 	cmd   *exec.Cmd
-	logs  *syncBuffer
+	logs  *childproc.Output
 	state stackstate.State
 	done  chan error
 }
@@ -48,7 +50,7 @@ func startStack(t testing.TB, extra ...string) *devstack {
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--nats-port", "0", "--etcd-port", "0",
 		"--sim-base-port", fmt.Sprint(simBase), "--kv-base-port", fmt.Sprint(kvBase)}, extra...)
 	cmd := exec.Command(bin("hermod-devstack"), args...)
-	logs := &syncBuffer{}
+	logs := &childproc.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -19,14 +19,14 @@ type Process struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited
 	exitErr error
-	out     *syncBuffer
+	out     *Output
 }
 
 // Start starts cmd (its output collected for errors) and polls ready until
 // it succeeds. When the process exits first, or ready still fails after
 // within, the process is gone and the error says why.
 func Start(cmd *exec.Cmd, ready func() error, within time.Duration) (*Process, error) {
-	p := &Process{cmd: cmd, done: make(chan struct{}), out: &syncBuffer{}}
+	p := &Process{cmd: cmd, done: make(chan struct{}), out: &Output{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -96,20 +96,23 @@ func Dials(addr string) error {
 	return c.Close()
 }
 
-// syncBuffer is a bytes.Buffer the process's output goroutines and the
-// test may use at once.
-type syncBuffer struct {
+// Output collects what is written to it (a process's output, a logger's
+// lines) for a test to read while the writers go on: safe for concurrent
+// use.
+type Output struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write implements io.Writer.
+func (b *Output) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String returns what was written so far.
+func (b *Output) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -1,7 +1,6 @@
 package scrape
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hermod/hermod/testkit/childproc"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -200,37 +201,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// syncBuffer is a goroutine-safe log destination.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness is a Scraper under test with its sink, registry and log.
 type harness struct {
 	s   *Scraper
 	rec *recorder
 	reg *prometheus.Registry
-	log *syncBuffer
+	log *childproc.Output
 }
 
 // newHarness starts a Scraper with cfg (fast defaults for the zero fields)
 // and closes it when the test ends.
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	h := &harness{rec: newRecorder(), reg: prometheus.NewRegistry(), log: &syncBuffer{}}
+	h := &harness{rec: newRecorder(), reg: prometheus.NewRegistry(), log: &childproc.Output{}}
 	cfg.Sink, cfg.Registerer = h.rec, h.reg
 	cfg.Logger = slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Interval == 0 {
