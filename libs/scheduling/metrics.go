@@ -2,10 +2,12 @@ package scheduling
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -29,7 +31,7 @@ type SchedulerMetrics struct {
 	e2e            prometheus.Histogram
 	pluginDuration *prometheus.HistogramVec
 	attempts       *prometheus.CounterVec
-	success        prometheus.Counter
+	failures       *prometheus.CounterVec
 }
 
 // NewSchedulerMetrics creates the scheduler metrics and registers them with
@@ -38,14 +40,15 @@ type SchedulerMetrics struct {
 // builds a new Scheduler with the same metrics): registering twice panics.
 func NewSchedulerMetrics(reg prometheus.Registerer) *SchedulerMetrics {
 	m := &SchedulerMetrics{
-		e2e:            telemetry.NewHistogram("inference_extension_scheduler_e2e_duration_seconds", "Duration of one scheduling cycle, prepare-data to pre-request.", []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
-		pluginDuration: telemetry.NewHistogramVec("inference_extension_plugin_duration_seconds", "Duration of one plugin call at one extension point.", []float64{1e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 1e-3, 0.01}, "extension_point", "plugin_type", "plugin_name"),
-		attempts:       telemetry.NewCounterVec("inference_extension_scheduler_attempts_total", "Scheduling cycles by outcome (success, or the failure kind).", "status"),
+		e2e:            telemetry.NewHistogram("inference_extension_scheduler_e2e_duration_seconds", "[ALPHA] End-to-end scheduling latency distribution in seconds.", giemetrics.FastBuckets),
+		pluginDuration: telemetry.NewHistogramVec("inference_extension_plugin_duration_seconds", "[ALPHA] Plugin processing latency distribution in seconds for each extension point, plugin type and plugin name.", giemetrics.FastBuckets, "extension_point", "plugin_type", "plugin_name"),
+		attempts: telemetry.NewCounterVec("inference_extension_scheduler_attempts_total", "[ALPHA] Total number of successful and failed scheduling attempts.",
+			"status", "target_model_name", "pod_name", "namespace", "port"),
+		failures: telemetry.NewCounterVec("hermod_scheduler_failures_total", "Scheduling cycles that chose no endpoint, by kind: no_candidates, shed, bad_request, internal.", "kind"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.e2e, m.pluginDuration, m.attempts)
+		reg.MustRegister(m.e2e, m.pluginDuration, m.attempts, m.failures)
 	}
-	m.success = m.attempts.WithLabelValues("success")
 	return m
 }
 
@@ -76,19 +79,27 @@ func (t pluginTimer) done(start time.Time) {
 	}
 }
 
-func (m *SchedulerMetrics) cycleDone(start time.Time, err error) {
+// cycleDone observes a cycle that began at start: its duration, and the
+// attempt by status (success with the primary target's pod and port, or
+// failure) and, for a failure, its kind.
+func (m *SchedulerMetrics) cycleDone(start time.Time, req *Request, res *Result, err error) {
 	if m == nil {
 		return
 	}
 	m.e2e.Observe(time.Since(start).Seconds())
 	if err == nil {
-		m.success.Inc()
+		pod, port := "", ""
+		if t := res.Target(); t.Endpoint != nil {
+			pod, port = t.Endpoint.Name, strconv.Itoa(t.Port)
+		}
+		m.attempts.WithLabelValues("success", req.Model, pod, "", port).Inc()
 		return
 	}
-	status := KindInternal.String()
+	m.attempts.WithLabelValues("failure", req.Model, "", "", "").Inc()
+	kind := KindInternal.String()
 	var se *Error
 	if errors.As(err, &se) {
-		status = se.Kind.String()
+		kind = se.Kind.String()
 	}
-	m.attempts.WithLabelValues(status).Inc()
+	m.failures.WithLabelValues(kind).Inc()
 }

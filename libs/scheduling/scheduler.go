@@ -105,7 +105,7 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	}
 	if len(candidates) == 0 {
 		err := &Error{Kind: KindNoCandidates, Msg: "no ready endpoints in the pool"}
-		s.metrics.cycleDone(start, err)
+		s.metrics.cycleDone(start, req, nil, err)
 		return nil, err
 	}
 	for _, p := range s.prepare {
@@ -121,12 +121,12 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	res := &Result{RequestID: req.ID}
 	c.begin(ctx, req, candidates, res)
 	if err := s.prepareCycle(ctx, c, req); err != nil {
-		s.metrics.cycleDone(start, err)
+		s.metrics.cycleDone(start, req, nil, err)
 		c.release()
 		return nil, err
 	}
 	err := s.decide(ctx, c, req, res)
-	s.metrics.cycleDone(start, err)
+	s.metrics.cycleDone(start, req, res, err)
 	if err != nil {
 		c.release()
 		return nil, err

@@ -233,13 +233,16 @@ func TestCycleMetrics(t *testing.T) {
 		t.Fatal("expected no candidates")
 	}
 	expected := `
-# HELP inference_extension_scheduler_attempts_total Scheduling cycles by outcome (success, or the failure kind).
+# HELP inference_extension_scheduler_attempts_total [ALPHA] Total number of successful and failed scheduling attempts.
 # TYPE inference_extension_scheduler_attempts_total counter
-inference_extension_scheduler_attempts_total{status="no_candidates"} 1
-inference_extension_scheduler_attempts_total{status="shed"} 1
-inference_extension_scheduler_attempts_total{status="success"} 3
+inference_extension_scheduler_attempts_total{namespace="",pod_name="",port="",status="failure",target_model_name="m"} 2
+inference_extension_scheduler_attempts_total{namespace="",pod_name="pod-1",port="8000",status="success",target_model_name="m"} 3
+# HELP hermod_scheduler_failures_total Scheduling cycles that chose no endpoint, by kind: no_candidates, shed, bad_request, internal.
+# TYPE hermod_scheduler_failures_total counter
+hermod_scheduler_failures_total{kind="no_candidates"} 1
+hermod_scheduler_failures_total{kind="shed"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "inference_extension_scheduler_attempts_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "inference_extension_scheduler_attempts_total", "hermod_scheduler_failures_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(reg, "inference_extension_plugin_duration_seconds"); n < 4 {

@@ -171,6 +171,19 @@ func (x *Index) RemoveEndpoint(endpoint string) {
 	x.free = append(x.free, id)
 }
 
+// Entries returns how many blocks the index holds, over every endpoint.
+func (x *Index) Entries() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := 0
+	for _, s := range x.servers {
+		if s != nil {
+			n += len(s.heap)
+		}
+	}
+	return n
+}
+
 // Blocks returns how many blocks the index holds for an endpoint.
 func (x *Index) Blocks(endpoint string) int {
 	x.mu.RLock()

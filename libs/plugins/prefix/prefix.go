@@ -12,7 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Type is the registered plugin type.
@@ -55,10 +59,30 @@ type wireParams struct {
 // PreRequest hook that records the request's blocks for its targets.
 type Plugin struct {
 	scheduling.Named
-	params Params
-	index  *Index
-	key    scheduling.StateKey
-	pool   sync.Pool
+	params  Params
+	index   *Index
+	key     scheduling.StateKey
+	pool    sync.Pool
+	metrics indexerMetrics
+}
+
+// indexerMetrics are GIE's prefix indexer metrics: the blocks the index
+// holds, and per decision the share and the estimated bytes of the prompt
+// its target held.
+type indexerMetrics struct {
+	size     prometheus.Gauge
+	hitRatio prometheus.Histogram
+	hitBytes prometheus.Histogram
+}
+
+func newIndexerMetrics(h scheduling.Handle) indexerMetrics {
+	return indexerMetrics{
+		size: scheduling.Metric(h, telemetry.NewGauge("inference_extension_prefix_indexer_size", "[ALPHA] Size of the prefix indexer.")),
+		hitRatio: scheduling.Metric(h, telemetry.NewHistogram("inference_extension_prefix_indexer_hit_ratio",
+			"[ALPHA] Ratio of prefix length matched to total prefix length in the cache lookup.", giemetrics.RatioBuckets)),
+		hitBytes: scheduling.Metric(h, telemetry.NewHistogram("inference_extension_prefix_indexer_hit_bytes",
+			"[ALPHA] Length of the prefix match in number of bytes in the cache lookup.", giemetrics.HitBytesBuckets)),
+	}
 }
 
 // New builds a prefix-cache-scorer.
@@ -90,7 +114,8 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		}
 		*f.dst = *f.v
 	}
-	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, index: NewIndex(), key: scheduling.StateKey("prefix/" + name)}
+	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, index: NewIndex(), key: scheduling.StateKey("prefix/" + name),
+		metrics: newIndexerMetrics(h)}
 	pl.pool.New = func() any { return &match{plugin: pl} }
 	return pl, nil
 }
@@ -202,6 +227,11 @@ func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, req *s
 	if len(m.hashes) == 0 {
 		return
 	}
+	if t, ok := res.Primary.Target(); ok && m.TotalBlocks > 0 {
+		held := m.BlocksOf(t.Endpoint)
+		p.metrics.hitRatio.Observe(float64(held) / float64(m.TotalBlocks))
+		p.metrics.hitBytes.Observe(float64(held * m.BlockSizeTokens * CharsPerToken))
+	}
 	for _, pr := range []*scheduling.ProfileResult{res.Primary, res.Prefill} {
 		if t, ok := pr.Target(); ok {
 			name := [1]string{t.Endpoint.Name}
@@ -217,6 +247,7 @@ func (p *Plugin) ApplyEffect(decisionID uint64, at time.Time, e *scheduling.Effe
 	for _, name := range e.Endpoints {
 		p.index.Add(name, int(e.Capacity), p.params.LRUCapacityPerServer, e.Blocks, st)
 	}
+	p.metrics.size.Set(float64(p.index.Entries()))
 }
 
 // InheritState implements scheduling.StateInheritor: the index carries over

@@ -514,3 +514,38 @@ schedulingProfiles:
 	}
 	res.Release()
 }
+
+// GIE's prefix indexer metrics: the blocks the index holds, and per
+// decision the share (and estimated bytes) of the prompt its target held.
+func TestIndexerMetrics(t *testing.T) {
+	h := schedulingtest.NewHandle()
+	p := schedulingtest.New[*prefix.Plugin](t, h, prefix.Type, "", "")
+	eps := schedulingtest.Endpoints(2)
+	req := schedulingtest.Completion("1", "m", prompt("a", 6))
+	schedulingtest.PreRequest(context.Background(), p, schedulingtest.CycleState(1), req, result(eps, eps[0], nil))
+	// the same prompt again: its target now holds all 6 blocks
+	schedulingtest.PreRequest(context.Background(), p, schedulingtest.CycleState(1), schedulingtest.Completion("2", "m", prompt("a", 6)), result(eps, eps[0], nil))
+	mfs, err := h.Metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string][2]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if hist := m.GetHistogram(); hist != nil {
+				sums[mf.GetName()] = [2]float64{float64(hist.GetSampleCount()), hist.GetSampleSum()}
+			} else if g := m.GetGauge(); g != nil {
+				sums[mf.GetName()] = [2]float64{1, g.GetValue()}
+			}
+		}
+	}
+	if got := sums["inference_extension_prefix_indexer_size"][1]; got != 6 {
+		t.Errorf("indexer size %v, want 6", got)
+	}
+	if got := sums["inference_extension_prefix_indexer_hit_ratio"]; got != [2]float64{2, 1} {
+		t.Errorf("hit ratio (count, sum) %v, want (2, 1): a miss then a whole hit", got)
+	}
+	if got := sums["inference_extension_prefix_indexer_hit_bytes"]; got[0] != 2 || got[1] != float64(6*prefix.DefaultBlockSizeTokens*prefix.CharsPerToken) {
+		t.Errorf("hit bytes (count, sum) %v", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -20,6 +21,8 @@ type Metrics struct {
 	fallbacks    prometheus.Counter
 	outcomes     *prometheus.CounterVec
 	inflight     prometheus.Gauge
+	// objective is GIE's per-request family (inference_objective_*).
+	objective *giemetrics.Objective
 }
 
 // NewMetrics registers the metrics on reg (nil: not registered).
@@ -34,6 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fallbacks:    telemetry.NewCounter("hermod_gateway_fallbacks_total", "Requests sent to a fallback endpoint after the previous one failed before answering."),
 		outcomes:     telemetry.NewCounterVec("hermod_gateway_completions_total", "Routed requests by how they ended.", "outcome"),
 		inflight:     telemetry.NewGauge("hermod_gateway_inflight_requests", "Inference requests being served."),
+		objective:    giemetrics.NewObjective(reg),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.ttft, m.pickDuration, m.attempts, m.fallbacks, m.outcomes, m.inflight)

@@ -22,6 +22,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
 	"github.com/hermod/hermod/libs/telemetry"
@@ -145,6 +146,12 @@ type request struct {
 	// priority is flow control's classification (classified: it ran)
 	priority   int
 	classified bool
+	// started: the request was routed and counted as started in the
+	// objective metrics; bodyBytes and answerBytes are the sizes of the
+	// request body and of the answer passed to the client.
+	started     bool
+	bodyBytes   int
+	answerBytes int
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, am *apiMetrics) {
@@ -203,6 +210,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		return
 	}
 	req.decision = d
+	req.started, req.bodyBytes = true, len(body)
+	h.m.objective.Started(info.Model, req.priority, len(body))
 	defer func() {
 		if p := recover(); p != nil {
 			req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, fmt.Sprintf("gateway panic: %v", p)
@@ -378,7 +387,9 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 		if len(p) == 0 {
 			return nil
 		}
-		if _, err := w.Write(p); err != nil {
+		n, err := w.Write(p)
+		req.answerBytes += n
+		if err != nil {
 			return err
 		}
 		flush()
@@ -437,6 +448,7 @@ func (h *Handler) complete(ctx context.Context, req *request) {
 	obs.FirstToken = req.firstByte
 	obs.Fill(ev)
 	req.m.observe(req, end, ev)
+	h.m.objective.Finished(ev, req.answerBytes)
 	h.m.outcomes.WithLabelValues(openai.OutcomeLabel(ev.GetOutcome())).Inc()
 	h.o.Reporter.Report(req.decision, ev)
 	if h.verbose {
@@ -506,6 +518,9 @@ func (h *Handler) answer(w http.ResponseWriter, req *request, e *openai.Error) {
 	}
 	if req.decision.PickResponse == nil {
 		req.m.requests.WithLabelValues(strconv.Itoa(e.Status)).Inc()
+	}
+	if !req.started {
+		h.m.objective.Refused(req.info.Model, giemetrics.ErrorCode(e.Status, false))
 	}
 	e.Write(w)
 }

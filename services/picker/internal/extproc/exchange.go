@@ -21,6 +21,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -60,9 +61,11 @@ type exchange struct {
 	streamReq bool
 
 	// the response
-	status    int
-	acct      *openai.Accountant
-	completed bool
+	status int
+	acct   *openai.Accountant
+	// answerBytes counts the response body passed to the client.
+	answerBytes int
+	completed   bool
 
 	// outcome labels the stream in the metrics once it is known.
 	outcome string
@@ -201,6 +204,7 @@ func (x *exchange) route(eos bool) error {
 		return x.reject(openai.PickRejection(err, false))
 	}
 	x.pick, x.pickedAt = out, time.Now()
+	x.s.m.objective.Started(x.model, priorityOf(x.headers), len(x.body))
 	if len(out.GetTargets()) == 0 {
 		x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, "the picker chose no endpoint")
 		return x.reject(refusal(http.StatusServiceUnavailable, "no endpoint available: the picker chose none", "hermod_no_target", 1))
@@ -329,6 +333,7 @@ func (x *exchange) responseBody(req *extprocv3.ProcessingRequest, b *extprocv3.H
 			x.acct = openai.NewAccountant(false, false)
 		}
 		x.acct.Feed(b.GetBody())
+		x.answerBytes += len(b.GetBody())
 		x.noteServed(req)
 	}
 	var md *structpb.Struct
@@ -459,6 +464,9 @@ func (x *exchange) send(resp *extprocv3.ProcessingResponse) error {
 func (x *exchange) reject(r openai.Rejection) error {
 	x.outcome = outcomeImmediate
 	x.s.m.immediateResponse(r.Status)
+	if x.pick == nil {
+		x.s.m.objective.Refused(x.model, giemetrics.ErrorCode(r.Status, false))
+	}
 	if x.s.verbose {
 		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request answered by the picker", slog.String("request_id", x.requestID),
 			slog.Int("status", r.Status), slog.String("reason", r.Details), slog.String("error", r.Message))
@@ -541,6 +549,7 @@ func (x *exchange) complete(outcome eventsv1.CompletionOutcome, why string) {
 		obs.Observed = x.acct.Observed()
 	}
 	obs.Fill(ev)
+	x.s.m.objective.Finished(ev, x.answerBytes)
 	x.s.o.Completer.Complete(context.WithoutCancel(x.ctx), ev)
 	x.outcome = openai.OutcomeLabel(outcome)
 	if x.s.verbose {

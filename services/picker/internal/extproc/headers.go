@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -171,4 +172,14 @@ func attributesMetadata(attrs []scheduling.Attribute) *structpb.Struct {
 		ns.Fields[a.Name] = structpb.NewNumberValue(a.Value)
 	}
 	return md
+}
+
+// priorityOf is a request's priority from its headers (0 when absent or
+// not an integer): ext_proc has no flow control to resolve an objective.
+func priorityOf(h map[string]string) int {
+	p, err := strconv.Atoi(h[scheduling.PriorityHeader])
+	if err != nil {
+		return 0
+	}
+	return p
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -30,6 +31,8 @@ type Metrics struct {
 	immediate *prometheus.CounterVec
 	route     prometheus.Histogram
 	active    prometheus.Gauge
+	// objective is GIE's per-request family (inference_objective_*).
+	objective *giemetrics.Objective
 }
 
 // NewMetrics registers the metrics on reg (nil: not registered).
@@ -39,6 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		immediate: telemetry.NewCounterVec("hermod_picker_extproc_immediate_responses_total", "Requests the picker answered itself through ext_proc (an immediate response), by HTTP status code.", "code"),
 		route:     telemetry.NewHistogram("hermod_picker_extproc_route_duration_seconds", "Time from the end of a request body to the routing answer sent to the data plane (the pick and the body streamed back).", prometheus.ExponentialBuckets(10e-6, 2, 18)),
 		active:    telemetry.NewGauge("hermod_picker_extproc_streams_in_flight", "Envoy ext_proc streams open now."),
+		objective: giemetrics.NewObjective(reg),
 	}
 	if reg != nil {
 		reg.MustRegister(m.streams, m.immediate, m.route, m.active)

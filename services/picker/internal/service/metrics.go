@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/status"
 
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/picker/internal/endpoints"
@@ -50,24 +51,53 @@ func NewMetrics(reg prometheus.Registerer, pool string, set *endpoints.Set) *Met
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "inference_pool_average_queue_size", Help: "Mean waiting requests over the pool's ready endpoints.", ConstLabels: labels,
 		}, func() float64 {
-			return average(set, func(w, _ float64) float64 { return w })
+			return averageOf(set, func(m *scheduling.Metrics) float64 { return float64(m.WaitingRequests) })
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "inference_pool_average_kv_cache_utilization", Help: "Mean KV-cache usage (0..1) over the pool's ready endpoints.", ConstLabels: labels,
 		}, func() float64 {
-			return average(set, func(_, kv float64) float64 { return kv })
+			return averageOf(set, func(m *scheduling.Metrics) float64 { return m.KVCacheUsage })
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inference_pool_average_running_requests", Help: "Mean running requests over the pool's ready endpoints.", ConstLabels: labels,
+		}, func() float64 {
+			return averageOf(set, func(m *scheduling.Metrics) float64 { return float64(m.RunningRequests) })
+		}),
+		perPodQueue{set: set, desc: prometheus.NewDesc("inference_pool_per_pod_queue_size",
+			"The total number of requests pending in the model server queue for each underlying pod.", []string{"model_server_pod"}, labels)},
 	)
+	if err := giemetrics.RegisterInfo(reg); err != nil {
+		panic(err)
+	}
 	return m
 }
 
-func average(set *endpoints.Set, f func(waiting, kv float64) float64) float64 {
+// perPodQueue exports each ready endpoint's waiting queue, computed when
+// scraped (endpoints come and go; nothing is left behind).
+type perPodQueue struct {
+	set  *endpoints.Set
+	desc *prometheus.Desc
+}
+
+func (p perPodQueue) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+
+func (p perPodQueue) Collect(ch chan<- prometheus.Metric) {
+	for _, e := range p.set.View().Candidates {
+		if e.Metrics != nil {
+			ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, float64(e.Metrics.WaitingRequests), e.Name)
+		}
+	}
+}
+
+// averageOf is the mean of f over the ready endpoints with metrics (0
+// with none).
+func averageOf(set *endpoints.Set, f func(*scheduling.Metrics) float64) float64 {
 	sum, n := 0.0, 0
 	for _, e := range set.View().Candidates {
 		if e.Metrics == nil {
 			continue
 		}
-		sum += f(float64(e.Metrics.WaitingRequests), e.Metrics.KVCacheUsage)
+		sum += f(e.Metrics)
 		n++
 	}
 	if n == 0 {
