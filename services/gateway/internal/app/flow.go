@@ -24,24 +24,15 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 	if err != nil {
 		return nil, nil, fmt.Errorf("--flow-control %s: %w", cfg.FlowControlFile, err)
 	}
-	queueSize := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "inference_extension_flow_control_queue_size",
-		Help: "Requests waiting in the gateway's flow-control queue, per model.",
-	}, []string{"model"})
-	if err := reg.Register(queueSize); err != nil {
-		return nil, nil, err
-	}
 	subject, err := bus.FlowControlSubject(cfg.Pool, cfg.Replica)
 	if err != nil {
 		return nil, nil, err
 	}
 	q := &queueReport{sizes: map[string]int64{}, changed: make(chan struct{}, 1)}
-	st.Config.Observe = func(model string, n int) {
-		queueSize.WithLabelValues(model).Set(float64(n))
-		q.set(model, n)
-	}
+	st.Config.Observe = q.set
 	sat := flowcontrol.NewPoolSaturation()
 	sat.QueueDepth, sat.KVCacheUtil, sat.HoldWhenEmpty = st.QueueDepth, st.KVCacheUtil, st.HoldWhenEmpty
+	st.Config.Metrics = flowcontrol.NewMetrics(reg, cfg.Pool, sat.Level)
 	ctrl := flowcontrol.New(st.Config, flowcontrol.NewSlots(st.MaxConcurrency, sat.Saturated))
 	filter, err := bus.MetricsFilter(cfg.Pool)
 	if err != nil {

@@ -44,6 +44,8 @@ type Request struct {
 	Flow string
 	// Model labels the queue-size metric.
 	Model string
+	// Bytes is the request body's size (the queue-bytes metric).
+	Bytes int
 	// TTL bounds the wait in the queue (0: the controller's default).
 	TTL time.Duration
 }
@@ -69,6 +71,8 @@ type Config struct {
 	Shares map[int]float64
 	// Observe, when set, is told the queue size per model on every change.
 	Observe func(model string, size int)
+	// Metrics, when set, observe GIE's flow-control family.
+	Metrics *Metrics
 }
 
 // Controller admits requests. Safe for concurrent use.
@@ -120,28 +124,49 @@ func New(cfg Config, capacity Capacity) *Controller {
 // waits until it is dispatched, its TTL passes or ctx ends. An admitted
 // request holds a slot of the capacity until Release.
 func (c *Controller) Acquire(ctx context.Context, r Request) error {
+	start := time.Now()
 	c.mu.Lock()
 	if c.queued == 0 && c.cap.TryAcquire() {
 		c.mu.Unlock()
+		c.cfg.Metrics.enqueued(r, start, OutcomeDispatched)
+		c.cfg.Metrics.finalized(r, start, OutcomeDispatched)
 		return nil
 	}
+	var refused error
 	switch {
 	case r.Priority < 0:
-		c.mu.Unlock()
-		return ErrShed
+		refused = ErrShed
 	case !c.cfg.Queueing:
-		c.mu.Unlock()
-		return ErrSaturated
+		refused = ErrSaturated
 	case c.queued >= c.cfg.MaxQueued:
+		refused = ErrQueueFull
+	}
+	if refused != nil {
 		c.mu.Unlock()
-		return ErrQueueFull
+		c.cfg.Metrics.enqueued(r, start, OutcomeRejectedCapacity)
+		c.cfg.Metrics.finalized(r, start, OutcomeRejectedCapacity)
+		return refused
 	}
 	w := &waiter{req: r, ready: make(chan struct{})}
 	c.push(w)
 	c.mu.Unlock()
+	c.cfg.Metrics.enqueued(r, start, OutcomeNotYetFinalized)
 	c.Dispatch() // capacity may have freed since TryAcquire failed
+	err := c.wait(ctx, w)
+	outcome := OutcomeDispatched
+	switch {
+	case errors.Is(err, ErrTTL):
+		outcome = OutcomeEvictedTTL
+	case err != nil:
+		outcome = OutcomeEvictedContextCancelled
+	}
+	c.cfg.Metrics.finalized(r, start, outcome)
+	return err
+}
 
-	ttl := r.TTL
+// wait waits until the queued w is dispatched, its TTL passes or ctx ends.
+func (c *Controller) wait(ctx context.Context, w *waiter) error {
+	ttl := w.req.TTL
 	if ttl <= 0 {
 		ttl = c.cfg.DefaultTTL
 	}
@@ -203,6 +228,8 @@ func (c *Controller) Run(ctx context.Context, poll time.Duration) {
 // Dispatch admits waiting requests, best first, while the pool has room;
 // it returns how many it admitted.
 func (c *Controller) Dispatch() int {
+	start := time.Now()
+	defer c.cfg.Metrics.dispatched(start)
 	n := 0
 	for {
 		c.mu.Lock()
@@ -244,6 +271,7 @@ func (c *Controller) push(w *waiter) {
 	b.size++
 	c.queued++
 	c.count(w.req.Model, 1)
+	c.cfg.Metrics.managed(w.req, 1)
 }
 
 // pop takes the next request: the band owed its share first, else the
@@ -288,6 +316,7 @@ func (c *Controller) pop() *waiter {
 	pick.size--
 	c.queued--
 	c.count(w.req.Model, -1)
+	c.cfg.Metrics.managed(w.req, -1)
 	pick.dispatched++
 	c.total++
 	if c.queued == 0 {
@@ -330,6 +359,7 @@ func (c *Controller) remove(w *waiter) bool {
 	b.size--
 	c.queued--
 	c.count(w.req.Model, -1)
+	c.cfg.Metrics.managed(w.req, -1)
 	return true
 }
 

@@ -34,9 +34,13 @@ type PoolSaturation struct {
 }
 
 type podLoad struct {
-	saturated bool
-	at        time.Time
+	// load is the larger of waiting/QueueDepth and kv/KVCacheUtil: at 1
+	// or more the endpoint is saturated.
+	load float64
+	at   time.Time
 }
+
+func (l podLoad) saturated() bool { return l.load >= 1 }
 
 // NewPoolSaturation returns a tracker with the default thresholds.
 func NewPoolSaturation() *PoolSaturation {
@@ -46,7 +50,7 @@ func NewPoolSaturation() *PoolSaturation {
 // Update records an endpoint's latest metrics; it reports whether the
 // pool's saturation may have changed.
 func (p *PoolSaturation) Update(endpoint string, waiting int64, kvUsage float64) bool {
-	sat := waiting >= int64(p.QueueDepth) || kvUsage >= p.KVCacheUtil
+	load := max(float64(waiting)/float64(p.QueueDepth), kvUsage/p.KVCacheUtil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.registered != nil && !p.registered[endpoint] {
@@ -55,8 +59,9 @@ func (p *PoolSaturation) Update(endpoint string, waiting int64, kvUsage float64)
 		return false
 	}
 	old, ok := p.pods[endpoint]
-	p.pods[endpoint] = podLoad{saturated: sat, at: p.now()}
-	return !ok || old.saturated != sat
+	now := podLoad{load: load, at: p.now()}
+	p.pods[endpoint] = now
+	return !ok || old.saturated() != now.saturated()
 }
 
 // Remove forgets an endpoint.
@@ -97,9 +102,27 @@ func (p *PoolSaturation) Saturated() bool {
 			continue
 		}
 		fresh++
-		if !l.saturated {
+		if !l.saturated() {
 			return false
 		}
 	}
 	return fresh > 0 || p.HoldWhenEmpty
+}
+
+// Level is the pool's saturation as GIE's detector measures it: the mean
+// load of the endpoints with fresh metrics (1 with none).
+func (p *PoolSaturation) Level() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now, sum, fresh := p.now(), 0.0, 0
+	for _, l := range p.pods {
+		if now.Sub(l.at) <= staleAfter {
+			sum += l.load
+			fresh++
+		}
+	}
+	if fresh == 0 {
+		return 1
+	}
+	return sum / float64(fresh)
 }

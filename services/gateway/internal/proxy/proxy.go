@@ -181,7 +181,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		h.fail(w, req, http.StatusBadRequest, "", be.Param, be.Error())
 		return
 	}
-	req.info = info
+	req.info, req.bodyBytes = info, len(body)
 	if f := h.o.Flow; f != nil {
 		if !h.admit(w, r, req, f) {
 			return
@@ -210,7 +210,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		return
 	}
 	req.decision = d
-	req.started, req.bodyBytes = true, len(body)
+	req.started = true
 	h.m.objective.Started(info.Model, req.priority, len(body))
 	defer func() {
 		if p := recover(); p != nil {
@@ -478,7 +478,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 	}
 	req.keepable = prio >= 0
 	req.priority, req.classified = prio, true
-	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model})
+	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model, Bytes: req.bodyBytes})
 	switch {
 	case err == nil:
 		return true

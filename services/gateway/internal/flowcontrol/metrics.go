@@ -1,0 +1,109 @@
+package flowcontrol
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermod/hermod/libs/giemetrics"
+	"github.com/hermod/hermod/libs/telemetry"
+)
+
+// Outcomes of a request in flow control, as upstream names them (the
+// outcome label).
+const (
+	OutcomeNotYetFinalized         = "NotYetFinalized"
+	OutcomeDispatched              = "Dispatched"
+	OutcomeRejectedCapacity        = "RejectedCapacity"
+	OutcomeEvictedTTL              = "EvictedTTL"
+	OutcomeEvictedContextCancelled = "EvictedContextCancelled"
+)
+
+// DefaultFlow is the fairness id of a request that names none.
+const DefaultFlow = "default-flow"
+
+// Metrics are GIE's flow-control family, for one pool.
+type Metrics struct {
+	pool            string
+	queueDuration   *prometheus.HistogramVec
+	enqueueDuration *prometheus.HistogramVec
+	dispatchCycle   prometheus.Histogram
+	queueSize       *prometheus.GaugeVec
+	queueBytes      *prometheus.GaugeVec
+}
+
+// NewMetrics returns the family, registered on reg (nil: not registered),
+// with saturation the pool saturation gauge's source (nil: no gauge).
+func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float64) *Metrics {
+	m := &Metrics{
+		pool: pool,
+		queueDuration: telemetry.NewHistogramVec("inference_extension_flow_control_request_queue_duration_seconds",
+			"[ALPHA] Distribution of the total time requests spend in the EPP flow control layer, measured from the start of the EnqueueAndWait call until a final outcome is reached.",
+			giemetrics.FlowQueueBuckets, "fairness_id", "priority", "outcome", "inference_pool", "model_name", "target_model_name"),
+		enqueueDuration: telemetry.NewHistogramVec("inference_extension_flow_control_request_enqueue_duration_seconds",
+			"[ALPHA] Distribution of the time it takes to enqueue requests in the EPP flow control layer.",
+			giemetrics.FastBuckets, "fairness_id", "priority", "outcome"),
+		dispatchCycle: telemetry.NewHistogram("inference_extension_flow_control_dispatch_cycle_duration_seconds",
+			"[ALPHA] Distribution of the time taken for each dispatch cycle in the EPP flow control layer.", giemetrics.FastBuckets),
+		queueSize: telemetry.NewGaugeVec("inference_extension_flow_control_queue_size",
+			"[ALPHA] Current number of requests being actively managed by the EPP flow control layer.",
+			"fairness_id", "priority", "inference_pool", "model_name", "target_model_name"),
+		queueBytes: telemetry.NewGaugeVec("inference_extension_flow_control_queue_bytes",
+			"[ALPHA] Current size in bytes of all requests being actively managed by the EPP flow control layer.",
+			"fairness_id", "priority", "inference_pool", "model_name", "target_model_name"),
+	}
+	if reg != nil {
+		reg.MustRegister(m.queueDuration, m.enqueueDuration, m.dispatchCycle, m.queueSize, m.queueBytes)
+		if saturation != nil {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "inference_extension_flow_control_pool_saturation", Help: "[ALPHA] Current saturation level of the inference pool.",
+				ConstLabels: prometheus.Labels{"inference_pool": pool},
+			}, saturation))
+		}
+	}
+	return m
+}
+
+// flowOf is the fairness id label of r.
+func flowOf(r Request) string {
+	if r.Flow == "" {
+		return DefaultFlow
+	}
+	return r.Flow
+}
+
+// enqueued observes the time Acquire took to reach outcome (queued:
+// NotYetFinalized).
+func (m *Metrics) enqueued(r Request, since time.Time, outcome string) {
+	if m == nil {
+		return
+	}
+	m.enqueueDuration.WithLabelValues(flowOf(r), strconv.Itoa(r.Priority), outcome).Observe(time.Since(since).Seconds())
+}
+
+// finalized observes a request's whole time in flow control, to outcome.
+func (m *Metrics) finalized(r Request, since time.Time, outcome string) {
+	if m == nil {
+		return
+	}
+	m.queueDuration.WithLabelValues(flowOf(r), strconv.Itoa(r.Priority), outcome, m.pool, r.Model, r.Model).Observe(time.Since(since).Seconds())
+}
+
+// managed counts a request in (d = 1) or out (d = -1) of the queue.
+func (m *Metrics) managed(r Request, d int) {
+	if m == nil {
+		return
+	}
+	flow, prio := flowOf(r), strconv.Itoa(r.Priority)
+	m.queueSize.WithLabelValues(flow, prio, m.pool, r.Model, r.Model).Add(float64(d))
+	m.queueBytes.WithLabelValues(flow, prio, m.pool, r.Model, r.Model).Add(float64(d * r.Bytes))
+}
+
+// dispatchCycle observes one dispatch pass that began at since.
+func (m *Metrics) dispatched(since time.Time) {
+	if m == nil {
+		return
+	}
+	m.dispatchCycle.Observe(time.Since(since).Seconds())
+}
