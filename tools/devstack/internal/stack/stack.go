@@ -61,8 +61,10 @@ type Options struct {
 	// Valkey runs a redis-server for the pool's global in-flight counts
 	// and hands it to the pickers (--inflight-valkey-address).
 	Valkey bool
-	// PickerArgs are more hermod-picker arguments (e.g. --local-view).
-	PickerArgs []string
+	// PickerArgs, GatewayArgs and IndexerArgs are more arguments of every
+	// hermod-picker (e.g. --local-view), every hermod-gateway (e.g.
+	// --flow-control FILE) and hermod-indexer.
+	PickerArgs, GatewayArgs, IndexerArgs []string
 	// Variants, when set, replace the fixed fleet of Pods: each variant's
 	// pods follow the autoscaler's replica target (the local actuator),
 	// hermod-autoscaler runs, and the gateways hold requests while the
@@ -300,7 +302,7 @@ func (s *stack) children() error {
 	// The indexer is not core: routing goes on without it (precise prefix
 	// scoring fails open), so the stack outlives it.
 	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
-	if err := s.launch("indexer", false, "hermod-indexer", append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer")...); err != nil {
+	if err := s.launch("indexer", false, "hermod-indexer", append(append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer"), s.o.IndexerArgs...)...); err != nil {
 		return err
 	}
 	// The responses store behind /v1/responses: the pool config's
@@ -415,6 +417,7 @@ func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pi
 		if flow != "" {
 			gwArgs = append(gwArgs, "--flow-control", flow)
 		}
+		gwArgs = append(gwArgs, s.o.GatewayArgs...)
 		if err := s.launch(name, true, "hermod-gateway", gwArgs...); err != nil {
 			return err
 		}
