@@ -134,12 +134,31 @@ func SignalContext(parent context.Context) (ctx context.Context, stop context.Ca
 
 // Main runs a binary's run function and exits: 0 when it returns nil or
 // flag.ErrHelp (-h printed the usage), 1 with "name: error" on stderr
-// otherwise.
+// otherwise. With --version (or -version, or version) as its only
+// argument, it prints the build's version instead.
 func Main(name string, run func() error) {
+	if PrintVersion(name, os.Args[1:], os.Stdout) {
+		os.Exit(0)
+	}
 	err := run()
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	os.Exit(1)
+}
+
+// PrintVersion prints "name version (commit ..., time, go)" to w and
+// reports true when args ask for the version alone: --version, -version
+// or version.
+func PrintVersion(name string, args []string, w io.Writer) bool {
+	if len(args) != 1 {
+		return false
+	}
+	switch args[0] {
+	case "--version", "-version", "version":
+		fmt.Fprintf(w, "%s %s\n", name, telemetry.BuildInfo())
+		return true
+	}
+	return false
 }

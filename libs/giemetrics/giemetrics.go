@@ -9,8 +9,6 @@
 package giemetrics
 
 import (
-	"runtime/debug"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermod/hermod/libs/telemetry"
@@ -43,17 +41,8 @@ func help(s string) string { return "[ALPHA] " + s }
 // RegisterInfo registers inference_extension_info{commit, build_ref} = 1,
 // from the binary's build information.
 func RegisterInfo(reg prometheus.Registerer) error {
-	commit, ref := "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v := bi.Main.Version; v != "" {
-			ref = v
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
-				commit = s.Value
-			}
-		}
-	}
+	b := telemetry.BuildInfo()
+	commit, ref := b.Commit, b.Version
 	g := telemetry.NewGaugeVec("inference_extension_info", help("General information of the current build of Inference Extension."), "commit", "build_ref")
 	if err := reg.Register(g); err != nil {
 		return err

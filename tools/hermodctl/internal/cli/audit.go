@@ -16,7 +16,7 @@ import (
 )
 
 func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl audit tail", stderr, withNATS)
+	c := newSubcommand(ctx, "hermodctl audit tail", stderr, withNATS)
 	fs, t := c.fs, &c.t
 	output := fs.String("o", "text", "output: text (one line per decision) or json (one event per line)")
 	c.usage("Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json]\n\n" +
@@ -29,7 +29,7 @@ func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl audit replay", stderr, withNATS)
+	c := newSubcommand(ctx, "hermodctl audit replay", stderr, withNATS)
 	fs, t := c.fs, &c.t
 	since := fs.String("since", "1h", "replay decisions from this long ago (a duration such as 15m) or this time (RFC 3339)")
 	output := fs.String("o", "text", "output: text or json")

@@ -44,7 +44,7 @@ type variantStatus struct {
 }
 
 func autoscalerApply(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl autoscaler apply", stderr, withEtcd)
+	c := newSubcommand(ctx, "hermodctl autoscaler apply", stderr, withEtcd)
 	fs, t := c.fs, &c.t
 	file := fs.String("f", "", "the file of objects to apply (- reads stdin)")
 	c.usage("Usage: hermodctl autoscaler apply -f FILE|- [--pool P] [--etcd-endpoints E]\n\n"+
@@ -110,7 +110,7 @@ func readInput(file string) (string, []byte, error) {
 }
 
 func autoscalerGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl autoscaler get", stderr, withEtcd)
+	c := newSubcommand(ctx, "hermodctl autoscaler get", stderr, withEtcd)
 	fs, t := c.fs, &c.t
 	output := fs.String("o", "yaml", "output of one object: yaml or json (lists are tables)")
 	c.usage("Usage: hermodctl autoscaler get [--pool P] [--etcd-endpoints E] [-o yaml|json] [NAME | configmaps | configmap/NAME]\n\n" +
@@ -409,7 +409,7 @@ func writeYAML(w io.Writer, n *yaml.Node) error {
 }
 
 func autoscalerDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl autoscaler delete", stderr, withEtcd)
+	c := newSubcommand(ctx, "hermodctl autoscaler delete", stderr, withEtcd)
 	t := &c.t
 	c.usage("Usage: hermodctl autoscaler delete [--pool P] [--etcd-endpoints E] NAME|configmap/NAME\n\n"+
 		"Deletes the pool's VariantAutoscaling NAME, with its status, in one etcd transaction\n"+

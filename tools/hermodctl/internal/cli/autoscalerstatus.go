@@ -18,7 +18,7 @@ import (
 )
 
 func autoscalerStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl autoscaler status", stderr, withEtcd|withNATS)
+	c := newSubcommand(ctx, "hermodctl autoscaler status", stderr, withEtcd|withNATS)
 	fs, t := c.fs, &c.t
 	last := fs.Int("last", 10, "show this many of the latest decisions")
 	follow := fs.Bool("follow", false, "then follow new decisions until Ctrl-C")

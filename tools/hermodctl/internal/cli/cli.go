@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/hermod/hermod/libs/cmdline"
 )
 
 // Exit codes.
@@ -47,6 +49,19 @@ var groups = map[string]map[string]command{
 // Run runs hermodctl with args (without the program name) and returns the
 // exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g, args, err := splitGlobals(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermodctl: %v\n\n", err)
+		usage(stderr)
+		return ExitUsage
+	}
+	ctx = withGlobals(ctx, g)
+	if cmdline.PrintVersion("hermodctl", args, stdout) {
+		return ExitOK
+	}
+	if len(args) == 2 && args[0] == "completion" {
+		return completion(args[1], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return ExitOK
@@ -79,5 +94,9 @@ func usage(w io.Writer) {
 		}
 	}
 	sort.Strings(lines)
-	fmt.Fprintf(w, "Usage: hermodctl <command> [flags] [args]\n\nCommands:\n%s\n\nRun hermodctl <command> -h for a command's flags.\n", strings.Join(lines, "\n"))
+	lines = append(lines, fmt.Sprintf("  %-24s %s", "completion bash|zsh|fish", "print a shell completion script"), fmt.Sprintf("  %-24s %s", "version", "print hermodctl's version"))
+	fmt.Fprintf(w, "Usage: hermodctl [global flags] <command> [flags] [args]\n\nCommands:\n%s\n\n"+
+		"Global flags (before or after the command): --pool, --etcd-endpoints, --nats-url, --state-file FILE (a devstack's\n"+
+		"state file) and --context FILE (default ~/.config/hermod/context: YAML with pool, etcd-endpoints, nats-url).\n"+
+		"Run hermodctl <command> -h for a command's flags.\n", strings.Join(lines, "\n"))
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ const (
 // subcommand is one subcommand being run: its flags (--pool and the connection flags
 // it takes among them), its usage, and how it fails.
 type subcommand struct {
+	ctx    context.Context
 	name   string
 	fs     *flag.FlagSet
 	t      target
@@ -24,9 +27,10 @@ type subcommand struct {
 }
 
 // newSubcommand declares a subcommand's flag set, writing to stderr, with
-// --pool and the connection flags of with (withEtcd, withNATS).
-func newSubcommand(name string, stderr io.Writer, with int) *subcommand {
-	c := &subcommand{name: name, fs: flag.NewFlagSet(name, flag.ContinueOnError), stderr: stderr}
+// --pool and the connection flags of with (withEtcd, withNATS); ctx
+// carries the global flags.
+func newSubcommand(ctx context.Context, name string, stderr io.Writer, with int) *subcommand {
+	c := &subcommand{ctx: ctx, name: name, fs: flag.NewFlagSet(name, flag.ContinueOnError), stderr: stderr}
 	c.fs.SetOutput(stderr)
 	c.t.registerPool(c.fs)
 	if with&withEtcd != 0 {
@@ -52,8 +56,15 @@ func (c *subcommand) usage(format string, args ...any) {
 // is false, with the exit code, when the subcommand is to stop: help was
 // asked, or the flags or arguments are not valid (the usage is printed).
 func (c *subcommand) parse(args []string, valid func(nargs int) bool) (ok bool, code int) {
-	if ok, code := parse(c.fs, args); !ok {
-		return false, code
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, ExitOK
+		}
+		return false, ExitUsage
+	}
+	if err := applySettings(c.ctx, c.fs); err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
+		return false, ExitUsage
 	}
 	if valid == nil {
 		valid = func(n int) bool { return n == 0 }

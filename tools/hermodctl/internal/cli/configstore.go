@@ -17,7 +17,7 @@ import (
 )
 
 func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl config get", stderr, withEtcd)
+	c := newSubcommand(ctx, "hermodctl config get", stderr, withEtcd)
 	t := &c.t
 	c.usage("Usage: hermodctl config get [--pool P] [--etcd-endpoints E]\n\n" +
 		"Prints the pool's EndpointPickerConfig as stored in etcd, after a comment line\n" +
@@ -47,7 +47,7 @@ func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl config set", stderr, withEtcd|withNATS)
+	c := newSubcommand(ctx, "hermodctl config set", stderr, withEtcd|withNATS)
 	fs, t := c.fs, &c.t
 	strict := fs.Bool("strict", false, "refuse a config with warnings too")
 	ifRev := fs.Int64("if-revision", -1, "write only if the stored config is still at this revision (0: only if there is none)")

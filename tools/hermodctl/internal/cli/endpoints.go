@@ -18,7 +18,7 @@ import (
 )
 
 func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newSubcommand("hermodctl endpoints list", stderr, withEtcd|withNATS)
+	c := newSubcommand(ctx, "hermodctl endpoints list", stderr, withEtcd|withNATS)
 	fs, t := c.fs, &c.t
 	output := fs.String("o", "table", "output: table or json")
 	c.usage("Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json]\n\n" +

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/cli"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/fleet"
@@ -29,6 +30,9 @@ func main() {
 }
 
 func run() int {
+	if cmdline.PrintVersion("vllm-sim", os.Args[1:], os.Stdout) {
+		return 0
+	}
 	opts, err := cli.Parse(os.Args[1:], os.Stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
