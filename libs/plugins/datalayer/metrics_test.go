@@ -56,9 +56,9 @@ func TestMetricsSourceAndCoreExtractor(t *testing.T) {
 
 func TestCoreExtractorParameters(t *testing.T) {
 	for params, field := range map[string]string{
-		`{"defaultEngine": "trtllm-serve"}`:                              "defaultEngine",
-		`{"engineLabelKey": ""}`:                                         "engineLabelKey",
-		`{"engineConfigs": [{"name": "vllm", "kvUsageSpec": "x"}]}`:      "engineConfigs",
+		`{"defaultEngine": "trtllm-serve"}`:                             "defaultEngine",
+		`{"engineLabelKey": ""}`:                                        "engineLabelKey",
+		`{"engineConfigs": [{"name": "vllm", "kvUsageSpec": "x"}]}`:     "engineConfigs",
 		`{"defaultEngine": "triton-tensorrt-llm", "engineConfigs": []}`: "defaultEngine",
 	} {
 		_, err := schedulingtest.NewErr(schedulingtest.NewHandle(), CoreMetricsExtractorType, "", params)

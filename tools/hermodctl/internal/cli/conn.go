@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,22 +44,6 @@ func (t *target) registerEtcd(fs *flag.FlagSet) {
 
 func (t *target) registerNATS(fs *flag.FlagSet) {
 	fs.StringVar(&t.nats, "nats-url", defaultNATS, "NATS server URL")
-}
-
-// parse parses args into fs, then applies HERMOD_<FLAG> for flags left
-// unset; it reports whether to go on and the exit code if not.
-func parse(fs *flag.FlagSet, args []string) (ok bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, ExitOK
-		}
-		return false, ExitUsage
-	}
-	if err := cmdline.ApplyEnv(fs, nil); err != nil {
-		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
-		return false, ExitUsage
-	}
-	return true, ExitOK
 }
 
 func (t *target) etcdClient(ctx context.Context) (*clientv3.Client, error) {
