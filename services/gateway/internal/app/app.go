@@ -191,6 +191,7 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	api.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
 	api.Handle("POST /v1/chat/completions", h.Completions(openai.APIChatCompletions))
 	api.Handle("GET /v1/models", list)
+	api.HandleFunc("GET /v1/models/{model...}", list.ServeModel)
 	api.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/responses":

@@ -4,17 +4,25 @@ package models
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/openai"
 )
 
 // List holds the pool's models; its methods are safe for concurrent use.
 type List struct {
-	body atomic.Pointer[[]byte]
+	cur atomic.Pointer[listing]
+}
+
+// listing is the list as served: its body, and each model's by id.
+type listing struct {
+	body []byte
+	byID map[string][]byte
 }
 
 // New returns an empty list.
@@ -81,12 +89,30 @@ func (l *List) set(ms []model, at time.Time) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{"list", ms})
-	b = append(b, '\n')
-	l.body.Store(&b)
+	byID := make(map[string][]byte, len(ms))
+	for _, m := range ms {
+		mb, _ := json.Marshal(m)
+		byID[m.ID] = append(mb, '\n')
+	}
+	l.cur.Store(&listing{body: append(b, '\n'), byID: byID})
 }
 
 // ServeHTTP serves the list.
 func (l *List) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(*l.body.Load())
+	_, _ = w.Write(l.cur.Load().body)
+}
+
+// ServeModel serves one model of the list (GET /v1/models/{model...}):
+// the model object, or OpenAI's 404 for a model the pool does not serve.
+func (l *List) ServeModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("model")
+	b, ok := l.cur.Load().byID[id]
+	if !ok {
+		openai.WriteError(w, http.StatusNotFound, openai.TypeInvalidRequest, "model_not_found", "model",
+			fmt.Sprintf("The model `%s` does not exist", id), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
 }
