@@ -105,5 +105,14 @@ func TypeForStatus(status int) string {
 
 // BodyErrorResponse is the answer to a body Parse refused.
 func BodyErrorResponse(err *BodyError) *Error {
-	return &Error{Status: http.StatusBadRequest, Param: err.Param, Message: err.Error()}
+	e := &Error{Status: http.StatusBadRequest, Param: err.Param, Message: err.Error()}
+	switch {
+	case err.Param == "":
+		// the body is not JSON: OpenAI gives no code
+	case err.Msg == "required":
+		e.Code = "missing_required_parameter"
+	default:
+		e.Code = "invalid_value"
+	}
+	return e
 }

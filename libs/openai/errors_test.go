@@ -40,7 +40,13 @@ func TestErrorShape(t *testing.T) {
 		!strings.Contains(w.Body.String(), `"type":"not_found_error"`) || w.Header().Get("Content-Length") != strconv.Itoa(w.Body.Len()) {
 		t.Errorf("body %s (length %s)", w.Body.String(), w.Header().Get("Content-Length"))
 	}
-	if got := BodyErrorResponse(&BodyError{Param: "messages[1]", Msg: "must be an object"}); got.Status != 400 || got.Param != "messages[1]" {
+	if got := BodyErrorResponse(&BodyError{Param: "model", Msg: "required"}); got.Code != "missing_required_parameter" {
+		t.Errorf("a missing parameter: code %q", got.Code)
+	}
+	if got := BodyErrorResponse(&BodyError{Msg: "not JSON"}); got.Code != "" {
+		t.Errorf("a body that is not JSON: code %q, want none", got.Code)
+	}
+	if got := BodyErrorResponse(&BodyError{Param: "messages[1]", Msg: "must be an object"}); got.Status != 400 || got.Param != "messages[1]" || got.Code != "invalid_value" {
 		t.Errorf("body error answer %+v", got)
 	}
 }

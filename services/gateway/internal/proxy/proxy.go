@@ -178,7 +178,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 	if err != nil {
 		var be *openai.BodyError
 		errors.As(err, &be)
-		h.fail(w, req, http.StatusBadRequest, "", be.Param, be.Error())
+		h.answer(w, req, openai.BodyErrorResponse(be))
 		return
 	}
 	req.info, req.bodyBytes = info, len(body)

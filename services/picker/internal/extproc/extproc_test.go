@@ -353,7 +353,7 @@ func TestImmediateResponses(t *testing.T) {
 		{name: "unknown model", pickErr: status.Error(codes.NotFound, "the model `x` does not exist"), status: 404, errType: "not_found_error", code: "model_not_found", wantPicks: 1},
 		{name: "refused by the picker", pickErr: status.Error(codes.InvalidArgument, "prompt: required"), status: 400, errType: "invalid_request_error", code: nil, wantPicks: 1},
 		{name: "bad body", msgs: []*extprocv3.ProcessingRequest{post(fullDuplex, "/v1/chat/completions"), requestBody([]byte(`{"model":"llama","messages":{}}`), true)},
-			status: 400, errType: "invalid_request_error", code: nil, param: "messages"},
+			status: 400, errType: "invalid_request_error", code: "invalid_value", param: "messages"},
 		{name: "picker failure", pickErr: status.Error(codes.Internal, "boom"), status: 500, errType: "server_error", code: nil, wantPicks: 1},
 		{name: "body too large", maxBody: 20, status: 413, errType: "invalid_request_error", code: nil},
 		{name: "no body", msgs: []*extprocv3.ProcessingRequest{requestHeaders(fullDuplex, true, ":method", "POST", ":path", "/v1/completions", "x-request-id", "req-1")},

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// wantAPIError checks that err is the OpenAI error the SDK decodes, with
+// status and code.
+func wantAPIError(t *testing.T, what string, err error, status int, code string) {
+	t.Helper()
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("%s: %v (%T), want an *openai.Error", what, err, err)
+	}
+	if apiErr.StatusCode != status || apiErr.Code != code || apiErr.Message == "" || strings.Contains(apiErr.Message, "json.") {
+		t.Errorf("%s: status %d code %q message %q, want %d %q and a plain message", what, apiErr.StatusCode, apiErr.Code, apiErr.Message, status, code)
+	}
+}
+
+// The official OpenAI Go SDK drives every endpoint the gateway serves,
+// streaming and not, and decodes every error it answers.
+func TestOpenAISDK(t *testing.T) {
+	s := startStack(t, "--pods", "2", "--speed", "50")
+	client := openai.NewClient(option.WithBaseURL(s.url("/v1/")), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	model := s.state.Model
+
+	t.Run("models", func(t *testing.T) {
+		page, err := client.Models.List(ctx)
+		if err != nil || len(page.Data) == 0 || page.Data[0].ID != model {
+			t.Fatalf("list: %+v %v", page, err)
+		}
+		m, err := client.Models.Get(ctx, model)
+		if err != nil || m.ID != model || m.Object != "model" {
+			t.Fatalf("get %s: %+v %v", model, m, err)
+		}
+		_, err = client.Models.Get(ctx, "no-such-model")
+		wantAPIError(t, "unknown model", err, http.StatusNotFound, "model_not_found")
+	})
+
+	t.Run("chat", func(t *testing.T) {
+		params := openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(8),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("What is a KV cache?")}}
+		cc, err := client.Chat.Completions.New(ctx, params)
+		if err != nil || len(cc.Choices) != 1 || cc.Choices[0].Message.Content == "" || cc.Usage.CompletionTokens == 0 {
+			t.Fatalf("chat: %+v %v", cc, err)
+		}
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		stream := client.Chat.Completions.NewStreaming(ctx, params)
+		acc := openai.ChatCompletionAccumulator{}
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil || len(acc.Choices) != 1 || acc.Choices[0].Message.Content == "" || acc.Usage.PromptTokens == 0 {
+			t.Fatalf("chat stream: %+v %v", acc.ChatCompletion, err)
+		}
+		params.Model = "no-such-model"
+		_, err = client.Chat.Completions.New(ctx, params)
+		wantAPIError(t, "chat with an unknown model", err, http.StatusNotFound, "model_not_found")
+	})
+
+	t.Run("completions", func(t *testing.T) {
+		params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(model), MaxTokens: openai.Int(8),
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")}}
+		c, err := client.Completions.New(ctx, params)
+		if err != nil || len(c.Choices) != 1 || c.Choices[0].Text == "" {
+			t.Fatalf("completion: %+v %v", c, err)
+		}
+		stream := client.Completions.NewStreaming(ctx, params)
+		var text strings.Builder
+		for stream.Next() {
+			for _, ch := range stream.Current().Choices {
+				text.WriteString(ch.Text)
+			}
+		}
+		if err := stream.Err(); err != nil || text.Len() == 0 {
+			t.Fatalf("completion stream: %q %v", text.String(), err)
+		}
+		params.MaxTokens = openai.Int(-5)
+		_, err = client.Completions.New(ctx, params)
+		wantAPIError(t, "a negative max_tokens", err, http.StatusBadRequest, "invalid_value")
+	})
+
+	t.Run("responses", func(t *testing.T) {
+		first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: model,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Name a colour.")}})
+		if err != nil || first.ID == "" || first.OutputText() == "" {
+			t.Fatalf("response: %+v %v", first, err)
+		}
+		second, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: model, PreviousResponseID: openai.String(first.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And another.")}})
+		if err != nil || second.OutputText() == "" {
+			t.Fatalf("chained response: %+v %v", second, err)
+		}
+		got, err := client.Responses.Get(ctx, second.ID, responses.ResponseGetParams{})
+		if err != nil || got.ID != second.ID {
+			t.Fatalf("get: %+v %v", got, err)
+		}
+		items, err := client.Responses.InputItems.List(ctx, second.ID, responses.InputItemListParams{})
+		if err != nil || len(items.Data) == 0 {
+			t.Fatalf("input items: %+v %v", items, err)
+		}
+		stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: model,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Stream a word.")}})
+		completed := false
+		for stream.Next() {
+			completed = completed || stream.Current().Type == "response.completed"
+		}
+		if err := stream.Err(); err != nil || !completed {
+			t.Fatalf("response stream: completed %v, %v", completed, err)
+		}
+		if err := client.Responses.Delete(ctx, first.ID); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		_, err = client.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+		wantAPIError(t, "a deleted response", err, http.StatusNotFound, "not_found")
+	})
+}
