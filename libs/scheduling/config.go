@@ -162,6 +162,33 @@ func parseYAMLDocument(data []byte) (*yaml.Node, error) {
 
 // valuesConfig returns the `config:` node of a Helm values file: a mapping
 // that has a config key and none of the EndpointPickerConfig keys.
+// ConfigDocument returns the EndpointPickerConfig document of data: data
+// itself, or the `config:` block of a Heimdall Helm values file (its YAML
+// string as is, or its mapping encoded anew).
+func ConfigDocument(data []byte) ([]byte, error) {
+	doc, err := parseYAMLDocument(data)
+	if err != nil {
+		return nil, err
+	}
+	inner := valuesConfig(doc)
+	switch {
+	case doc.Kind != yaml.MappingNode || inner == nil:
+		return data, nil
+	case inner.Kind == yaml.ScalarNode && inner.Tag == "!!str":
+		return []byte(inner.Value), nil
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(inner); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
 func valuesConfig(doc *yaml.Node) *yaml.Node {
 	var cfg *yaml.Node
 	for i := 0; i+1 < len(doc.Content); i += 2 {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -38,7 +41,7 @@ func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(stdout, "# pool %s, revision %d (%s)\n", t.pool, v.Revision, coord.ConfigKey(t.pool))
+	fmt.Fprintf(stdout, getHeader+"\n", t.pool, v.Revision, coord.ConfigKey(t.pool))
 	_, _ = stdout.Write(v.Data)
 	if len(v.Data) > 0 && v.Data[len(v.Data)-1] != '\n' {
 		fmt.Fprintln(stdout)
@@ -64,6 +67,10 @@ func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return c.fail(err)
+	}
+	data = withoutGetHeader(data)
+	if doc, err := scheduling.ConfigDocument(data); err == nil {
+		data = doc // a values file: only its config block is stored
 	}
 	resolved, err := validateConfig(data)
 	if err == nil && *strict && len(resolved.Warnings) > 0 {
@@ -197,4 +204,22 @@ func (c *statusCollector) of(revision int64) []*eventsv1.ConfigStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetReplica() < out[j].GetReplica() })
 	return out
+}
+
+// getHeader is the comment line config get prints before the config.
+const getHeader = "# pool %s, revision %d (%s)"
+
+// getHeaderLine matches getHeader's lines.
+var getHeaderLine = regexp.MustCompile(`^# pool \S+, revision \d+ \(\S+\)\r?$`)
+
+// withoutGetHeader drops the comment lines config get put at the top of
+// data, so that what it printed can be set again without piling them up.
+func withoutGetHeader(data []byte) []byte {
+	for {
+		line, rest, _ := bytes.Cut(data, []byte("\n"))
+		if !getHeaderLine.Match(line) {
+			return data
+		}
+		data = rest
+	}
 }

@@ -250,3 +250,34 @@ func TestAuditTail(t *testing.T) {
 		t.Errorf("tail output:\n%s", got)
 	}
 }
+
+// What config get printed sets again without its header piling up, and a
+// Heimdall values file stores its config block alone.
+func TestConfigRoundTripAndValuesFile(t *testing.T) {
+	s := newStores(t)
+	first := writeFile(t, "# my comment\nplugins: [{type: queue-scorer}]\n")
+	if _, errs, code := run(append(append([]string{"config", "set"}, s.flags("--wait", "0")...), first)...); code != ExitOK {
+		t.Fatalf("set: %s", errs)
+	}
+	for range 2 {
+		out, _, code := run(append([]string{"config", "get"}, s.flags()[:4]...)...)
+		if code != ExitOK {
+			t.Fatal("get failed")
+		}
+		if _, errs, code := run(append(append([]string{"config", "set"}, s.flags("--wait", "0")...), writeFile(t, out))...); code != ExitOK {
+			t.Fatalf("set what get printed: %s", errs)
+		}
+	}
+	out, _, _ := run(append([]string{"config", "get"}, s.flags()[:4]...)...)
+	if n := strings.Count(out, "# pool "); n != 1 || !strings.Contains(out, "# my comment") {
+		t.Fatalf("after two round trips:\n%s", out)
+	}
+	values := writeFile(t, "replicaCount: 2\nimage: {tag: v1}\nconfig:\n  plugins:\n    - type: kv-cache-utilization-scorer\n")
+	if _, errs, code := run(append(append([]string{"config", "set"}, s.flags("--wait", "0")...), values)...); code != ExitOK {
+		t.Fatalf("set a values file: %s", errs)
+	}
+	out, _, _ = run(append([]string{"config", "get"}, s.flags()[:4]...)...)
+	if strings.Contains(out, "replicaCount") || strings.Contains(out, "config:") || !strings.Contains(out, "kv-cache-utilization-scorer") {
+		t.Fatalf("a values file stored as:\n%s", out)
+	}
+}
