@@ -23,6 +23,30 @@ type proc struct {
 	done chan struct{}
 	err  error // once done
 	wg   sync.WaitGroup
+
+	// tail is the process's last output lines, for the error when it dies
+	// at start.
+	tailMu sync.Mutex
+	tail   []string
+}
+
+// tailLines is how many output lines a proc keeps.
+const tailLines = 8
+
+func (p *proc) keep(line string) {
+	p.tailMu.Lock()
+	defer p.tailMu.Unlock()
+	p.tail = append(p.tail, line)
+	if len(p.tail) > tailLines {
+		p.tail = p.tail[len(p.tail)-tailLines:]
+	}
+}
+
+// lastOutput returns the process's last output lines.
+func (p *proc) lastOutput() string {
+	p.tailMu.Lock()
+	defer p.tailMu.Unlock()
+	return strings.Join(p.tail, "\n")
 }
 
 // lineWriter serializes whole lines from several processes onto one writer.
@@ -77,6 +101,7 @@ func start(name string, core bool, out *lineWriter, bin string, args ...string) 
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
 				out.line("["+name+"]", sc.Bytes())
+				p.keep(sc.Text())
 			}
 		}()
 	}

@@ -152,8 +152,14 @@ func (o *Options) check() error {
 		return fmt.Errorf("--pickers: at least 1 (got %d)", o.Pickers)
 	}
 	for i := range o.Pods {
-		if err := portFree(o.SimBasePort+i, "--sim-base-port"); err != nil {
+		if err := portFree("127.0.0.1", o.SimBasePort+i, "--sim-base-port"); err != nil {
 			return err
+		}
+		// the pods' KV events bind every interface
+		for _, port := range []int{o.KVBasePort + 2*i, o.KVBasePort + 2*i + 1} {
+			if err := portFree("", port, "--kv-base-port"); err != nil {
+				return err
+			}
 		}
 	}
 	if err := addrFree(o.Listen); err != nil {
@@ -208,7 +214,7 @@ func (s *stack) servers(ctx context.Context) error {
 	}
 	s.state.NATSURL = s.o.NATSURL
 	if s.state.NATSURL == "" {
-		if err := portFree(s.o.NATSPort, "--nats-port"); err != nil {
+		if err := portFree("127.0.0.1", s.o.NATSPort, "--nats-port"); err != nil {
 			return err
 		}
 		srv, err := natsembed.Start(natsembed.Options{Name: "hermod-devstack", Port: s.o.NATSPort, JetStream: true, StoreDir: filepath.Join(dir, "nats")})
@@ -220,7 +226,7 @@ func (s *stack) servers(ctx context.Context) error {
 	}
 	s.state.EtcdEndpoints = s.o.EtcdEndpoints
 	if len(s.state.EtcdEndpoints) == 0 {
-		if err := portFree(s.o.EtcdPort, "--etcd-port"); err != nil {
+		if err := portFree("127.0.0.1", s.o.EtcdPort, "--etcd-port"); err != nil {
 			return err
 		}
 		srv, err := etcdembed.Start(ctx, etcdembed.Options{Name: "hermod-devstack", Dir: filepath.Join(dir, "etcd"), ClientPort: s.o.EtcdPort, PeerPort: etcdPeerPort})
@@ -460,8 +466,8 @@ func (s *stack) waitReady(ctx context.Context) error {
 				}
 			}
 		}
-		if p := s.deadCore(); p != nil {
-			return fmt.Errorf("%s exited while starting: %w", p.name, p.err)
+		if p := s.exited(); p != nil {
+			return fmt.Errorf("%s exited while starting: %w\n%s", p.name, p.err, p.lastOutput())
 		}
 		select {
 		case <-ctx.Done():
@@ -476,13 +482,13 @@ func (s *stack) waitReady(ctx context.Context) error {
 	return nil
 }
 
-func (s *stack) deadCore() *proc {
+// exited returns a process that has exited, or nil: while the stack
+// starts, any child dying stops it (a pod too).
+func (s *stack) exited() *proc {
 	for _, p := range s.procs {
 		select {
 		case <-p.done:
-			if p.core {
-				return p
-			}
+			return p
 		default:
 		}
 	}
@@ -636,11 +642,11 @@ func (s *stack) shutdown() error {
 }
 
 // portFree fails with a hint when a fixed port is taken.
-func portFree(port int, flagName string) error {
+func portFree(host string, port int, flagName string) error {
 	if port == 0 {
 		return nil
 	}
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("port %d is in use (another devstack?): stop it, or pass %s with another port", port, flagName)
 	}
