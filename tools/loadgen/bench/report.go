@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/hermod/hermod/tools/loadgen/chart"
+	"github.com/hermod/hermod/tools/loadgen/runner"
+	"github.com/hermod/hermod/tools/loadgen/workload"
 )
 
 // Report compares runs of one workload.
@@ -336,8 +338,16 @@ func ReadResult(path string) (*RunResult, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("results %s: %w", path, err)
 	}
+	if r.Results == nil && r.Spec.Workload == nil {
+		// hermod-loadgen --save-json: the results alone, named after the file
+		var res runner.Results
+		if err := json.Unmarshal(b, &res); err == nil && len(res.Requests) > 0 {
+			name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+			return &RunResult{Spec: Spec{Name: name, Stack: Stack{Policy: name}, Workload: &workload.Workload{Name: res.Workload}}, Results: &res}, nil
+		}
+	}
 	if r.Results == nil || r.Spec.Workload == nil {
-		return nil, fmt.Errorf("results %s: not a run's results", path)
+		return nil, fmt.Errorf("results %s: neither a hermod-bench run's results nor hermod-loadgen --save-json results", path)
 	}
 	return &r, nil
 }

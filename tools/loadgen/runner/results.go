@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -169,9 +170,49 @@ func (r *Results) PrintSummary(w io.Writer) {
 	}
 	if s.Failed > 0 {
 		fmt.Fprintf(w, "failed=%d\n", s.Failed)
+		for _, f := range r.FailureCauses(3) {
+			fmt.Fprintf(w, "  %d x %s\n", f.Count, f.Cause)
+		}
 	}
 	fmt.Fprintln(w, "\n=== Total End-to-End (E2E) Latency ===")
 	fmt.Fprintf(w, "All requests completed in %.3f seconds\n", s.TotalE2E)
+}
+
+// FailureCause is one reason requests failed and how many did for it.
+type FailureCause struct {
+	Cause string
+	Count int
+}
+
+// FailureCauses returns the n commonest reasons requests failed: their
+// HTTP status and error, most frequent first.
+func (r *Results) FailureCauses(n int) []FailureCause {
+	counts := map[string]int{}
+	for i := range r.Requests {
+		q := &r.Requests[i]
+		if q.OK() {
+			continue
+		}
+		cause := q.Error
+		if q.Status != 0 {
+			cause = fmt.Sprintf("HTTP %d: %s", q.Status, q.Error)
+		}
+		counts[cause]++
+	}
+	out := make([]FailureCause, 0, len(counts))
+	for c, k := range counts {
+		out = append(out, FailureCause{Cause: c, Count: k})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Cause < out[j].Cause
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
 }
 
 // WriteFile saves the results as indented JSON.

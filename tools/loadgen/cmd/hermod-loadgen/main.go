@@ -10,9 +10,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -45,7 +48,7 @@ func run() error {
 	envErr := referenceFlags(fs, &o)
 	fs.StringVar(&apiBase, "api-base", envDefault("API_BASE", "http://127.0.0.1:8080"), "base URL of the OpenAI API (the devstack's gateway by default)")
 	fs.StringVar(&apiKey, "api-key", envDefault("API_KEY", ""), "bearer token, if the gateway requires one")
-	fs.StringVar(&model, "model", envDefault("MODEL", "meta-llama/Llama-3.3-70B-Instruct"), "model name served by the endpoint")
+	fs.StringVar(&model, "model", os.Getenv("MODEL"), "model name served by the endpoint (default: the first the gateway's /v1/models lists)")
 	fs.Float64Var(&timeout, "timeout", 600, "per-request timeout (seconds)")
 	fs.BoolVar(&printOutput, "print-output", false, "print each answer's text")
 	fs.StringVar(&saveJSON, "save-json", "", "save per-request results, queue samples and the summary to this JSON file")
@@ -74,6 +77,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if model == "" {
+		if model, err = servedModel(apiBase, apiKey); err != nil {
+			return fmt.Errorf("--model not given and %w", err)
+		}
+	}
 	w, err := workload.Reference(o)
 	if err != nil {
 		return err
@@ -101,7 +109,47 @@ func run() error {
 	if err := report(res, printOutput, saveJSON); err != nil {
 		return err
 	}
+	if runErr == nil && res.Summary.Failed > 0 {
+		runErr = fmt.Errorf("%d of %d requests failed", res.Summary.Failed, len(res.Requests))
+		if causes := res.FailureCauses(1); len(causes) > 0 {
+			runErr = fmt.Errorf("%w, most of them (%d) with %s", runErr, causes[0].Count, causes[0].Cause)
+		}
+	}
 	return runErr
+}
+
+// servedModel asks the OpenAI API at base for its models and returns the
+// first.
+func servedModel(base, apiKey string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/models", nil)
+	if err != nil {
+		return "", err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("the models of %s are unknown: %w", base, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s answered %s", req.URL, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list); err != nil {
+		return "", fmt.Errorf("GET %s: %w", req.URL, err)
+	}
+	if len(list.Data) == 0 || list.Data[0].ID == "" {
+		return "", fmt.Errorf("%s serves no model yet", base)
+	}
+	return list.Data[0].ID, nil
 }
 
 // referenceFlags declares the reference's knobs on o, with its defaults
