@@ -3,8 +3,6 @@ package profilehandler
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -30,9 +28,8 @@ type DataParallelParams struct {
 // behind it the pod's own address in x-data-parallel-host-port (a pod
 // serving several data-parallel ranks on consecutive ports).
 type DataParallel struct {
-	scheduling.Named
-	params  DataParallelParams
-	profile string
+	Single
+	params DataParallelParams
 }
 
 func newDataParallel(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
@@ -44,29 +41,18 @@ func newDataParallel(name string, raw json.RawMessage, h scheduling.Handle) (sch
 		return nil, scheduling.ParamErrorf("primaryPort", "must be between 1 and 65535 (got %d)", p.PrimaryPort)
 	}
 	h.Warn(DataParallelType + " is deprecated upstream in favour of single-profile-handler (with Istio 1.28.1 or later); it still works here")
-	return &DataParallel{Named: scheduling.Named{Type: DataParallelType, Name: name}, params: p}, nil
+	return &DataParallel{Single: Single{Named: scheduling.Named{Type: DataParallelType, Name: name}}, params: p}, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
 func (d *DataParallel) Parameters() any { return d.params }
 
-// CheckProfiles implements scheduling.ProfileHandler.
-func (d *DataParallel) CheckProfiles(profiles []string) error {
-	if len(profiles) != 1 {
-		return fmt.Errorf("%s runs exactly one profile, but %d are configured (%s)", DataParallelType, len(profiles), strings.Join(profiles, ", "))
-	}
-	d.profile = profiles[0]
-	return nil
-}
-
 // Run implements scheduling.ProfileHandler.
-func (d *DataParallel) Run(ctx context.Context, _ *scheduling.CycleState, _ *scheduling.Request, r scheduling.ProfileRunner, res *scheduling.Result) error {
-	pr, err := r.RunProfile(ctx, d.profile)
-	if err != nil {
+func (d *DataParallel) Run(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, r scheduling.ProfileRunner, res *scheduling.Result) error {
+	if err := d.Single.Run(ctx, cs, req, r, res); err != nil {
 		return err
 	}
-	res.Primary = pr
-	toPrimaryPort(res, pr, d.params.PrimaryPort)
+	toPrimaryPort(res, res.Primary, d.params.PrimaryPort)
 	return nil
 }
 

@@ -55,8 +55,8 @@ func newSingle(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 // CheckProfiles implements scheduling.ProfileHandler.
 func (s *Single) CheckProfiles(profiles []string) error {
 	if len(profiles) != 1 {
-		return fmt.Errorf("single-profile-handler runs exactly one profile, but %d are configured (%s); use disagg-profile-handler for several",
-			len(profiles), strings.Join(profiles, ", "))
+		return fmt.Errorf("%s runs exactly one profile, but %d are configured (%s); use disagg-profile-handler for several",
+			s.Type, len(profiles), strings.Join(profiles, ", "))
 	}
 	s.profile = profiles[0]
 	return nil
