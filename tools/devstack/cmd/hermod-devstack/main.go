@@ -26,7 +26,7 @@ func run() error {
 	)
 	fs.StringVar(&o.Pool, "pool", "default", "the inference pool")
 	fs.StringVar(&o.Model, "model", "meta-llama/Llama-3.1-8B-Instruct", "the model the pods serve")
-	fs.IntVar(&o.Pods, "pods", 4, "vllm-sim pods (one process each)")
+	fs.IntVar(&o.Pods, "pods", 4, "vllm-sim pods (one process each); 0: none, for model servers registered with hermodctl endpoints register")
 	fs.IntVar(&o.SlowPods, "slow-pods", 1, "how many of the pods are slower")
 	fs.Float64Var(&o.SlowSpeed, "slow-speed", 0.5, "speed factor of the slower pods")
 	var podSpeeds cmdline.List

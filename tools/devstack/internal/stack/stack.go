@@ -140,9 +140,9 @@ func (o *Options) check() error {
 		return fmt.Errorf("--pool: %w", err)
 	}
 	switch {
-	case o.Pods < 1 && len(o.Variants) == 0:
-		return fmt.Errorf("--pods: at least 1 (got %d)", o.Pods)
-	case o.SlowPods < 0 || o.SlowPods > o.Pods:
+	case o.Pods < 0:
+		return fmt.Errorf("--pods: 0 or more (got %d)", o.Pods)
+	case o.SlowPods < 0 || (o.SlowPods > o.Pods && o.Pods > 0):
 		return fmt.Errorf("--slow-pods: between 0 and --pods (got %d)", o.SlowPods)
 	case o.SlowSpeed <= 0:
 		return fmt.Errorf("--slow-speed: must be positive (got %v)", o.SlowSpeed)
@@ -534,6 +534,8 @@ func (s *stack) banner() {
 	switch {
 	case len(s.o.PodSpeeds) > 0:
 		slow = fmt.Sprintf(", at speeds %s", strings.Trim(fmt.Sprint(s.o.PodSpeeds), "[]"))
+	case s.o.Pods == 0:
+		slow = " (none started: register model servers with hermodctl endpoints register NAME HOST:PORT --model M)"
 	case s.o.SlowPods > 0:
 		slow = fmt.Sprintf(", %d of them at %gx speed", s.o.SlowPods, s.o.SlowSpeed)
 	}

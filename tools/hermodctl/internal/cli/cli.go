@@ -32,7 +32,9 @@ var groups = map[string]map[string]command{
 		"set":      {summary: "validate a config and store it for the pool (pickers reload it)", run: configSet},
 	},
 	"endpoints": {
-		"list": {summary: "list the pool's endpoints with their latest metrics", run: endpointsList},
+		"list":       {summary: "list the pool's endpoints with their latest metrics", run: endpointsList},
+		"register":   {summary: "register a model server Hermod did not start (a VM, bare metal, Slurm)", run: endpointsRegister},
+		"deregister": {summary: "remove an endpoint from the pool's registry", run: endpointsDeregister},
 	},
 	"autoscaler": {
 		"apply":  {summary: "store VariantAutoscaling objects and ConfigMaps for the pool's autoscaler", run: autoscalerApply},

@@ -281,3 +281,38 @@ func TestConfigRoundTripAndValuesFile(t *testing.T) {
 		t.Fatalf("a values file stored as:\n%s", out)
 	}
 }
+
+// An operator registers a server Hermod did not start, permanently or for
+// a lease, and deregisters it; endpoints list shows it.
+func TestEndpointsRegisterAndDeregister(t *testing.T) {
+	s := newStores(t)
+	ctl := func(args ...string) (string, string, int) {
+		return run(append(append([]string{"endpoints"}, args[0]), append(s.flags()[:4], args[1:]...)...)...)
+	}
+	out, errs, code := ctl("register", "--model", "llama", "--served-models", "llama,sql-lora", "--labels", "mif.moreh.io/role=decode,zone=a",
+		"--kv-events", "tcp://10.0.0.5:5557", "--kv-replay", "tcp://10.0.0.5:5558", "--permanent", "vm-a", "10.0.0.5:8000")
+	if code != ExitOK || !strings.Contains(out, "vm-a registered") || !strings.Contains(out, "permanent") {
+		t.Fatalf("register: %d %q %q", code, out, errs)
+	}
+	snap, err := coord.LoadSnapshot(context.Background(), s.cli, s.pool)
+	ep := snap.Endpoints["vm-a"]
+	if err != nil || ep.GetPort() != 8000 || ep.GetLabels()["zone"] != "a" || len(ep.GetServedModels()) != 2 || ep.GetKvReplayEndpoint() != "tcp://10.0.0.5:5558" {
+		t.Fatalf("registered %v, %v", ep, err)
+	}
+	for _, bad := range [][]string{
+		{"register", "vm-b", "10.0.0.6:8000"},                                    // no model
+		{"register", "--model", "m", "vm-b", "10.0.0.6"},                         // no port
+		{"register", "--model", "m", "--labels", "novalue", "vm-b", "h:1"},       // a label without =
+		{"register", "--model", "m", "--kv-events", "10.0.0.6:1", "vm-b", "h:1"}, // not tcp://
+	} {
+		if _, _, code := ctl(bad...); code != ExitUsage {
+			t.Errorf("%v: code %d, want usage", bad, code)
+		}
+	}
+	if out, errs, code := ctl("deregister", "vm-a"); code != ExitOK || !strings.Contains(out, "deregistered") {
+		t.Fatalf("deregister: %d %q %q", code, out, errs)
+	}
+	if _, errs, code := ctl("deregister", "vm-a"); code != ExitFailure || !strings.Contains(errs, "no endpoint vm-a") {
+		t.Fatalf("deregister again: %d %q", code, errs)
+	}
+}

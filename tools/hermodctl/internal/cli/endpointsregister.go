@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/libs/coord"
+)
+
+// endpointsRegister writes an endpoint Hermod did not start into the
+// registry: a model server on a VM, bare metal or a Slurm node.
+func endpointsRegister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newSubcommand(ctx, "hermodctl endpoints register", stderr, withEtcd)
+	fs := c.fs
+	var (
+		ep                      registryv1.Endpoint
+		served, labels          cmdline.List
+		ttl                     time.Duration
+		permanent, keep         bool
+		kvEvents, kvReplay, rnk string
+	)
+	fs.StringVar(&ep.Model, "model", "", "the base model the server serves (required)")
+	fs.Var(&served, "served-models", "every model name it serves, LoRA adapters too (default: the base model)")
+	fs.Var(&labels, "labels", "labels, comma-separated key=value (e.g. mif.moreh.io/role=decode)")
+	fs.StringVar(&kvEvents, "kv-events", "", "its ZMQ KV-event endpoint (tcp://host:port), for hermod-indexer")
+	fs.StringVar(&kvReplay, "kv-replay", "", "its ZMQ replay endpoint (tcp://host:port)")
+	fs.StringVar(&rnk, "data-parallel-rank", "", "its data-parallel rank, if it is one of several on a host")
+	fs.DurationVar(&ttl, "ttl", time.Minute, "lease of the entry: it goes unless registered again within it (see --keep)")
+	fs.BoolVar(&permanent, "permanent", false, "no lease: the entry stays until endpoints deregister")
+	fs.BoolVar(&keep, "keep", false, "stay in the foreground renewing the lease until interrupted, then deregister")
+	c.usage("Usage: hermodctl endpoints register [--pool P] [--etcd-endpoints E] --model M [flags] NAME HOST:PORT\n\n" +
+		"Registers a model server Hermod did not start (a VM, bare metal, a Slurm job) in the pool's\n" +
+		"registry: the collector scrapes it, the pickers route to it, the indexer follows its KV events.\n" +
+		"With --ttl (default 1m) the entry goes unless registered again in time (cron, a systemd timer);\n" +
+		"with --keep this command renews it until interrupted; with --permanent it stays until\n" +
+		"endpoints deregister.\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n == 2 }); !ok {
+		return code
+	}
+	if !c.validPool() {
+		return ExitUsage
+	}
+	if err := fillEndpoint(&ep, c.t.pool, fs.Arg(0), fs.Arg(1), served, labels, kvEvents, kvReplay, rnk); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.name, err)
+		return ExitUsage
+	}
+	cli, err := c.t.etcdClient(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer func() { _ = cli.Close() }()
+	switch {
+	case keep:
+		return keepRegistered(ctx, c, cli, &ep, ttl, stdout)
+	case permanent:
+		ttl = 0
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	rev, err := coord.PutEndpoint(rctx, cli, &ep, ttl)
+	if err != nil {
+		return c.fail(err)
+	}
+	lease := "permanent"
+	if ttl > 0 {
+		lease = "for " + ttl.String()
+	}
+	fmt.Fprintf(stdout, "endpoint %s registered in pool %s (%s, revision %d)\n", ep.GetName(), ep.GetPool(), lease, rev)
+	return ExitOK
+}
+
+// keepRegistered keeps ep registered until ctx ends, then deregisters it.
+func keepRegistered(ctx context.Context, c *subcommand, cli *clientv3.Client, ep *registryv1.Endpoint, ttl time.Duration, stdout io.Writer) int {
+	reg, err := coord.Register(ctx, cli, ep, ttl)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "endpoint %s registered in pool %s; renewing its lease until interrupted\n", ep.GetName(), ep.GetPool())
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	if err := reg.Close(cctx); err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "endpoint %s deregistered\n", ep.GetName())
+	return ExitOK
+}
+
+// fillEndpoint completes ep from the command line.
+func fillEndpoint(ep *registryv1.Endpoint, pool, name, hostPort string, served, labels []string, kvEvents, kvReplay, rank string) error {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return fmt.Errorf("HOST:PORT %q: %w", hostPort, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("HOST:PORT %q: the port must be 1 to 65535", hostPort)
+	}
+	if ep.GetModel() == "" {
+		return fmt.Errorf("--model is required")
+	}
+	ep.Pool, ep.Name, ep.Address, ep.Port = pool, name, host, int32(p)
+	ep.ServedModels = served
+	if len(served) == 0 {
+		ep.ServedModels = []string{ep.GetModel()}
+	}
+	if len(labels) > 0 {
+		ep.Labels = map[string]string{}
+		for _, l := range labels {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("--labels: %q is not key=value", l)
+			}
+			ep.Labels[k] = v
+		}
+	}
+	for flag, u := range map[string]string{"--kv-events": kvEvents, "--kv-replay": kvReplay} {
+		if u != "" && !strings.HasPrefix(u, "tcp://") {
+			return fmt.Errorf("%s: %q is not tcp://host:port", flag, u)
+		}
+	}
+	ep.KvEventsEndpoint, ep.KvReplayEndpoint = kvEvents, kvReplay
+	if rank != "" {
+		r, err := strconv.Atoi(rank)
+		if err != nil || r < 0 {
+			return fmt.Errorf("--data-parallel-rank: %q is not a rank", rank)
+		}
+		ep.DataParallelRank = int32(r)
+	}
+	return coord.ValidateEndpointName(name)
+}
+
+// endpointsDeregister removes an endpoint from the registry.
+func endpointsDeregister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newSubcommand(ctx, "hermodctl endpoints deregister", stderr, withEtcd)
+	c.usage("Usage: hermodctl endpoints deregister [--pool P] [--etcd-endpoints E] NAME\n\n" +
+		"Removes an endpoint from the pool's registry: the pickers stop routing to it.\n\n")
+	if ok, code := c.parse(args, func(n int) bool { return n == 1 }); !ok {
+		return code
+	}
+	if !c.validPool() {
+		return ExitUsage
+	}
+	cli, err := c.t.etcdClient(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer func() { _ = cli.Close() }()
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	name := c.fs.Arg(0)
+	ok, err := coord.DeleteEndpoint(rctx, cli, c.t.pool, name)
+	if err != nil {
+		return c.fail(err)
+	}
+	if !ok {
+		return c.fail(fmt.Errorf("pool %s has no endpoint %s", c.t.pool, name))
+	}
+	fmt.Fprintf(stdout, "endpoint %s deregistered from pool %s\n", name, c.t.pool)
+	return ExitOK
+}
