@@ -60,6 +60,7 @@ type Plugin struct {
 	keyer   *blockkey.Keyer
 	indexer Indexer
 	prompts *PromptTokenizer
+	agree   *agreement
 	log     *slog.Logger
 	key     scheduling.StateKey
 	pool    sync.Pool
@@ -91,6 +92,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		Named: scheduling.Named{Type: Type, Name: name}, params: p, ttl: ttl, keyer: keyer, indexer: idx, prompts: prompts,
 		log: h.Logger().With("plugin", name), key: scheduling.StateKey(Type + "/" + name), metrics: newIndexerMetrics(h),
 	}
+	pl.agree = newAgreement(h, pl.log)
 	pl.pool.New = func() any { return &match{plugin: pl} }
 	return pl, nil
 }
@@ -201,17 +203,26 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 // as held until the engines' events confirm them or speculativeTTL passes
 // (the effect's capacity carries the TTL, in milliseconds).
 func (p *Plugin) PreRequest(_ context.Context, cs *scheduling.CycleState, _ *scheduling.Request, res *scheduling.Result) {
-	if !p.params.SpeculativeIndexing {
-		return
-	}
 	m, ok := scheduling.ReadState[*match](cs, p.key)
 	if !ok || len(m.wire) == 0 {
+		return
+	}
+	if t, ok := res.Primary.Target(); ok {
+		p.agree.expect(res.DecisionID, m.CachedTokens(t.Endpoint.Name))
+	}
+	if !p.params.SpeculativeIndexing {
 		return
 	}
 	var buf [2]string
 	if names := res.ServingNames(buf[:0]); len(names) > 0 {
 		res.RecordEffect(p, names, m.wire, p.ttl.Milliseconds())
 	}
+}
+
+// ResponseComplete implements scheduling.ResponseComplete: the engine's
+// reported cached tokens are checked against the index's prediction.
+func (p *Plugin) ResponseComplete(ctx context.Context, resp *scheduling.Response) {
+	p.agree.completed(ctx, resp.DecisionID, resp.Usage.CachedTokens)
 }
 
 // Score implements scheduling.Scorer: an endpoint's tier-weighted run of
