@@ -44,6 +44,9 @@ type TokenizersPoolConfig struct {
 	HF           json.RawMessage `json:"hf"`
 	Local        *LocalTokenizer `json:"local"`
 	UDS          json.RawMessage `json:"uds"`
+	// VLLM is a vLLM server whose render API tokenizes the prompts no
+	// local tokenizer can.
+	VLLM *VLLMConfig `json:"vllm"`
 }
 
 // LocalTokenizer finds tokenizer files on local disk.

@@ -156,7 +156,7 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 	m.BlockSizeTokens = p.keyer.BlockSize()
 	tokens := req.TokenIDs
 	if len(tokens) == 0 {
-		m.tokens, _ = p.prompts.Tokenize(m.tokens[:0], req) // none: no blocks to match
+		m.tokens, _ = p.prompts.Tokenize(ctx, m.tokens[:0], req) // none: no blocks to match
 		tokens = m.tokens
 	}
 	m.keys = p.keyer.Prompt(m.keys[:0], root(req), tokens)

@@ -1,7 +1,9 @@
 package preciseprefix
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/hermod/hermod/libs/openai"
@@ -18,6 +20,8 @@ type PromptTokenizer struct {
 	tok    tokenizer.Tokenizer
 	tmpl   tokenizer.ChatTemplate
 	models *modelTokenizers
+	// remote, when set, tokenizes what no local tokenizer can.
+	remote *RemoteTokenizer
 }
 
 // ErrNoPrompt is Tokenize's answer for a request with no prompt to
@@ -29,30 +33,52 @@ var errNoTokenizer = errors.New("no tokenizer for the request's model")
 
 // NewPromptTokenizer resolves cfg's tokenizer through the handle's
 // Tokenizers service (default: DefaultTokenizers); without cfg.ModelName
-// it resolves them per request, logging to log.
+// it resolves them per request, logging to log. With cfg.VLLM, a vLLM
+// server's render API tokenizes what no local tokenizer can.
 func NewPromptTokenizer(h scheduling.Handle, cfg TokenizersPoolConfig, log *slog.Logger) (*PromptTokenizer, error) {
 	var toks Tokenizers = DefaultTokenizers{}
 	if t, ok := TokenizerService.Lookup(h); ok {
 		toks = t
 	}
+	pt := &PromptTokenizer{}
+	if cfg.VLLM != nil {
+		r, err := NewRemoteTokenizer(*cfg.VLLM)
+		if err != nil {
+			return nil, fmt.Errorf("vllm.%w", err)
+		}
+		pt.remote = r
+	}
 	if cfg.ModelName == "" {
-		return &PromptTokenizer{models: newModelTokenizers(toks, cfg, log)}, nil
+		pt.models = newModelTokenizers(toks, cfg, log)
+		return pt, nil
 	}
 	tok, tmpl, err := toks.Tokenizer(cfg)
-	if err != nil {
+	switch {
+	case err == nil:
+		pt.tok, pt.tmpl = tok, tmpl
+	case pt.remote != nil:
+		h.Warn(fmt.Sprintf("no local tokenizer for %s (%v): the vLLM render API at %s tokenizes every prompt", cfg.ModelName, err, cfg.VLLM.HTTP))
+	default:
 		return nil, err
 	}
-	return &PromptTokenizer{tok: tok, tmpl: tmpl}, nil
+	return pt, nil
 }
 
-// Tokenize appends req's prompt tokens to dst.
-func (t *PromptTokenizer) Tokenize(dst []uint32, req *scheduling.Request) ([]uint32, error) {
+// Tokenize appends req's prompt tokens to dst: with the local tokenizer,
+// else the remote one, else errNoTokenizer.
+func (t *PromptTokenizer) Tokenize(ctx context.Context, dst []uint32, req *scheduling.Request) ([]uint32, error) {
 	tok, tmpl := t.tok, t.tmpl
 	if t.models != nil {
 		var ok bool
 		if tok, tmpl, ok = t.models.forModel(req.Model); !ok {
-			return dst, errNoTokenizer
+			tok = nil
 		}
+	}
+	if tok == nil {
+		if t.remote != nil {
+			return t.remote.Tokenize(ctx, dst, req)
+		}
+		return dst, errNoTokenizer
 	}
 	switch req.Body.API {
 	case openai.APIChatCompletions:

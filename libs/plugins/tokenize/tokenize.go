@@ -34,16 +34,13 @@ type Params struct {
 	// ModelName is the model whose tokenizer to use; empty: each
 	// request's model.
 	ModelName string `json:"modelName"`
-	// UDSTokenizerConfig and VLLM name an external tokenizer service;
-	// Hermod tokenizes in process and does not use them (with a warning).
+	// UDSTokenizerConfig names an external tokenizer service; Hermod does
+	// not use it (with a warning). VLLM is a vLLM server whose render API
+	// tokenizes the prompts no local tokenizer can.
 	UDSTokenizerConfig *struct {
 		SocketFile string `json:"socketFile"`
 	} `json:"udsTokenizerConfig"`
-	VLLM *struct {
-		HTTP      string `json:"http"`
-		Timeout   string `json:"timeout"`
-		MMTimeout string `json:"mmTimeout"`
-	} `json:"vllm"`
+	VLLM *preciseprefix.VLLMConfig `json:"vllm"`
 }
 
 // Plugin is the tokenizer prepare-data plugin.
@@ -65,16 +62,13 @@ func newOf(typ string) scheduling.Factory {
 		if p.UDSTokenizerConfig != nil {
 			h.Warn("udsTokenizerConfig: Hermod tokenizes in process; the socket is not used")
 		}
-		if p.VLLM != nil {
-			h.Warn("vllm: Hermod tokenizes in process with the model's tokenizer files; the render endpoint is not used")
-		}
 		if p.ModelName == "" {
 			h.Warn("modelName is not set: each request's model selects the tokenizer its prompt is tokenized with")
 		}
 		if name == "" {
 			name = typ
 		}
-		prompts, err := preciseprefix.NewPromptTokenizer(h, preciseprefix.TokenizersPoolConfig{ModelName: p.ModelName}, h.Logger().With("plugin", name))
+		prompts, err := preciseprefix.NewPromptTokenizer(h, preciseprefix.TokenizersPoolConfig{ModelName: p.ModelName, VLLM: p.VLLM}, h.Logger().With("plugin", name))
 		if err != nil {
 			return nil, scheduling.ParamErrorf("modelName", "%v", err)
 		}
@@ -88,11 +82,11 @@ func (p *Plugin) Parameters() any { return p.params }
 // PrepareData implements scheduling.PrepareData: the prompt's token ids,
 // as the engine will see them (a chat rendered by the model's template,
 // without extra special tokens; a completion with them).
-func (p *Plugin) PrepareData(_ context.Context, req *scheduling.Request) error {
+func (p *Plugin) PrepareData(ctx context.Context, req *scheduling.Request) error {
 	if len(req.TokenIDs) > 0 {
 		return nil // the client sent token ids
 	}
-	ids, err := p.prompts.Tokenize(nil, req)
+	ids, err := p.prompts.Tokenize(ctx, nil, req)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,12 @@ package tokenize_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hermod/hermod/libs/plugins/tokenize"
@@ -49,12 +54,12 @@ func TestParametersAndGate(t *testing.T) {
 }
 
 // token-producer (llm-d's name) is the same plugin; without modelName each
-// request's model selects the tokenizer, and the vllm render backend is
-// accepted with a warning.
+// request's model selects the tokenizer; a model without a local one goes
+// to the vllm render backend (here unreachable: an error, no ids).
 func TestTokenProducerWithoutModelName(t *testing.T) {
 	h := schedulingtest.NewHandle()
-	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.ProducerType, "", `{"vllm": {"http": "http://localhost:8000"}}`)
-	if p.TypedName().Type != tokenize.ProducerType || len(h.Warnings) != 2 {
+	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.ProducerType, "", `{"vllm": {"http": "http://127.0.0.1:1"}}`)
+	if p.TypedName().Type != tokenize.ProducerType || len(h.Warnings) != 1 {
 		t.Fatalf("type %s, warnings %q", p.TypedName().Type, h.Warnings)
 	}
 	// the handle provides no tokenizer service: "builtin" is the simulator's
@@ -65,5 +70,54 @@ func TestTokenProducerWithoutModelName(t *testing.T) {
 	unknown := schedulingtest.Completion("r", "no/such-model", "hello there")
 	if err := p.PrepareData(context.Background(), unknown); err == nil || len(unknown.TokenIDs) != 0 {
 		t.Fatalf("a model without a tokenizer: ids %v, error %v", unknown.TokenIDs, err)
+	}
+}
+
+// A model without a local tokenizer is tokenized by the vLLM render API,
+// once per prompt (cached); the local tokenizer stays the fast path.
+func TestRenderAPIForModelsWithoutALocalTokenizer(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var body struct {
+			Model    string            `json:"model"`
+			Prompt   string            `json:"prompt"`
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Model != "remote/model" {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/completions/render":
+			_, _ = w.Write([]byte(`[{"token_ids":[1,2,3]}]`))
+		case "/v1/chat/completions/render":
+			_, _ = w.Write([]byte(`{"token_ids":[7,8,9,10]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	h := schedulingtest.NewHandle()
+	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.ProducerType, "", `{"vllm": {"http": "`+srv.URL+`", "timeout": "2s"}}`)
+	for range 2 {
+		req := schedulingtest.Completion("r", "remote/model", "hello")
+		if err := p.PrepareData(context.Background(), req); err != nil || !slices.Equal(req.TokenIDs, []uint32{1, 2, 3}) {
+			t.Fatalf("completion: %v %v", req.TokenIDs, err)
+		}
+	}
+	chat := schedulingtest.Chat("r", "remote/model", "be terse", "hi")
+	if err := p.PrepareData(context.Background(), chat); err != nil || len(chat.TokenIDs) != 4 {
+		t.Fatalf("chat: %v %v", chat.TokenIDs, err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d render calls, want 2 (the repeated prompt is cached)", n)
+	}
+	local := schedulingtest.Completion("r", "builtin", "hello there")
+	if err := p.PrepareData(context.Background(), local); err != nil || len(local.TokenIDs) == 0 || calls.Load() != 2 {
+		t.Errorf("a model with a local tokenizer: %v %v, %d calls", local.TokenIDs, err, calls.Load())
+	}
+	if _, err := schedulingtest.NewErr(schedulingtest.NewHandle(), tokenize.ProducerType, "", `{"vllm": {"http": "localhost:8000"}}`); err == nil {
+		t.Error("a URL without a scheme was accepted")
 	}
 }

@@ -32,6 +32,8 @@ func (p *Pod) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIChatCompletions) }))
 	mux.HandleFunc("GET /v1/models", p.auth(p.models))
 	mux.HandleFunc("POST /tokenize", p.tokenize)
+	mux.HandleFunc("POST /v1/completions/render", p.render(openai.APICompletions))
+	mux.HandleFunc("POST /v1/chat/completions/render", p.render(openai.APIChatCompletions))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": "0.11.0+vllm-sim"})
@@ -402,6 +404,30 @@ func (p *Pod) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	tokens := p.promptTokens(api, parsed)
 	writeJSON(w, http.StatusOK, map[string]any{"count": len(tokens), "max_model_len": p.cfg.Engine.MaxModelLen, "tokens": tokens})
+}
+
+// render answers vLLM's render API: a request's prompt tokens as the
+// engine would see them, for api (completions: a list of one result; chat:
+// the result).
+func (p *Pod) render(api openai.API) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "could not read the request body: "+err.Error())
+			return
+		}
+		parsed, err := openai.Parse(api, body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		out := map[string]any{"token_ids": p.promptTokens(api, parsed)}
+		if api == openai.APICompletions {
+			writeJSON(w, http.StatusOK, []any{out})
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
 }
 
 // errorBody is the OpenAI error shape.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -360,6 +361,23 @@ func TestModelsAndTokenize(t *testing.T) {
 	strict(t, b, &tok)
 	if tok.Count != 4 || len(tok.Tokens) != 4 {
 		t.Errorf("tokenize %s", b)
+	}
+	// vLLM's render API gives the same tokens
+	_, b = post(t, p.url+"/v1/completions/render", `{"model":"llama","prompt":"hello world"}`)
+	var rendered []struct {
+		TokenIDs []uint32 `json:"token_ids"`
+	}
+	strict(t, b, &rendered)
+	if len(rendered) != 1 || !slices.Equal(rendered[0].TokenIDs, tok.Tokens) {
+		t.Errorf("completions render %s, tokenize %v", b, tok.Tokens)
+	}
+	_, b = post(t, p.url+"/v1/chat/completions/render", `{"model":"llama","messages":[{"role":"user","content":"hello world"}]}`)
+	var chat struct {
+		TokenIDs []uint32 `json:"token_ids"`
+	}
+	strict(t, b, &chat)
+	if len(chat.TokenIDs) <= len(tok.Tokens) {
+		t.Errorf("chat render %s: want the template's tokens around the message", b)
 	}
 }
 
