@@ -160,8 +160,6 @@ func parseYAMLDocument(data []byte) (*yaml.Node, error) {
 	return doc, nil
 }
 
-// valuesConfig returns the `config:` node of a Helm values file: a mapping
-// that has a config key and none of the EndpointPickerConfig keys.
 // ConfigDocument returns the EndpointPickerConfig document of data: data
 // itself, or the `config:` block of a Heimdall Helm values file (its YAML
 // string as is, or its mapping encoded anew).
@@ -189,6 +187,8 @@ func ConfigDocument(data []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// valuesConfig returns the `config:` node of a Helm values file: a mapping
+// that has a config key and none of the EndpointPickerConfig keys.
 func valuesConfig(doc *yaml.Node) *yaml.Node {
 	var cfg *yaml.Node
 	for i := 0; i+1 < len(doc.Content); i += 2 {
