@@ -18,11 +18,11 @@ import (
 func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand(ctx, "hermodctl audit tail", stderr, withNATS)
 	fs, t := c.fs, &c.t
-	output := fs.String("o", "text", "output: text (one line per decision) or json (one event per line)")
-	c.usage("Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json]\n\n" +
+	output := fs.String("o", "text", "output: text (one line per decision), json (one event per line) or yaml (one document per event)")
+	c.usage("Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json|yaml]\n\n" +
 		"Follows the pool's routing decisions (hermod.decisions.<pool>) as they are taken:\n" +
 		"time, request id, chosen endpoint, and the scores that chose it. Ctrl-C stops.\n\n")
-	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json") }); !ok {
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json" || *output == "yaml") }); !ok {
 		return code
 	}
 	return follow(ctx, t, bus.ConsumeOptions{DeliverNew: true}, false, *output, stdout, stderr)
@@ -32,11 +32,11 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	c := newSubcommand(ctx, "hermodctl audit replay", stderr, withNATS)
 	fs, t := c.fs, &c.t
 	since := fs.String("since", "1h", "replay decisions from this long ago (a duration such as 15m) or this time (RFC 3339)")
-	output := fs.String("o", "text", "output: text or json")
-	c.usage("Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o text|json]\n\n" +
+	output := fs.String("o", "text", "output: text, json or yaml")
+	c.usage("Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o text|json|yaml]\n\n" +
 		"Prints the pool's routing decisions stored since a time (the decision stream keeps\n" +
 		"them for its retention, 24h by default), then exits.\n\n")
-	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json") }); !ok {
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json" || *output == "yaml") }); !ok {
 		return code
 	}
 	start, err := parseSince(*since, time.Now())
@@ -83,9 +83,9 @@ func follow(ctx context.Context, t *target, o bus.ConsumeOptions, untilCaughtUp 
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		if output == "json" {
+		if output != "text" {
 			b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(d)
-			fmt.Fprintf(stdout, "%s\n", b)
+			_ = writeStructured(stdout, output, b, true)
 			return
 		}
 		fmt.Fprintln(stdout, decisionLine(d))

@@ -20,11 +20,11 @@ import (
 func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand(ctx, "hermodctl endpoints list", stderr, withEtcd|withNATS)
 	fs, t := c.fs, &c.t
-	output := fs.String("o", "table", "output: table or json")
-	c.usage("Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json]\n\n" +
+	output := fs.String("o", "table", "output: table, json or yaml")
+	c.usage("Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json|yaml]\n\n" +
 		"Lists the pool's registered endpoints with their latest metrics (from the\n" +
 		"collector's metrics bucket in NATS; shown as - when NATS cannot be reached).\n\n")
-	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "table" || *output == "json") }); !ok {
+	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "table" || *output == "json" || *output == "yaml") }); !ok {
 		return code
 	}
 	cli, err := t.etcdClient(ctx)
@@ -52,7 +52,7 @@ func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 	eps := snap.Sorted()
-	if *output == "json" {
+	if *output != "table" {
 		type row struct {
 			Endpoint json.RawMessage `json:"endpoint"`
 			Metrics  json.RawMessage `json:"metrics,omitempty"`
@@ -66,9 +66,9 @@ func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			rows = append(rows, r)
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rows)
+		if err := writeStructured(stdout, *output, rows, false); err != nil {
+			return c.fail(err)
+		}
 		return ExitOK
 	}
 	if len(eps) == 0 {

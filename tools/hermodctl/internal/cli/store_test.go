@@ -143,6 +143,10 @@ func TestEndpointsList(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, `"running_requests": 3`) && !strings.Contains(out, `"running_requests":"3"`) && !strings.Contains(out, `"running_requests": "3"`) {
 		t.Errorf("json:\n%s", out)
 	}
+	out, _, code = run(append([]string{"endpoints", "list", "-o", "yaml"}, s.flags()...)...)
+	if code != ExitOK || !strings.Contains(out, "- endpoint:") || !strings.Contains(out, "running_requests:") {
+		t.Errorf("yaml:\n%s", out)
+	}
 }
 
 func TestAuditReplay(t *testing.T) {
@@ -182,6 +186,10 @@ func TestAuditReplay(t *testing.T) {
 	out, _, _ = run(append([]string{"audit", "replay", "--since", "1m", "-o", "json"}, s.natsFlags()...)...)
 	if !strings.Contains(out, `"request_id":"req-2"`) {
 		t.Errorf("json:\n%s", out)
+	}
+	out, _, _ = run(append([]string{"audit", "replay", "--since", "1m", "-o", "yaml"}, s.natsFlags()...)...)
+	if !strings.Contains(out, "---\n") || !strings.Contains(out, "request_id: req-2") {
+		t.Errorf("yaml:\n%s", out)
 	}
 }
 
