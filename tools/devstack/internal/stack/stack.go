@@ -543,11 +543,16 @@ func (s *stack) banner() {
 	if rel, err := filepath.Rel(mustGetwd(), ctl); err == nil && !strings.HasPrefix(rel, "..") {
 		ctl = rel
 	}
+	// hermodctl's global flags, before the command: each command takes
+	// the ones it uses
 	flags := ""
-	if s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0 {
+	switch {
+	case s.o.StateFile != "":
+		flags = " --state-file " + s.o.StateFile
+	case s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0:
 		flags = fmt.Sprintf(" --nats-url %s --etcd-endpoints %s", s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","))
 	}
-	if s.o.Pool != "default" {
+	if s.o.Pool != "default" && s.o.StateFile == "" {
 		flags += " --pool " + s.o.Pool
 	}
 	body := fmt.Sprintf(`{"model": %q, "messages": [{"role": "user", "content": "Hello! What is Hermod?"}]}`, s.o.Model)
@@ -566,9 +571,9 @@ Try it:
   curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \
     -d '%s'
 
-  %s audit tail%s      # every routing decision as it is taken
-  %s endpoints list%s  # the pods, their load and models
-  %s config get%s      # the pool's EndpointPickerConfig (config set FILE to change it live)
+  %s%s audit tail      # every routing decision as it is taken
+  %s%s endpoints list  # the pods, their load and models
+  %s%s config get      # the pool's EndpointPickerConfig (config set FILE to change it live)
 
 Ctrl-C stops everything.
 
