@@ -119,6 +119,18 @@ func TestOpenAISDK(t *testing.T) {
 		if err := stream.Err(); err != nil || !completed {
 			t.Fatalf("response stream: completed %v, %v", completed, err)
 		}
+		replayed := client.Responses.GetStreaming(ctx, second.ID, responses.ResponseGetParams{})
+		var text strings.Builder
+		for replayed.Next() {
+			if ev := replayed.Current(); ev.Type == "response.output_text.delta" {
+				text.WriteString(ev.Delta)
+			}
+		}
+		if err := replayed.Err(); err != nil || text.String() != second.OutputText() {
+			t.Fatalf("retrieve streamed: %q, want %q, %v", text.String(), second.OutputText(), err)
+		}
+		_, err = client.Responses.Cancel(ctx, first.ID)
+		wantAPIError(t, "cancel a response that is not a background one", err, http.StatusBadRequest, "invalid_request")
 		if err := client.Responses.Delete(ctx, first.ID); err != nil {
 			t.Fatalf("delete: %v", err)
 		}

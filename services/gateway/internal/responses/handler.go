@@ -86,6 +86,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/responses/{id}", h.onStored("get", h.get))
 	mux.HandleFunc("DELETE /v1/responses/{id}", h.onStored("delete", h.remove))
 	mux.HandleFunc("GET /v1/responses/{id}/input_items", h.onStored("input_items", h.inputItems))
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", h.onStored("cancel", h.cancel))
 }
 
 type statusWriter struct {
@@ -179,7 +180,29 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 		storeError(w, err, id, "")
 		return
 	}
+	if stream, after, ok := retrieveOptions(r); stream {
+		if !ok {
+			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "starting_after", "starting_after must be a non-negative integer", 0)
+			return
+		}
+		replay(w, rec.Response, after)
+		return
+	}
 	writeJSON(w, http.StatusOK, rec.Response)
+}
+
+// cancel answers POST /v1/responses/{id}/cancel: only a background
+// response can be cancelled, and this gateway runs none, so a stored
+// response is refused (400) and an unknown one is 404.
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, id string) {
+	ctx, cancel := h.storeCtx(r)
+	defer cancel()
+	if _, err := h.load(ctx, id); err != nil {
+		storeError(w, err, id, "")
+		return
+	}
+	openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_request", "",
+		"only responses created with background=true can be cancelled; response "+id+" was not", 0)
 }
 
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string) {
@@ -269,7 +292,17 @@ func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, 
 	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error(), 0)
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_type", typeErr.Field, typeErr.Field+": wrong type ("+typeErr.Value+")", 0)
+			return nil, nil, false
+		}
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON", 0)
+		return nil, nil, false
+	}
+	if req.Background {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "unsupported_value", "background",
+			"background responses are not supported by this gateway: send the request without background", 0)
 		return nil, nil, false
 	}
 	if req.Model == "" {

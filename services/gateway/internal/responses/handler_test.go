@@ -200,6 +200,27 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: %d %v", body, code, e)
 		}
 	}
+	// a field of the wrong type names the field, not a Go type; background
+	// is refused, not ignored
+	if code, e := post(t, srv, `{"model":7,"input":"x"}`); code != 400 || e["error"].(map[string]any)["param"] != "model" ||
+		strings.Contains(e["error"].(map[string]any)["message"].(string), "Go") || strings.Contains(e["error"].(map[string]any)["message"].(string), "struct") {
+		t.Errorf("model of the wrong type: %d %v", code, e)
+	}
+	if code, e := post(t, srv, `{"model":"m","input":"x","background":true}`); code != 400 || e["error"].(map[string]any)["param"] != "background" {
+		t.Errorf("background: %d %v", code, e)
+	}
+	// cancel: only background responses can be; an unknown one is 404
+	_, r0 := post(t, srv, `{"model":"m","input":"x"}`)
+	for id, want := range map[string]int{r0["id"].(string): 400, "resp_nope": 404} {
+		resp, err := http.Post(srv.URL+"/v1/responses/"+id+"/cancel", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("cancel %s: %d, want %d", id, resp.StatusCode, want)
+		}
+	}
 	// a conversation longer than MaxChain (4)
 	prev := ""
 	for i := range 5 {
@@ -281,4 +302,57 @@ func readEvents(t *testing.T, body io.Reader) ([]string, map[string]any) {
 		}
 	}
 	return names, last
+}
+
+// GET ?stream=true replays a stored response as the events of its
+// creation, from starting_after on.
+func TestRetrieveStreamed(t *testing.T) {
+	srv, _, _ := setup(t)
+	code, r := post(t, srv, `{"model":"m","input":"hello"}`)
+	if code != 200 {
+		t.Fatalf("%d %v", code, r)
+	}
+	events := func(query string) ([]map[string]any, int) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/v1/responses/" + r["id"].(string) + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out []map[string]any
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev map[string]any
+				if err := json.Unmarshal([]byte(d), &ev); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, ev)
+			}
+		}
+		return out, resp.StatusCode
+	}
+	all, code := events("?stream=true")
+	if code != 200 || len(all) < 4 || all[0]["type"] != "response.created" || all[len(all)-1]["type"] != "response.completed" {
+		t.Fatalf("%d %v", code, all)
+	}
+	var text strings.Builder
+	for i, ev := range all {
+		if ev["sequence_number"] != float64(i) {
+			t.Fatalf("event %d has sequence number %v", i, ev["sequence_number"])
+		}
+		if ev["type"] == "response.output_text.delta" {
+			text.WriteString(ev["delta"].(string))
+		}
+	}
+	if text.String() != "reply to hello" {
+		t.Errorf("deltas %q", text.String())
+	}
+	rest, _ := events("?stream=true&starting_after=2")
+	if len(rest) != len(all)-3 || rest[0]["sequence_number"] != 3.0 {
+		t.Errorf("starting_after=2: %d events from %v", len(rest), rest[0]["sequence_number"])
+	}
+	if _, code := events("?stream=true&starting_after=-4"); code != http.StatusBadRequest {
+		t.Errorf("a negative starting_after: %d", code)
+	}
 }

@@ -19,6 +19,7 @@ type Request struct {
 	PreviousResponseID string            `json:"previous_response_id,omitempty"`
 	Store              *bool             `json:"store,omitempty"`
 	Stream             bool              `json:"stream,omitempty"`
+	Background         bool              `json:"background,omitempty"`
 	MaxOutputTokens    *int              `json:"max_output_tokens,omitempty"`
 	Temperature        *float64          `json:"temperature,omitempty"`
 	TopP               *float64          `json:"top_p,omitempty"`
