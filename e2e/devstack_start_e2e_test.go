@@ -43,14 +43,30 @@ func TestDevstackStartFailures(t *testing.T) {
 	if !strings.Contains(out, "exited while starting") || !strings.Contains(out, "no-such-flag") {
 		t.Errorf("a pod dying at start:\n%s", tail(out, 20))
 	}
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, taken := takenAfterFree(t)
 	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
 	out = devstackFails(t, "--pods", "1", "--kv-base-port", fmt.Sprint(taken-1))
 	if !strings.Contains(out, fmt.Sprintf("port %d is in use", taken)) || !strings.Contains(out, "--kv-base-port") {
 		t.Errorf("a taken KV port:\n%s", tail(out, 20))
 	}
+}
+
+// takenAfterFree holds a port whose predecessor is free (so that the
+// devstack's check passes the first KV port and stops at the second).
+func takenAfterFree(t *testing.T) (net.Listener, int) {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken := l.Addr().(*net.TCPAddr).Port
+		if before, err := net.Listen("tcp", fmt.Sprintf(":%d", taken-1)); err == nil {
+			_ = before.Close()
+			return l, taken
+		}
+		_ = l.Close()
+	}
+	t.Fatal("found no free port before a taken one")
+	return nil, 0
 }

@@ -137,4 +137,57 @@ func TestOpenAISDK(t *testing.T) {
 		_, err = client.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
 		wantAPIError(t, "a deleted response", err, http.StatusNotFound, "not_found")
 	})
+
+	t.Run("background", func(t *testing.T) { testBackgroundResponses(ctx, t, client, model) })
+}
+
+// Background responses run in the responses service: queued at once,
+// completed later, retrievable streamed once done, and cancellable.
+func testBackgroundResponses(ctx context.Context, t *testing.T, client openai.Client, model string) {
+	params := responses.ResponseNewParams{Model: model, Background: openai.Bool(true), MaxOutputTokens: openai.Int(16),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Name a river.")}}
+	queued, err := client.Responses.New(ctx, params)
+	if err != nil || queued.Status != responses.ResponseStatusQueued || !queued.Background || len(queued.Output) != 0 {
+		t.Fatalf("background create: %s %v", queued.RawJSON(), err)
+	}
+	// a streamed retrieval waits for the run, then replays it
+	replayed := client.Responses.GetStreaming(ctx, queued.ID, responses.ResponseGetParams{})
+	var text strings.Builder
+	for replayed.Next() {
+		if ev := replayed.Current(); ev.Type == "response.output_text.delta" {
+			text.WriteString(ev.Delta)
+		}
+	}
+	done, err := client.Responses.Get(ctx, queued.ID, responses.ResponseGetParams{})
+	finished := done.Status == responses.ResponseStatusCompleted || done.Status == responses.ResponseStatusIncomplete
+	if err != nil || !finished || done.OutputText() == "" || !done.Background || done.CreatedAt != queued.CreatedAt {
+		t.Fatalf("background response: %s %v", done.RawJSON(), err)
+	}
+	if err := replayed.Err(); err != nil || text.String() != done.OutputText() {
+		t.Fatalf("streamed retrieval: %q, want %q, %v", text.String(), done.OutputText(), err)
+	}
+	// it continues like any other
+	params.PreviousResponseID, params.Background = openai.String(done.ID), openai.Bool(false)
+	if next, err := client.Responses.New(ctx, params); err != nil || next.OutputText() == "" {
+		t.Fatalf("continue a background response: %+v %v", next, err)
+	}
+	// a long one is cancelled and stays cancelled
+	params = responses.ResponseNewParams{Model: model, Background: openai.Bool(true), MaxOutputTokens: openai.Int(4000),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell a long story.")}}
+	long, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := client.Responses.Cancel(ctx, long.ID)
+	if err != nil || cancelled.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel: %s %v", cancelled.RawJSON(), err)
+	}
+	time.Sleep(time.Second)
+	if got, err := client.Responses.Get(ctx, long.ID, responses.ResponseGetParams{}); err != nil || got.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("after cancel: %s %v", got.RawJSON(), err)
+	}
+	// refusals
+	params.Store = openai.Bool(false)
+	_, err = client.Responses.New(ctx, params)
+	wantAPIError(t, "an unstored background response", err, http.StatusBadRequest, "invalid_value")
 }

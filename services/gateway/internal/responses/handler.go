@@ -176,6 +176,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
 	rec, err := h.load(ctx, id)
+	if err == nil {
+		rec, err = h.withRunState(ctx, rec)
+	}
 	if err != nil {
 		storeError(w, err, id, "")
 		return
@@ -185,6 +188,10 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "starting_after", "starting_after must be a non-negative integer", 0)
 			return
 		}
+		if rec, err = h.awaitFinal(r.Context(), id); err != nil {
+			storeError(w, err, id, "")
+			return
+		}
 		replay(w, rec.Response, after)
 		return
 	}
@@ -192,17 +199,22 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // cancel answers POST /v1/responses/{id}/cancel: only a background
-// response can be cancelled, and this gateway runs none, so a stored
-// response is refused (400) and an unknown one is 404.
+// response can be cancelled; another stored response is refused (400)
+// and an unknown one is 404.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
-	if _, err := h.load(ctx, id); err != nil {
+	rec, err := h.load(ctx, id)
+	if err != nil {
 		storeError(w, err, id, "")
 		return
 	}
-	openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_request", "",
-		"only responses created with background=true can be cancelled; response "+id+" was not", 0)
+	if !rec.Response.Background {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_request", "",
+			"only responses created with background=true can be cancelled; response "+id+" was not", 0)
+		return
+	}
+	h.cancelBackground(w, r, rec)
 }
 
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string) {
@@ -279,46 +291,50 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // readCreate reads and checks a create request; false when it was
 // answered (refused).
-func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, []InputItem, bool) {
+func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, []InputItem, []byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			openai.WriteError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", "", fmt.Sprintf("the request body is larger than %d bytes", h.o.MaxBodyBytes), 0)
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body: "+err.Error(), 0)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_type", typeErr.Field, typeErr.Field+": wrong type ("+typeErr.Value+")", 0)
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON", 0)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	if req.Background {
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "unsupported_value", "background",
-			"background responses are not supported by this gateway: send the request without background", 0)
-		return nil, nil, false
+	if req.Background && req.Stream {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "unsupported_value", "stream",
+			"a background response is not streamed as it runs: create it without stream, then poll it, or retrieve it with stream=true to receive its events once it finished", 0)
+		return nil, nil, nil, false
+	}
+	if req.Background && req.Store != nil && !*req.Store {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "store", "background responses must be stored: send store: true or leave it out", 0)
+		return nil, nil, nil, false
 	}
 	if req.Model == "" {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "missing_required_parameter", "model", "you must provide a model parameter", 0)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	input, err := parseInput(req.Input)
 	if err != nil {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "input", err.Error(), 0)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "max_output_tokens", "max_output_tokens must be at least 1", 0)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return &req, input, true
+	return &req, input, body, true
 }
 
 // loadChain loads the conversation a request continues (none without a
@@ -359,7 +375,7 @@ func (h *Handler) loadChain(w http.ResponseWriter, r *http.Request, previous str
 func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw}
 	defer h.count("create", w)
-	req, input, ok := h.readCreate(w, r)
+	req, input, body, ok := h.readCreate(w, r)
 	if !ok {
 		return
 	}
@@ -369,11 +385,23 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	run, ok := h.runOf(w, r)
+	if !ok {
+		return
+	}
 	chain, ok := h.loadChain(w, r, req.PreviousResponseID)
 	if !ok {
 		return
 	}
 	t := &turn{h: h, req: req, input: input, store: store, id: newID("resp_"), msgID: newID("msg_"), created: time.Now()}
+	switch {
+	case run != nil:
+		t.id, t.input, t.runToken = run.id, run.queued.Input, run.token
+		t.created = time.Unix(run.queued.Response.CreatedAt, 0)
+	case req.Background:
+		h.submit(w, r, t, body)
+		return
+	}
 	chatBody := t.chatBody(chain)
 	inner, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(chatBody))
 	if err != nil {
@@ -382,6 +410,7 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	}
 	inner.Header = r.Header.Clone()
 	inner.Header.Del("Content-Length")
+	inner.Header.Del(RunHeader)
 	inner.Header.Set("Content-Type", "application/json")
 	inner.ContentLength = int64(len(chatBody))
 	inner.RemoteAddr = r.RemoteAddr
@@ -406,6 +435,9 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := t.commit(r.Context(), resp); err != nil {
+		if run != nil && !h.commitRun(w, err, run.id) {
+			return
+		}
 		if status.Code(err) == codes.InvalidArgument {
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "response_too_large", "", "the response is too large to store: "+status.Convert(err).Message()+" (send store: false)", 0)
 			return

@@ -22,6 +22,9 @@ import (
 // memStore is the store the handler talks to (the service is tested on
 // its own and end to end).
 type memStore struct {
+	// The background methods answer as a responses service without a
+	// gateway address does; the runs are tested end to end.
+	responsesv1.ResponsesStoreClient
 	mu   sync.Mutex
 	recs map[string]*responsesv1.StoredResponse
 	max  int
@@ -71,6 +74,10 @@ func (m *memStore) Delete(_ context.Context, in *responsesv1.DeleteRequest, _ ..
 	}
 	delete(m.recs, in.GetId())
 	return &responsesv1.DeleteResponse{}, nil
+}
+
+func (m *memStore) Submit(context.Context, *responsesv1.SubmitRequest, ...grpc.CallOption) (*responsesv1.SubmitResponse, error) {
+	return nil, status.Error(codes.FailedPrecondition, "this responses service runs no background responses: start it with --gateway-url")
 }
 
 // chat answers chat completions with "reply to <last user message>",
@@ -201,13 +208,27 @@ func TestErrors(t *testing.T) {
 		}
 	}
 	// a field of the wrong type names the field, not a Go type; background
-	// is refused, not ignored
+	// is refused, not ignored, when nothing runs it, streamed or unstored
 	if code, e := post(t, srv, `{"model":7,"input":"x"}`); code != 400 || e["error"].(map[string]any)["param"] != "model" ||
 		strings.Contains(e["error"].(map[string]any)["message"].(string), "Go") || strings.Contains(e["error"].(map[string]any)["message"].(string), "struct") {
 		t.Errorf("model of the wrong type: %d %v", code, e)
 	}
-	if code, e := post(t, srv, `{"model":"m","input":"x","background":true}`); code != 400 || e["error"].(map[string]any)["param"] != "background" {
-		t.Errorf("background: %d %v", code, e)
+	for body, param := range map[string]string{
+		`{"model":"m","input":"x","background":true}`:               "background",
+		`{"model":"m","input":"x","background":true,"stream":true}`: "stream",
+		`{"model":"m","input":"x","background":true,"store":false}`: "store",
+	} {
+		if code, e := post(t, srv, body); code != 400 || e["error"].(map[string]any)["param"] != param {
+			t.Errorf("%s: %d %v", body, code, e)
+		}
+	}
+	// a forged background run of an unknown response is refused
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/responses", strings.NewReader(`{"model":"m","input":"x"}`))
+	req.Header.Set(RunHeader, "resp_forged token")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("forged run: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	// cancel: only background responses can be; an unknown one is 404
 	_, r0 := post(t, srv, `{"model":"m","input":"x"}`)

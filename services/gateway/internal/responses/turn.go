@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/libs/openai"
 )
@@ -24,6 +27,8 @@ type turn struct {
 	id      string
 	msgID   string
 	created time.Time
+	// runToken is the background run this turn is (empty: none).
+	runToken string
 }
 
 func (t *turn) chatBody(chain []record) []byte {
@@ -58,7 +63,7 @@ func (t *turn) response(text, finish, status string, u *Usage) *Response {
 		ID: t.id, Object: "response", CreatedAt: t.created.Unix(), Status: status, Model: t.req.Model,
 		MaxOutputTokens: t.req.MaxOutputTokens, ParallelToolCalls: true, Store: t.store, Temperature: t.req.Temperature, TopP: t.req.TopP,
 		Text: map[string]any{"format": map[string]any{"type": "text"}}, ToolChoice: "auto", Tools: []any{}, Truncation: "disabled",
-		Usage: u, Metadata: t.req.Metadata, Output: []OutputItem{},
+		Usage: u, Metadata: t.req.Metadata, Output: []OutputItem{}, Background: t.req.Background,
 	}
 	if r.Metadata == nil {
 		r.Metadata = map[string]string{}
@@ -72,7 +77,7 @@ func (t *turn) response(text, finish, status string, u *Usage) *Response {
 	if t.req.User != "" {
 		r.User = &t.req.User
 	}
-	if status != "in_progress" {
+	if status != "in_progress" && status != "queued" {
 		itemStatus := "completed"
 		if finish == "length" {
 			r.Status, itemStatus = "incomplete", "incomplete"
@@ -141,8 +146,10 @@ func (t *turn) commit(ctx context.Context, resp *Response) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.h.o.StoreTimeout)
 	defer cancel()
 	_, err = t.h.o.Store.Put(sctx, &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{
-		Id: t.id, PreviousResponseId: t.req.PreviousResponseID, CreatedAtUnixMs: t.created.UnixMilli(), Data: data}})
-	if err != nil {
+		Id: t.id, PreviousResponseId: t.req.PreviousResponseID, CreatedAtUnixMs: t.created.UnixMilli(), Data: data}, RunToken: t.runToken})
+	if err != nil && t.runToken != "" && status.Code(err) == codes.FailedPrecondition {
+		t.h.o.Logger.Info("background run superseded", "id", t.id, "err", err)
+	} else if err != nil {
 		t.h.storeErr.WithLabelValues("put").Inc()
 		t.h.o.Logger.Error("response not stored", "id", t.id, "err", err)
 	}

@@ -75,6 +75,7 @@ type Response struct {
 	Usage              *Usage            `json:"usage"`
 	User               *string           `json:"user"`
 	Metadata           map[string]string `json:"metadata"`
+	Background         bool              `json:"background"`
 }
 
 // ResponseError is a failed response's error.

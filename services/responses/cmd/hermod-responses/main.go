@@ -25,6 +25,8 @@ func run() error {
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
 	fs.StringVar(&cfg.StoreConfig, "store-config", "", "the store as the responses-store plugin's storeConfig, YAML or JSON inline or @file (inMemoryConfig or tieredConfig {redis, mongo, stream}); without it, the pool's EndpointPickerConfig in etcd, else memory with a 24h ttl")
 	fs.IntVar(&cfg.ChainLimit, "max-chain", service.DefaultChainLimit, "most responses a conversation chain may hold")
+	fs.StringVar(&cfg.GatewayURL, "gateway-url", "", "base URL of a gateway (a Service in front of them all) that background responses are run through; without it, background: true is refused")
+	fs.IntVar(&cfg.BackgroundWorkers, "background-workers", 4, "background responses this replica runs at once")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		return app.Run(ctx, cfg, log)
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/responsestore"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/responses/internal/background"
 	"github.com/hermod/hermod/services/responses/internal/memory"
 	"github.com/hermod/hermod/services/responses/internal/service"
 	"github.com/hermod/hermod/services/responses/internal/store"
@@ -48,6 +49,10 @@ type Config struct {
 	// wins over the pool's EndpointPickerConfig.
 	StoreConfig string
 	ChainLimit  int
+	// GatewayURL is where background responses are run (empty: they are
+	// refused); BackgroundWorkers how many run at once.
+	GatewayURL        string
+	BackgroundWorkers int
 }
 
 // Run serves until ctx ends.
@@ -71,6 +76,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	rs := service.New(st, cfg.ChainLimit)
 	svc.Registry.MustRegister(rs.Collectors()...)
+	if cfg.GatewayURL != "" {
+		runner := background.New(background.Options{Jobs: st, GatewayURL: cfg.GatewayURL, Workers: cfg.BackgroundWorkers, Log: log})
+		svc.Registry.MustRegister(runner.Collectors()...)
+		rs.RunBackground(runner.Wake)
+		svc.Go(runner.Run)
+		log.Info("background responses", "gateway", cfg.GatewayURL, "workers", cfg.BackgroundWorkers)
+	}
 	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
 	responsesv1.RegisterResponsesStoreServer(gs, rs)
 	hs := health.NewServer()
@@ -97,7 +109,7 @@ func backendName(sc *responsestore.StoreConfig) string {
 
 // Open builds the store a storeConfig selects, its metrics registered
 // with reg (nil: none).
-func Open(ctx context.Context, sc *responsestore.StoreConfig, replica string, log *slog.Logger, reg prometheus.Registerer) (store.Store, error) {
+func Open(ctx context.Context, sc *responsestore.StoreConfig, replica string, log *slog.Logger, reg prometheus.Registerer) (store.Backend, error) {
 	if sc.TieredConfig == nil {
 		m := sc.InMemoryConfig
 		return memory.New(memory.Options{TTL: m.TTL.Std(), MaxEntries: m.MaxEntries, MaxEntryBytes: m.MaxEntryBytes}), nil

@@ -31,6 +31,7 @@ type Store struct {
 	entries map[string]*list.Element // of *entry
 	lru     list.List                // front: most recently used
 	evicted uint64
+	jobs    map[string]*memJob
 }
 
 type entry struct {
@@ -43,7 +44,7 @@ func New(o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{opts: o, entries: map[string]*list.Element{}}
+	return &Store{opts: o, entries: map[string]*list.Element{}, jobs: map[string]*memJob{}}
 }
 
 // Put implements store.Store.

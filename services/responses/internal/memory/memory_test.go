@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermod/hermod/services/responses/internal/store"
+	"github.com/hermod/hermod/services/responses/internal/store/storetest"
 )
 
 type clock struct {
@@ -113,5 +114,26 @@ func TestGetChain(t *testing.T) {
 	_ = s.Put(ctx, &store.Record{ID: "y", PreviousID: "x"})
 	if _, err := store.GetChain(ctx, s, "x", 10); !errors.As(err, &tooLong) {
 		t.Fatalf("cycle: %v", err)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	storetest.Jobs(t, New(Options{TTL: time.Hour, Now: c.Now}), c.Add)
+}
+
+func TestJobsExpireWithTheirRecords(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := New(Options{TTL: time.Minute, Now: c.Now})
+	ctx := context.Background()
+	if err := s.Submit(ctx, &store.Record{ID: "resp_x", Data: []byte("q")}, &store.Job{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(2 * time.Minute)
+	if j, err := s.Claim(ctx, "run", time.Minute); err != nil || j != nil {
+		t.Fatalf("claimed an expired job: %+v, %v", j, err)
+	}
+	if _, err := s.Job(ctx, "resp_x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("expired job: %v", err)
 	}
 }

@@ -21,14 +21,16 @@ const DefaultChainLimit = 100
 // Server implements ResponsesStoreServer over a store.
 type Server struct {
 	responsesv1.UnimplementedResponsesStoreServer
-	store      store.Store
+	store      store.Backend
 	chainLimit int
+	wake       func() // nil: no background runs
 	requests   *prometheus.CounterVec
 	seconds    *prometheus.HistogramVec
 }
 
-// New returns a server over s; chainLimit bounds GetChain (0: the default).
-func New(s store.Store, chainLimit int) *Server {
+// New returns a server over s; chainLimit bounds GetChain (0: the
+// default).
+func New(s store.Backend, chainLimit int) *Server {
 	if chainLimit <= 0 {
 		chainLimit = DefaultChainLimit
 	}
@@ -62,7 +64,12 @@ func (s *Server) Put(ctx context.Context, req *responsesv1.PutRequest) (*respons
 	if r == nil {
 		return nil, s.observe("Put", start, "", status.Error(codes.InvalidArgument, "response: required"))
 	}
-	err := s.store.Put(ctx, fromProto(r))
+	var err error
+	if req.GetRunToken() != "" {
+		err = s.store.Complete(ctx, fromProto(r), req.GetRunToken())
+	} else {
+		err = s.store.Put(ctx, fromProto(r))
+	}
 	return &responsesv1.PutResponse{}, s.observe("Put", start, "", err)
 }
 
@@ -118,6 +125,8 @@ func grpcError(err error) error {
 		return err
 	case errors.Is(err, store.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, store.ErrNotHeld):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrNoID):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.As(err, &tooLong):

@@ -63,3 +63,53 @@ func TestMethodsAndCodes(t *testing.T) {
 		t.Fatalf("broken chain: %v", err)
 	}
 }
+
+func TestBackgroundMethods(t *testing.T) {
+	st := memory.New(memory.Options{TTL: time.Hour})
+	s := New(st, 3)
+	ctx := context.Background()
+	sub := &responsesv1.SubmitRequest{Response: &responsesv1.StoredResponse{Id: "resp_b", Data: []byte("queued")}, Request: []byte("{}"), Headers: map[string]string{"Authorization": "Bearer k"}}
+	if _, err := s.Submit(ctx, sub); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--gateway-url") {
+		t.Fatalf("submit without runners: %v", err)
+	}
+	woken := 0
+	s.RunBackground(func() { woken++ })
+	if _, err := s.Submit(ctx, &responsesv1.SubmitRequest{Response: sub.Response}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("submit without a request: %v", err)
+	}
+	res, err := s.Submit(ctx, sub)
+	if err != nil || res.GetJob().GetStatus() != "queued" || woken != 1 {
+		t.Fatalf("submit: %v %v (woken %d)", res, err, woken)
+	}
+	job, err := st.Claim(ctx, "tok", time.Minute)
+	if err != nil || job == nil {
+		t.Fatalf("claim: %v %v", job, err)
+	}
+	put := func(token string) error {
+		_, err := s.Put(ctx, &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{Id: "resp_b", Data: []byte("done")}, RunToken: token})
+		return err
+	}
+	if code := status.Code(put("other")); code != codes.FailedPrecondition {
+		t.Fatalf("put by a run that does not hold the job: %s", code)
+	}
+	if got, _ := s.GetBackground(ctx, &responsesv1.GetBackgroundRequest{Id: "resp_b"}); got.GetJob().GetStatus() != "in_progress" || got.GetJob().GetAttempts() != 1 {
+		t.Fatalf("get background: %v", got)
+	}
+	if err := put("tok"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Cancel(ctx, &responsesv1.CancelRequest{Id: "resp_b"}); got.GetJob().GetStatus() != "completed" {
+		t.Fatalf("cancel a completed job: %v", got)
+	}
+	for _, err := range []error{
+		func() error { _, err := s.Cancel(ctx, &responsesv1.CancelRequest{Id: "resp_x"}); return err }(),
+		func() error {
+			_, err := s.GetBackground(ctx, &responsesv1.GetBackgroundRequest{Id: "resp_x"})
+			return err
+		}(),
+	} {
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("unknown job: %v", err)
+		}
+	}
+}

@@ -147,10 +147,7 @@ func (s *Store) Put(ctx context.Context, r *store.Record) error {
 	if err := store.CheckPut(r, s.cfg.Redis.MaxEntryBytes); err != nil {
 		return err
 	}
-	v := &value{Record: *r}
-	if s.mongo != nil {
-		v.MongoExpires = s.opts.Now().Add(time.Duration(s.cfg.Mongo.TTL))
-	}
+	v := s.value(r)
 	err := putScript.Exec(ctx, s.rdb, []string{s.key(r.ID), s.cfg.Stream.Key},
 		[]string{string(encodeValue(v)), s.ttlMilli, r.ID, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10)}).Error()
 	s.opts.Metrics.op("put", store.TierRedis, err)

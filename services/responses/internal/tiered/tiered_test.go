@@ -15,6 +15,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/responsestore"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/services/responses/internal/store"
+	"github.com/hermod/hermod/services/responses/internal/store/storetest"
 	"github.com/hermod/hermod/testkit/mongotest"
 	"github.com/hermod/hermod/testkit/redistest"
 )
@@ -449,3 +450,22 @@ func TestStreamMaxLenTrimsAndCountsUnsynced(t *testing.T) {
 }
 
 var _ = scheduling.Duration(0)
+
+func TestJobs(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"ttl":"1h"}}}`, srv.URL()))
+	c := &testClock{now: time.Unix(1_700_000_000, 0)}
+	storetest.Jobs(t, open(t, cfg, Options{Now: c.Now}), c.Add)
+}
+
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}

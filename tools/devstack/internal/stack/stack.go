@@ -61,10 +61,11 @@ type Options struct {
 	// Valkey runs a redis-server for the pool's global in-flight counts
 	// and hands it to the pickers (--inflight-valkey-address).
 	Valkey bool
-	// PickerArgs, GatewayArgs and IndexerArgs are more arguments of every
-	// hermod-picker (e.g. --local-view), every hermod-gateway (e.g.
-	// --flow-control FILE) and hermod-indexer.
-	PickerArgs, GatewayArgs, IndexerArgs []string
+	// PickerArgs, GatewayArgs, IndexerArgs and CollectorArgs are more
+	// arguments of every hermod-picker (e.g. --local-view), every
+	// hermod-gateway (e.g. --flow-control FILE), hermod-indexer and
+	// hermod-collector (e.g. --endpoints-file FILE).
+	PickerArgs, GatewayArgs, IndexerArgs, CollectorArgs []string
 	// Variants, when set, replace the fixed fleet of Pods: each variant's
 	// pods follow the autoscaler's replica target (the local actuator),
 	// hermod-autoscaler runs, and the gateways hold requests while the
@@ -302,7 +303,7 @@ func (s *stack) children() error {
 	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
 	common = slices.Clip(common) // each service's append(common, ...) gets its own array
 	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
-	if err := s.launch("collector", true, "hermod-collector", append(common, "--metrics-listen", s.state.Collector.Ops)...); err != nil {
+	if err := s.launch("collector", true, "hermod-collector", append(append(common, "--metrics-listen", s.state.Collector.Ops), s.o.CollectorArgs...)...); err != nil {
 		return err
 	}
 	// The indexer is not core: routing goes on without it (precise prefix
@@ -312,10 +313,11 @@ func (s *stack) children() error {
 		return err
 	}
 	// The responses store behind /v1/responses: the pool config's
-	// responses-store plugin selects its backend (memory by default).
+	// responses-store plugin selects its backend (memory by default). It
+	// runs background responses through the first gateway.
 	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
 	if err := s.launch("responses", true, "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses"}, s.tracingArgs()...)...); err != nil {
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, s.tracingArgs()...)...); err != nil {
 		return err
 	}
 	pickerExtra, err := s.startValkey(addrs.next())

@@ -96,8 +96,14 @@ func (x *StoredResponse) GetData() []byte {
 }
 
 type PutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Response      *StoredResponse        `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Response *StoredResponse        `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// Set when the response is the outcome of a background run: the run's
+	// token (the gateway receives it with the run). The response is stored
+	// only if that run still holds the job, which then completes;
+	// otherwise FailedPrecondition (the job was cancelled or given to
+	// another run).
+	RunToken      string `protobuf:"bytes,2,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +143,13 @@ func (x *PutRequest) GetResponse() *StoredResponse {
 		return x.Response
 	}
 	return nil
+}
+
+func (x *PutRequest) GetRunToken() string {
+	if x != nil {
+		return x.RunToken
+	}
+	return ""
 }
 
 type PutResponse struct {
@@ -450,6 +463,371 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{8}
 }
 
+// BackgroundJob is the state of a background response's run.
+type BackgroundJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// queued, in_progress, completed, failed or cancelled.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Why the run failed (status failed).
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Runs started so far (a run that found the gateway down is retried).
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When the state last changed, in Unix milliseconds.
+	UpdatedAtUnixMs int64 `protobuf:"varint,5,opt,name=updated_at_unix_ms,json=updatedAtUnixMs,proto3" json:"updated_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BackgroundJob) Reset() {
+	*x = BackgroundJob{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackgroundJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackgroundJob) ProtoMessage() {}
+
+func (x *BackgroundJob) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackgroundJob.ProtoReflect.Descriptor instead.
+func (*BackgroundJob) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BackgroundJob) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BackgroundJob) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *BackgroundJob) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *BackgroundJob) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *BackgroundJob) GetUpdatedAtUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedAtUnixMs
+	}
+	return 0
+}
+
+type SubmitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queued response, stored as Put stores it.
+	Response *StoredResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The request to send to the gateway's POST /v1/responses.
+	Request []byte `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The request's headers to send with it (the client's credentials and
+	// routing hints).
+	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitRequest) Reset() {
+	*x = SubmitRequest{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitRequest) ProtoMessage() {}
+
+func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
+func (*SubmitRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubmitRequest) GetResponse() *StoredResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *SubmitRequest) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *SubmitRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+type SubmitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *BackgroundJob         `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitResponse) Reset() {
+	*x = SubmitResponse{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitResponse) ProtoMessage() {}
+
+func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
+func (*SubmitResponse) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubmitResponse) GetJob() *BackgroundJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+type GetBackgroundRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBackgroundRequest) Reset() {
+	*x = GetBackgroundRequest{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBackgroundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBackgroundRequest) ProtoMessage() {}
+
+func (x *GetBackgroundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBackgroundRequest.ProtoReflect.Descriptor instead.
+func (*GetBackgroundRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetBackgroundRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetBackgroundResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *BackgroundJob         `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBackgroundResponse) Reset() {
+	*x = GetBackgroundResponse{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBackgroundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBackgroundResponse) ProtoMessage() {}
+
+func (x *GetBackgroundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBackgroundResponse.ProtoReflect.Descriptor instead.
+func (*GetBackgroundResponse) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetBackgroundResponse) GetJob() *BackgroundJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CancelRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type CancelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *BackgroundJob         `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResponse) Reset() {
+	*x = CancelResponse{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResponse) ProtoMessage() {}
+
+func (x *CancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
+func (*CancelResponse) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CancelResponse) GetJob() *BackgroundJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 var File_hermod_responses_v1_responses_proto protoreflect.FileDescriptor
 
 const file_hermod_responses_v1_responses_proto_rawDesc = "" +
@@ -459,10 +837,11 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
 	"\x14previous_response_id\x18\x02 \x01(\tR\x12previousResponseId\x12+\n" +
 	"\x12created_at_unix_ms\x18\x03 \x01(\x03R\x0fcreatedAtUnixMs\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data\"M\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"j\n" +
 	"\n" +
 	"PutRequest\x12?\n" +
-	"\bresponse\x18\x01 \x01(\v2#.hermod.responses.v1.StoredResponseR\bresponse\"\r\n" +
+	"\bresponse\x18\x01 \x01(\v2#.hermod.responses.v1.StoredResponseR\bresponse\x12\x1b\n" +
+	"\trun_token\x18\x02 \x01(\tR\brunToken\"\r\n" +
 	"\vPutResponse\"\x1c\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
@@ -477,12 +856,38 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\tresponses\x18\x01 \x03(\v2#.hermod.responses.v1.StoredResponseR\tresponses\"\x1f\n" +
 	"\rDeleteRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x10\n" +
-	"\x0eDeleteResponse2\xd0\x02\n" +
+	"\x0eDeleteResponse\"\x96\x01\n" +
+	"\rBackgroundJob\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12+\n" +
+	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\"\xf1\x01\n" +
+	"\rSubmitRequest\x12?\n" +
+	"\bresponse\x18\x01 \x01(\v2#.hermod.responses.v1.StoredResponseR\bresponse\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\fR\arequest\x12I\n" +
+	"\aheaders\x18\x03 \x03(\v2/.hermod.responses.v1.SubmitRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x0eSubmitResponse\x124\n" +
+	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job\"&\n" +
+	"\x14GetBackgroundRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"M\n" +
+	"\x15GetBackgroundResponse\x124\n" +
+	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job\"\x1f\n" +
+	"\rCancelRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
+	"\x0eCancelResponse\x124\n" +
+	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job2\xde\x04\n" +
 	"\x0eResponsesStore\x12H\n" +
 	"\x03Put\x12\x1f.hermod.responses.v1.PutRequest\x1a .hermod.responses.v1.PutResponse\x12H\n" +
 	"\x03Get\x12\x1f.hermod.responses.v1.GetRequest\x1a .hermod.responses.v1.GetResponse\x12W\n" +
 	"\bGetChain\x12$.hermod.responses.v1.GetChainRequest\x1a%.hermod.responses.v1.GetChainResponse\x12Q\n" +
-	"\x06Delete\x12\".hermod.responses.v1.DeleteRequest\x1a#.hermod.responses.v1.DeleteResponseBCZAgithub.com/hermod/hermod/libs/api/hermod/responses/v1;responsesv1b\x06proto3"
+	"\x06Delete\x12\".hermod.responses.v1.DeleteRequest\x1a#.hermod.responses.v1.DeleteResponse\x12Q\n" +
+	"\x06Submit\x12\".hermod.responses.v1.SubmitRequest\x1a#.hermod.responses.v1.SubmitResponse\x12f\n" +
+	"\rGetBackground\x12).hermod.responses.v1.GetBackgroundRequest\x1a*.hermod.responses.v1.GetBackgroundResponse\x12Q\n" +
+	"\x06Cancel\x12\".hermod.responses.v1.CancelRequest\x1a#.hermod.responses.v1.CancelResponseBCZAgithub.com/hermod/hermod/libs/api/hermod/responses/v1;responsesv1b\x06proto3"
 
 var (
 	file_hermod_responses_v1_responses_proto_rawDescOnce sync.Once
@@ -496,35 +901,54 @@ func file_hermod_responses_v1_responses_proto_rawDescGZIP() []byte {
 	return file_hermod_responses_v1_responses_proto_rawDescData
 }
 
-var file_hermod_responses_v1_responses_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_hermod_responses_v1_responses_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_hermod_responses_v1_responses_proto_goTypes = []any{
-	(*StoredResponse)(nil),   // 0: hermod.responses.v1.StoredResponse
-	(*PutRequest)(nil),       // 1: hermod.responses.v1.PutRequest
-	(*PutResponse)(nil),      // 2: hermod.responses.v1.PutResponse
-	(*GetRequest)(nil),       // 3: hermod.responses.v1.GetRequest
-	(*GetResponse)(nil),      // 4: hermod.responses.v1.GetResponse
-	(*GetChainRequest)(nil),  // 5: hermod.responses.v1.GetChainRequest
-	(*GetChainResponse)(nil), // 6: hermod.responses.v1.GetChainResponse
-	(*DeleteRequest)(nil),    // 7: hermod.responses.v1.DeleteRequest
-	(*DeleteResponse)(nil),   // 8: hermod.responses.v1.DeleteResponse
+	(*StoredResponse)(nil),        // 0: hermod.responses.v1.StoredResponse
+	(*PutRequest)(nil),            // 1: hermod.responses.v1.PutRequest
+	(*PutResponse)(nil),           // 2: hermod.responses.v1.PutResponse
+	(*GetRequest)(nil),            // 3: hermod.responses.v1.GetRequest
+	(*GetResponse)(nil),           // 4: hermod.responses.v1.GetResponse
+	(*GetChainRequest)(nil),       // 5: hermod.responses.v1.GetChainRequest
+	(*GetChainResponse)(nil),      // 6: hermod.responses.v1.GetChainResponse
+	(*DeleteRequest)(nil),         // 7: hermod.responses.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 8: hermod.responses.v1.DeleteResponse
+	(*BackgroundJob)(nil),         // 9: hermod.responses.v1.BackgroundJob
+	(*SubmitRequest)(nil),         // 10: hermod.responses.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 11: hermod.responses.v1.SubmitResponse
+	(*GetBackgroundRequest)(nil),  // 12: hermod.responses.v1.GetBackgroundRequest
+	(*GetBackgroundResponse)(nil), // 13: hermod.responses.v1.GetBackgroundResponse
+	(*CancelRequest)(nil),         // 14: hermod.responses.v1.CancelRequest
+	(*CancelResponse)(nil),        // 15: hermod.responses.v1.CancelResponse
+	nil,                           // 16: hermod.responses.v1.SubmitRequest.HeadersEntry
 }
 var file_hermod_responses_v1_responses_proto_depIdxs = []int32{
-	0, // 0: hermod.responses.v1.PutRequest.response:type_name -> hermod.responses.v1.StoredResponse
-	0, // 1: hermod.responses.v1.GetResponse.response:type_name -> hermod.responses.v1.StoredResponse
-	0, // 2: hermod.responses.v1.GetChainResponse.responses:type_name -> hermod.responses.v1.StoredResponse
-	1, // 3: hermod.responses.v1.ResponsesStore.Put:input_type -> hermod.responses.v1.PutRequest
-	3, // 4: hermod.responses.v1.ResponsesStore.Get:input_type -> hermod.responses.v1.GetRequest
-	5, // 5: hermod.responses.v1.ResponsesStore.GetChain:input_type -> hermod.responses.v1.GetChainRequest
-	7, // 6: hermod.responses.v1.ResponsesStore.Delete:input_type -> hermod.responses.v1.DeleteRequest
-	2, // 7: hermod.responses.v1.ResponsesStore.Put:output_type -> hermod.responses.v1.PutResponse
-	4, // 8: hermod.responses.v1.ResponsesStore.Get:output_type -> hermod.responses.v1.GetResponse
-	6, // 9: hermod.responses.v1.ResponsesStore.GetChain:output_type -> hermod.responses.v1.GetChainResponse
-	8, // 10: hermod.responses.v1.ResponsesStore.Delete:output_type -> hermod.responses.v1.DeleteResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: hermod.responses.v1.PutRequest.response:type_name -> hermod.responses.v1.StoredResponse
+	0,  // 1: hermod.responses.v1.GetResponse.response:type_name -> hermod.responses.v1.StoredResponse
+	0,  // 2: hermod.responses.v1.GetChainResponse.responses:type_name -> hermod.responses.v1.StoredResponse
+	0,  // 3: hermod.responses.v1.SubmitRequest.response:type_name -> hermod.responses.v1.StoredResponse
+	16, // 4: hermod.responses.v1.SubmitRequest.headers:type_name -> hermod.responses.v1.SubmitRequest.HeadersEntry
+	9,  // 5: hermod.responses.v1.SubmitResponse.job:type_name -> hermod.responses.v1.BackgroundJob
+	9,  // 6: hermod.responses.v1.GetBackgroundResponse.job:type_name -> hermod.responses.v1.BackgroundJob
+	9,  // 7: hermod.responses.v1.CancelResponse.job:type_name -> hermod.responses.v1.BackgroundJob
+	1,  // 8: hermod.responses.v1.ResponsesStore.Put:input_type -> hermod.responses.v1.PutRequest
+	3,  // 9: hermod.responses.v1.ResponsesStore.Get:input_type -> hermod.responses.v1.GetRequest
+	5,  // 10: hermod.responses.v1.ResponsesStore.GetChain:input_type -> hermod.responses.v1.GetChainRequest
+	7,  // 11: hermod.responses.v1.ResponsesStore.Delete:input_type -> hermod.responses.v1.DeleteRequest
+	10, // 12: hermod.responses.v1.ResponsesStore.Submit:input_type -> hermod.responses.v1.SubmitRequest
+	12, // 13: hermod.responses.v1.ResponsesStore.GetBackground:input_type -> hermod.responses.v1.GetBackgroundRequest
+	14, // 14: hermod.responses.v1.ResponsesStore.Cancel:input_type -> hermod.responses.v1.CancelRequest
+	2,  // 15: hermod.responses.v1.ResponsesStore.Put:output_type -> hermod.responses.v1.PutResponse
+	4,  // 16: hermod.responses.v1.ResponsesStore.Get:output_type -> hermod.responses.v1.GetResponse
+	6,  // 17: hermod.responses.v1.ResponsesStore.GetChain:output_type -> hermod.responses.v1.GetChainResponse
+	8,  // 18: hermod.responses.v1.ResponsesStore.Delete:output_type -> hermod.responses.v1.DeleteResponse
+	11, // 19: hermod.responses.v1.ResponsesStore.Submit:output_type -> hermod.responses.v1.SubmitResponse
+	13, // 20: hermod.responses.v1.ResponsesStore.GetBackground:output_type -> hermod.responses.v1.GetBackgroundResponse
+	15, // 21: hermod.responses.v1.ResponsesStore.Cancel:output_type -> hermod.responses.v1.CancelResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_hermod_responses_v1_responses_proto_init() }
@@ -538,7 +962,7 @@ func file_hermod_responses_v1_responses_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_responses_v1_responses_proto_rawDesc), len(file_hermod_responses_v1_responses_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

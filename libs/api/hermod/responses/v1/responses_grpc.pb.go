@@ -19,10 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ResponsesStore_Put_FullMethodName      = "/hermod.responses.v1.ResponsesStore/Put"
-	ResponsesStore_Get_FullMethodName      = "/hermod.responses.v1.ResponsesStore/Get"
-	ResponsesStore_GetChain_FullMethodName = "/hermod.responses.v1.ResponsesStore/GetChain"
-	ResponsesStore_Delete_FullMethodName   = "/hermod.responses.v1.ResponsesStore/Delete"
+	ResponsesStore_Put_FullMethodName           = "/hermod.responses.v1.ResponsesStore/Put"
+	ResponsesStore_Get_FullMethodName           = "/hermod.responses.v1.ResponsesStore/Get"
+	ResponsesStore_GetChain_FullMethodName      = "/hermod.responses.v1.ResponsesStore/GetChain"
+	ResponsesStore_Delete_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Delete"
+	ResponsesStore_Submit_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Submit"
+	ResponsesStore_GetBackground_FullMethodName = "/hermod.responses.v1.ResponsesStore/GetBackground"
+	ResponsesStore_Cancel_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Cancel"
 )
 
 // ResponsesStoreClient is the client API for ResponsesStore service.
@@ -47,6 +50,18 @@ type ResponsesStoreClient interface {
 	GetChain(ctx context.Context, in *GetChainRequest, opts ...grpc.CallOption) (*GetChainResponse, error)
 	// Delete removes a response from every tier. NotFound: unknown.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Submit stores a queued background response and queues its run: a
+	// runner of this service sends the request to the gateway until it is
+	// answered (through gateway restarts), or fails it. FailedPrecondition:
+	// this service runs no background responses (no gateway address).
+	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
+	// GetBackground returns a background response's run state. NotFound: no
+	// such background response.
+	GetBackground(ctx context.Context, in *GetBackgroundRequest, opts ...grpc.CallOption) (*GetBackgroundResponse, error)
+	// Cancel cancels a queued or running background response and returns
+	// its state afterwards (a finished one is returned unchanged). NotFound:
+	// no such background response.
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 }
 
 type responsesStoreClient struct {
@@ -97,6 +112,36 @@ func (c *responsesStoreClient) Delete(ctx context.Context, in *DeleteRequest, op
 	return out, nil
 }
 
+func (c *responsesStoreClient) Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitResponse)
+	err := c.cc.Invoke(ctx, ResponsesStore_Submit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *responsesStoreClient) GetBackground(ctx context.Context, in *GetBackgroundRequest, opts ...grpc.CallOption) (*GetBackgroundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBackgroundResponse)
+	err := c.cc.Invoke(ctx, ResponsesStore_GetBackground_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *responsesStoreClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResponse)
+	err := c.cc.Invoke(ctx, ResponsesStore_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResponsesStoreServer is the server API for ResponsesStore service.
 // All implementations must embed UnimplementedResponsesStoreServer
 // for forward compatibility.
@@ -119,6 +164,18 @@ type ResponsesStoreServer interface {
 	GetChain(context.Context, *GetChainRequest) (*GetChainResponse, error)
 	// Delete removes a response from every tier. NotFound: unknown.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Submit stores a queued background response and queues its run: a
+	// runner of this service sends the request to the gateway until it is
+	// answered (through gateway restarts), or fails it. FailedPrecondition:
+	// this service runs no background responses (no gateway address).
+	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
+	// GetBackground returns a background response's run state. NotFound: no
+	// such background response.
+	GetBackground(context.Context, *GetBackgroundRequest) (*GetBackgroundResponse, error)
+	// Cancel cancels a queued or running background response and returns
+	// its state afterwards (a finished one is returned unchanged). NotFound:
+	// no such background response.
+	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	mustEmbedUnimplementedResponsesStoreServer()
 }
 
@@ -140,6 +197,15 @@ func (UnimplementedResponsesStoreServer) GetChain(context.Context, *GetChainRequ
 }
 func (UnimplementedResponsesStoreServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedResponsesStoreServer) Submit(context.Context, *SubmitRequest) (*SubmitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Submit not implemented")
+}
+func (UnimplementedResponsesStoreServer) GetBackground(context.Context, *GetBackgroundRequest) (*GetBackgroundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBackground not implemented")
+}
+func (UnimplementedResponsesStoreServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedResponsesStoreServer) mustEmbedUnimplementedResponsesStoreServer() {}
 func (UnimplementedResponsesStoreServer) testEmbeddedByValue()                        {}
@@ -234,6 +300,60 @@ func _ResponsesStore_Delete_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResponsesStore_Submit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResponsesStoreServer).Submit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResponsesStore_Submit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResponsesStoreServer).Submit(ctx, req.(*SubmitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResponsesStore_GetBackground_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBackgroundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResponsesStoreServer).GetBackground(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResponsesStore_GetBackground_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResponsesStoreServer).GetBackground(ctx, req.(*GetBackgroundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResponsesStore_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResponsesStoreServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResponsesStore_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResponsesStoreServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ResponsesStore_ServiceDesc is the grpc.ServiceDesc for ResponsesStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,6 +376,18 @@ var ResponsesStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _ResponsesStore_Delete_Handler,
+		},
+		{
+			MethodName: "Submit",
+			Handler:    _ResponsesStore_Submit_Handler,
+		},
+		{
+			MethodName: "GetBackground",
+			Handler:    _ResponsesStore_GetBackground_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _ResponsesStore_Cancel_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

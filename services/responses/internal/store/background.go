@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// JobStatus is where a background response's run stands.
+type JobStatus string
+
+// The statuses, as the Responses API names them.
+const (
+	JobQueued     JobStatus = "queued"
+	JobInProgress JobStatus = "in_progress"
+	JobCompleted  JobStatus = "completed"
+	JobFailed     JobStatus = "failed"
+	JobCancelled  JobStatus = "cancelled"
+)
+
+// Final reports whether no run will change the status again.
+func (s JobStatus) Final() bool {
+	return s == JobCompleted || s == JobFailed || s == JobCancelled
+}
+
+// ErrNotHeld is the answer to a run that no longer holds its job: it was
+// cancelled, or its lease ran out and another run took it.
+var ErrNotHeld = errors.New("the run no longer holds the background response")
+
+// Job is a background response's run state and what a run sends.
+type Job struct {
+	ID        string
+	Status    JobStatus
+	Error     string
+	Attempts  int
+	UpdatedAt time.Time
+	// Request and Headers are what a run sends to the gateway.
+	Request []byte
+	Headers map[string]string
+	// Token identifies the run holding the job (in_progress only).
+	Token string
+}
+
+// Jobs is the queue of background responses a backend keeps beside its
+// records. A job is due when queued (after its retry delay) or when the
+// lease of the run holding it ran out; Claim hands each due job to one
+// run. Every change names the run (its token), so a run that lost its job
+// changes nothing.
+type Jobs interface {
+	// Submit stores r as Put does and queues job (its id is r's), in one
+	// step.
+	Submit(ctx context.Context, r *Record, job *Job) error
+	// Job returns a job's state (ErrNotFound: no such job).
+	Job(ctx context.Context, id string) (*Job, error)
+	// Claim takes the longest-due job, if any: it becomes in_progress
+	// under a new token until now+lease. It returns nil when none is due.
+	Claim(ctx context.Context, token string, lease time.Duration) (*Job, error)
+	// Extend renews a held job's lease.
+	Extend(ctx context.Context, id, token string, lease time.Duration) error
+	// Retry puts a held job back in the queue, due after delay.
+	Retry(ctx context.Context, id, token string, delay time.Duration, reason string) error
+	// Fail ends a held job as failed.
+	Fail(ctx context.Context, id, token, reason string) error
+	// Complete stores r, the outcome of the run holding r's job, and
+	// completes the job, in one step.
+	Complete(ctx context.Context, r *Record, token string) error
+	// Cancel cancels a queued or running job and returns its state
+	// afterwards; a finished job is returned as it is.
+	Cancel(ctx context.Context, id string) (*Job, error)
+}
+
+// Backend is a store with background jobs: what the service serves.
+type Backend interface {
+	Store
+	Jobs
+}
