@@ -9,34 +9,37 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
 )
 
+// auditOutputHelp is the -o flag's help of audit tail and replay.
+const auditOutputHelp = "output `format`: table (one line per decision; text is the same), json (one event a line)\n" +
+	"or yaml (a document per event, each after a --- line); json and yaml show every field, with\n" +
+	"the proto field names"
+
 func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand(ctx, "hermodctl audit tail", stderr, withNATS)
-	fs, t := c.fs, &c.t
-	output := fs.String("o", "text", "output: text (one line per decision), json (one event per line) or yaml (one document per event)")
-	c.usage("Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o text|json|yaml]\n\n" +
+	t := &c.t
+	output := c.output(formatTable, readFormats, tableAliases, auditOutputHelp)
+	c.usage("Usage: hermodctl audit tail [--pool P] [--nats-url U] [-o table|json|yaml]\n\n" +
 		"Follows the pool's routing decisions (hermod.decisions.<pool>) as they are taken:\n" +
 		"time, request id, chosen endpoint, and the scores that chose it. Ctrl-C stops.\n\n")
-	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json" || *output == "yaml") }); !ok {
+	if ok, code := c.parse(args, nil); !ok {
 		return code
 	}
-	return follow(ctx, t, bus.ConsumeOptions{DeliverNew: true}, false, *output, stdout, stderr)
+	return follow(ctx, t, bus.ConsumeOptions{DeliverNew: true}, false, output.format, stdout, stderr)
 }
 
 func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand(ctx, "hermodctl audit replay", stderr, withNATS)
 	fs, t := c.fs, &c.t
 	since := fs.String("since", "1h", "replay decisions from this long ago (a duration such as 15m) or this time (RFC 3339)")
-	output := fs.String("o", "text", "output: text, json or yaml")
-	c.usage("Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o text|json|yaml]\n\n" +
+	output := c.output(formatTable, readFormats, tableAliases, auditOutputHelp)
+	c.usage("Usage: hermodctl audit replay --since 15m|2026-11-21T10:00:00Z [--pool P] [--nats-url U] [-o table|json|yaml]\n\n" +
 		"Prints the pool's routing decisions stored since a time (the decision stream keeps\n" +
 		"them for its retention, 24h by default), then exits.\n\n")
-	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "text" || *output == "json" || *output == "yaml") }); !ok {
+	if ok, code := c.parse(args, nil); !ok {
 		return code
 	}
 	start, err := parseSince(*since, time.Now())
@@ -44,7 +47,7 @@ func auditReplay(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "hermodctl audit replay: --since: %v\n", err)
 		return ExitUsage
 	}
-	return follow(ctx, t, bus.ConsumeOptions{Start: start}, true, *output, stdout, stderr)
+	return follow(ctx, t, bus.ConsumeOptions{Start: start}, true, output.format, stdout, stderr)
 }
 
 // parseSince reads a duration before now or an RFC 3339 time.
@@ -83,9 +86,14 @@ func follow(ctx context.Context, t *target, o bus.ConsumeOptions, untilCaughtUp 
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		if output != "text" {
-			b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(d)
-			_ = writeStructured(stdout, output, b, true)
+		if output != formatTable {
+			b, err := protoJSON(d)
+			if err == nil {
+				err = writeStructured(stdout, output, b, true)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "hermodctl audit: decision %s: %v\n", d.GetDecisionId(), err)
+			}
 			return
 		}
 		fmt.Fprintln(stdout, decisionLine(d))

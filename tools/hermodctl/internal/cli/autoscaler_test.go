@@ -202,6 +202,15 @@ func TestAutoscalerGetEmpty(t *testing.T) {
 	if code != ExitOK || out != "pool "+s.pool+" has no VariantAutoscaling objects\n" {
 		t.Errorf("%d %q", code, out)
 	}
+	for _, format := range structuredFormats {
+		for _, ref := range []string{"variantautoscalings", "configmaps"} {
+			out, errs, code := run(append([]string{"autoscaler", "get", ref, "-o", format}, s.etcdFlags()...)...)
+			if code != ExitOK {
+				t.Fatalf("get %s -o %s: %d %q", ref, format, code, errs)
+			}
+			checkFields(t, "an empty list", decodeOne(t, format, out), map[string]string{"kind": "List", "items": "len 0"})
+		}
+	}
 }
 
 func TestAutoscalerDelete(t *testing.T) {

@@ -8,8 +8,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-
-	"github.com/hermod/hermod/libs/cmdline"
 )
 
 // Exit codes.
@@ -22,29 +20,32 @@ const (
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// output lists the formats of the command's -o (--output) flag; nil
+	// when it has none. Completion offers them.
+	output []string
 }
 
 // groups maps "group verb" to commands.
 var groups = map[string]map[string]command{
 	"config": {
-		"validate": {summary: "check EndpointPickerConfig files and print them resolved", run: configValidate},
-		"get":      {summary: "print the pool's EndpointPickerConfig stored in etcd", run: configGet},
+		"validate": {summary: "check EndpointPickerConfig files and print them resolved", run: configValidate, output: validateFormats},
+		"get":      {summary: "print the pool's EndpointPickerConfig stored in etcd", run: configGet, output: configGetFormats},
 		"set":      {summary: "validate a config and store it for the pool (pickers reload it)", run: configSet},
 	},
 	"endpoints": {
-		"list":       {summary: "list the pool's endpoints with their latest metrics", run: endpointsList},
+		"list":       {summary: "list the pool's endpoints with their latest metrics", run: endpointsList, output: readFormats},
 		"register":   {summary: "register a model server Hermod did not start (a VM, bare metal, Slurm)", run: endpointsRegister},
 		"deregister": {summary: "remove an endpoint from the pool's registry", run: endpointsDeregister},
 	},
 	"autoscaler": {
 		"apply":  {summary: "store VariantAutoscaling objects and ConfigMaps for the pool's autoscaler", run: autoscalerApply},
-		"get":    {summary: "list the pool's variants with their targets and status, or print one", run: autoscalerGet},
+		"get":    {summary: "list the pool's variants with their targets and status, or print one", run: autoscalerGet, output: readFormats},
 		"delete": {summary: "delete a VariantAutoscaling (or an applied ConfigMap)", run: autoscalerDelete},
-		"status": {summary: "show the autoscaler's leader and its latest scaling decisions", run: autoscalerStatus},
+		"status": {summary: "show the autoscaler's leader and its latest scaling decisions", run: autoscalerStatus, output: readFormats},
 	},
 	"audit": {
-		"tail":   {summary: "follow the pool's routing decisions", run: auditTail},
-		"replay": {summary: "print the routing decisions stored since a time", run: auditReplay},
+		"tail":   {summary: "follow the pool's routing decisions", run: auditTail, output: readFormats},
+		"replay": {summary: "print the routing decisions stored since a time", run: auditReplay, output: readFormats},
 	},
 }
 
@@ -58,8 +59,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	ctx = withGlobals(ctx, g)
-	if cmdline.PrintVersion("hermodctl", args, stdout) {
-		return ExitOK
+	if len(args) > 0 && isVersion(args[0]) {
+		return version(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) == 2 && args[0] == "completion" {
 		return completion(args[1], stdout, stderr)
@@ -96,9 +97,12 @@ func usage(w io.Writer) {
 		}
 	}
 	sort.Strings(lines)
-	lines = append(lines, fmt.Sprintf("  %-24s %s", "completion bash|zsh|fish", "print a shell completion script"), fmt.Sprintf("  %-24s %s", "version", "print hermodctl's version"))
+	lines = append(lines, fmt.Sprintf("  %-24s %s", "completion bash|zsh|fish", "print a shell completion script"), fmt.Sprintf("  %-24s %s", "version", "print hermodctl's version and build"))
 	fmt.Fprintf(w, "Usage: hermodctl [global flags] <command> [flags] [args]\n\nCommands:\n%s\n\n"+
 		"Global flags (before or after the command): --pool, --etcd-endpoints, --nats-url, --state-file FILE (a devstack's\n"+
 		"state file) and --context FILE (default ~/.config/hermod/context: YAML with pool, etcd-endpoints, nats-url).\n"+
-		"Run hermodctl <command> -h for a command's flags.\n", strings.Join(lines, "\n"))
+		"Read commands (get, list, status, tail, replay, validate, version) take -o/--output FORMAT as kubectl does:\n"+
+		"table (the default), json or yaml; config get prints raw (the stored document) by default, config\n"+
+		"validate yaml (or none). HERMOD_OUTPUT sets a default format. A command's flags may come before or after\n"+
+		"its arguments. Run hermodctl <command> -h for a command's flags.\n", strings.Join(lines, "\n"))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/libs/coord"
 )
 
@@ -24,6 +25,8 @@ type subcommand struct {
 	fs     *flag.FlagSet
 	t      target
 	stderr io.Writer
+	// args are the arguments left after the flags.
+	args []string
 }
 
 // newSubcommand declares a subcommand's flag set, writing to stderr, with
@@ -51,12 +54,20 @@ func (c *subcommand) usage(format string, args ...any) {
 	}
 }
 
-// parse parses args (flags, then HERMOD_<FLAG>). valid checks the parsed
-// values given the number of arguments left (nil: none may be left). ok
-// is false, with the exit code, when the subcommand is to stop: help was
-// asked, or the flags or arguments are not valid (the usage is printed).
+// output declares the subcommand's -o and --output flags (registerOutput).
+func (c *subcommand) output(def string, formats []string, aliases map[string]string, help string) *outputFlag {
+	return registerOutput(c.fs, def, formats, aliases, help)
+}
+
+// parse parses args (flags, in any order with the arguments, then the
+// global flags, HERMOD_<FLAG> and the saved settings). valid checks the
+// parsed values given the number of arguments left (nil: none may be
+// left). ok is false, with the exit code, when the subcommand is to stop:
+// help was asked, or the flags or arguments are not valid (the usage is
+// printed).
 func (c *subcommand) parse(args []string, valid func(nargs int) bool) (ok bool, code int) {
-	if err := c.fs.Parse(args); err != nil {
+	var err error
+	if c.args, err = parseFlags(c.fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, ExitOK
 		}
@@ -69,11 +80,38 @@ func (c *subcommand) parse(args []string, valid func(nargs int) bool) (ok bool, 
 	if valid == nil {
 		valid = func(n int) bool { return n == 0 }
 	}
-	if !valid(c.fs.NArg()) {
+	if !valid(len(c.args)) {
 		c.fs.Usage()
 		return false, ExitUsage
 	}
 	return true, ExitOK
+}
+
+// parseLocal parses the flags of a command that does not connect (config
+// validate, version) as subcommand.parse does, then HERMOD_<FLAG>. It
+// returns the arguments left, or ok false with the exit code when the
+// command is to stop (help was asked, or a flag is wrong: said on stderr).
+func parseLocal(fs *flag.FlagSet, args []string, stderr io.Writer) (rest []string, ok bool, code int) {
+	rest, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, false, ExitOK
+	}
+	if err != nil {
+		return nil, false, ExitUsage // the flag package said why, with the usage
+	}
+	if err := cmdline.ApplyEnv(fs, outputEnv(fs)); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return nil, false, ExitUsage
+	}
+	return rest, true, ExitOK
+}
+
+// arg returns the argument i left after the flags, "" if there is none.
+func (c *subcommand) arg(i int) string {
+	if i >= len(c.args) {
+		return ""
+	}
+	return c.args[i]
 }
 
 // validPool checks --pool; false when it is not a pool name (said on

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,31 +19,26 @@ import (
 func configValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("hermodctl config validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	output := fs.String("o", "yaml", "output format of the resolved config: yaml, json or none")
+	output := registerOutput(fs, formatYAML, validateFormats, nil, "output `format` of the resolved config: yaml, json or none")
 	strict := fs.Bool("strict", false, "treat warnings (unknown parameters, skipped plugins, deprecations) as errors")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hermodctl config validate [-o yaml|json|none] [-strict] FILE...\n\n"+
 			"Checks each EndpointPickerConfig (or Helm values file with a config: key) and prints\n"+
 			"it resolved: defaults applied, plugins in order, profiles with weights, warnings.\n"+
+			"Each file's verdict is a comment line (# FILE: valid) before its resolved config.\n"+
 			"Exits 1 if any file is invalid.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	files, ok, code := parseLocal(fs, args, stderr)
+	if !ok {
+		return code
 	}
-	if *output != "yaml" && *output != "json" && *output != "none" {
-		fmt.Fprintf(stderr, "hermodctl config validate: -o %q: must be yaml, json or none\n", *output)
-		return ExitUsage
-	}
-	if fs.NArg() == 0 {
+	if len(files) == 0 {
 		fs.Usage()
 		return ExitUsage
 	}
-	code := ExitOK
-	for _, path := range fs.Args() {
+	code = ExitOK
+	for _, path := range files {
 		resolved, err := validateFile(path)
 		if err == nil && *strict && len(resolved.Warnings) > 0 {
 			err = fmt.Errorf("warnings are errors with -strict:\n%s", strings.Join(resolved.Warnings, "\n"))
@@ -59,7 +53,7 @@ func configValidate(_ context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stdout, " (%d warning%s)", n, plural(n))
 		}
 		fmt.Fprintln(stdout)
-		if err := printResolved(stdout, resolved, *output); err != nil {
+		if err := printResolved(stdout, resolved, output.format); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 			return ExitFailure
 		}

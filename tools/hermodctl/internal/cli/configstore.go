@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	k8syaml "sigs.k8s.io/yaml"
+
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
@@ -22,9 +25,19 @@ import (
 func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand(ctx, "hermodctl config get", stderr, withEtcd)
 	t := &c.t
-	c.usage("Usage: hermodctl config get [--pool P] [--etcd-endpoints E]\n\n" +
+	output := c.output(formatRaw, configGetFormats, configGetAliases,
+		"output `format`: raw (the document as stored; table and text are the same), json or yaml\n"+
+			"(the config and its revision: pool, key, revision, version, config, document)")
+	c.usage("Usage: hermodctl config get [--pool P] [--etcd-endpoints E] [-o raw|json|yaml]\n\n" +
 		"Prints the pool's EndpointPickerConfig as stored in etcd, after a comment line\n" +
-		"with its revision (config set --if-revision takes it).\n\n")
+		"with its revision (config set --if-revision takes it); config set takes what it\n" +
+		"prints back. -o json and -o yaml print one document instead:\n" +
+		"  pool, key       the pool and its config's etcd key\n" +
+		"  revision        the etcd revision that wrote the config (config set --if-revision)\n" +
+		"  version         how many times the key was written since it was created\n" +
+		"  config          the config, parsed (without its comments)\n" +
+		"  document        the config as stored, comments included\n" +
+		"(config set takes that YAML back too: it stores its config: block.)\n\n")
 	if ok, code := c.parse(args, nil); !ok {
 		return code
 	}
@@ -33,7 +46,9 @@ func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
-	v, err := coord.GetConfig(ctx, cli, t.pool)
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	v, err := coord.GetConfig(rctx, cli, t.pool)
 	if errors.Is(err, coord.ErrNoConfig) {
 		fmt.Fprintf(stderr, "pool %q has no config in etcd (%s): its pickers run the default config\n", t.pool, coord.ConfigKey(t.pool))
 		return ExitFailure
@@ -41,12 +56,54 @@ func configGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(stdout, getHeader+"\n", t.pool, v.Revision, coord.ConfigKey(t.pool))
-	_, _ = stdout.Write(v.Data)
-	if len(v.Data) > 0 && v.Data[len(v.Data)-1] != '\n' {
-		fmt.Fprintln(stdout)
+	if output.structured() {
+		err = writeStoredConfig(stdout, output.format, v)
+	} else {
+		err = writeRawConfig(stdout, v)
+	}
+	if err != nil {
+		return c.fail(err)
 	}
 	return ExitOK
+}
+
+// writeRawConfig writes config get's default output: the header comment,
+// then the config as stored.
+func writeRawConfig(w io.Writer, v coord.ConfigVersion) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, getHeader+"\n", v.Pool, v.Revision, coord.ConfigKey(v.Pool))
+	b.Write(v.Data)
+	if len(v.Data) > 0 && v.Data[len(v.Data)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// storedConfig is config get's JSON and YAML: a pool's config with its
+// etcd key's metadata.
+type storedConfig struct {
+	Pool string `json:"pool"`
+	Key  string `json:"key"`
+	// Revision is the etcd revision of the write that stored the config
+	// (the key's mod revision): what config set --if-revision takes.
+	Revision int64 `json:"revision"`
+	// Version counts the writes of the key since it was created.
+	Version int64 `json:"version"`
+	// Config is the config, parsed; its comments are dropped.
+	Config json.RawMessage `json:"config"`
+	// Document is the config as stored, comments included.
+	Document string `json:"document"`
+}
+
+// writeStoredConfig writes the config as a storedConfig in format.
+func writeStoredConfig(w io.Writer, format string, v coord.ConfigVersion) error {
+	key := coord.ConfigKey(v.Pool)
+	cfg, err := k8syaml.YAMLToJSON(v.Data)
+	if err != nil {
+		return fmt.Errorf("the config stored at %s (revision %d) is not YAML: %w", key, v.Revision, err)
+	}
+	return writeStructured(w, format, storedConfig{Pool: v.Pool, Key: key, Revision: v.Revision, Version: v.Version, Config: cfg, Document: string(v.Data)}, false)
 }
 
 func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -63,7 +120,7 @@ func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if ok, code := c.parse(args, func(n int) bool { return n == 1 }); !ok {
 		return code
 	}
-	path := fs.Arg(0)
+	path := c.arg(0)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return c.fail(err)

@@ -10,21 +10,22 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 )
 
 func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newSubcommand(ctx, "hermodctl endpoints list", stderr, withEtcd|withNATS)
-	fs, t := c.fs, &c.t
-	output := fs.String("o", "table", "output: table, json or yaml")
+	t := &c.t
+	output := c.output(formatTable, readFormats, tableAliases, "output `format`: table, json (a JSON array) or yaml")
 	c.usage("Usage: hermodctl endpoints list [--pool P] [--etcd-endpoints E] [--nats-url U] [-o table|json|yaml]\n\n" +
 		"Lists the pool's registered endpoints with their latest metrics (from the\n" +
-		"collector's metrics bucket in NATS; shown as - when NATS cannot be reached).\n\n")
-	if ok, code := c.parse(args, func(n int) bool { return n == 0 && (*output == "table" || *output == "json" || *output == "yaml") }); !ok {
+		"collector's metrics bucket in NATS; shown as - when NATS cannot be reached).\n" +
+		"-o json and -o yaml print an array of {endpoint, metrics}: the registry entry and\n" +
+		"the latest metrics (absent when there are none), with the proto field names.\n\n")
+	if ok, code := c.parse(args, nil); !ok {
 		return code
 	}
 	cli, err := t.etcdClient(ctx)
@@ -52,21 +53,8 @@ func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 	eps := snap.Sorted()
-	if *output != "table" {
-		type row struct {
-			Endpoint json.RawMessage `json:"endpoint"`
-			Metrics  json.RawMessage `json:"metrics,omitempty"`
-		}
-		rows := make([]row, 0, len(eps))
-		for _, ep := range eps {
-			r := row{}
-			r.Endpoint, _ = protojson.MarshalOptions{UseProtoNames: true}.Marshal(ep)
-			if m, ok := metrics[ep.GetName()]; ok {
-				r.Metrics, _ = protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-			}
-			rows = append(rows, r)
-		}
-		if err := writeStructured(stdout, *output, rows, false); err != nil {
+	if output.structured() {
+		if err := writeEndpoints(stdout, output.format, eps, metrics); err != nil {
 			return c.fail(err)
 		}
 		return ExitOK
@@ -100,6 +88,32 @@ func endpointsList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "warning: skipped %v\n", ke)
 	}
 	return ExitOK
+}
+
+// endpointRow is an endpoint in endpoints list's JSON and YAML.
+type endpointRow struct {
+	Endpoint json.RawMessage `json:"endpoint"`
+	Metrics  json.RawMessage `json:"metrics,omitempty"`
+}
+
+// writeEndpoints writes the endpoints, with their metrics, as a JSON or
+// YAML array.
+func writeEndpoints(w io.Writer, format string, eps []*registryv1.Endpoint, metrics map[string]*eventsv1.PodMetrics) error {
+	rows := make([]endpointRow, 0, len(eps))
+	for _, ep := range eps {
+		var r endpointRow
+		var err error
+		if r.Endpoint, err = protoJSON(ep); err != nil {
+			return fmt.Errorf("endpoint %s: %w", ep.GetName(), err)
+		}
+		if m, ok := metrics[ep.GetName()]; ok {
+			if r.Metrics, err = protoJSON(m); err != nil {
+				return fmt.Errorf("metrics of endpoint %s: %w", ep.GetName(), err)
+			}
+		}
+		rows = append(rows, r)
+	}
+	return writeStructured(w, format, rows, false)
 }
 
 func labels(m map[string]string) string {

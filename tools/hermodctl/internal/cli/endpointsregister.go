@@ -49,7 +49,7 @@ func endpointsRegister(ctx context.Context, args []string, stdout, stderr io.Wri
 	if !c.validPool() {
 		return ExitUsage
 	}
-	if err := fillEndpoint(&ep, c.t.pool, fs.Arg(0), fs.Arg(1), served, labels, kvEvents, kvReplay, rnk); err != nil {
+	if err := fillEndpoint(&ep, c.t.pool, c.arg(0), c.arg(1), served, labels, kvEvents, kvReplay, rnk); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.name, err)
 		return ExitUsage
 	}
@@ -157,7 +157,7 @@ func endpointsDeregister(ctx context.Context, args []string, stdout, stderr io.W
 	defer func() { _ = cli.Close() }()
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	name := c.fs.Arg(0)
+	name := c.arg(0)
 	ok, err := coord.DeleteEndpoint(rctx, cli, c.t.pool, name)
 	if err != nil {
 		return c.fail(err)

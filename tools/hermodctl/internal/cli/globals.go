@@ -50,19 +50,23 @@ func globalsOf(ctx context.Context) globals {
 }
 
 // splitGlobals takes the global flags out of args, up to the subcommand's
-// verb (the second word that is not a flag), and returns them with the
-// other arguments in order.
+// verb (the second word that is not a flag; the first for a command
+// without verbs, version), and returns them with the other arguments in
+// order.
 func splitGlobals(args []string) (globals, []string, error) {
 	g := globals{}
 	var rest []string
 	words := 0
+	verbless := false // a command without verbs (version, completion): the flags after it are its own
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if words >= 2 || !strings.HasPrefix(a, "-") || a == "-" || a == "-h" || a == "--help" || a == "--version" || a == "-version" {
+		if words >= 2 || verbless || !strings.HasPrefix(a, "-") || a == "-" || a == "-h" || a == "--help" || isVersion(a) {
 			rest = append(rest, a)
 			if !strings.HasPrefix(a, "-") {
 				words++
+				verbless = verbless || (words == 1 && groups[a] == nil)
 			}
+			verbless = verbless || isVersion(a)
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -156,7 +160,7 @@ func applySettings(ctx context.Context, fs *flag.FlagSet) error {
 			}
 		}
 	}
-	if err := cmdline.ApplyEnv(fs, nil); err != nil {
+	if err := cmdline.ApplyEnv(fs, outputEnv(fs)); err != nil {
 		return err
 	}
 	sources, err := savedConnections(g)

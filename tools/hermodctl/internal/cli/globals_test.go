@@ -13,6 +13,11 @@ func TestSplitGlobals(t *testing.T) {
 	if err != nil || g[flagEtcd] != "a:1" || g[flagPool] != "p" || strings.Join(rest, " ") != "config get --nats-url n" {
 		t.Fatalf("globals %v rest %v err %v", g, rest, err)
 	}
+	// A command without verbs takes the flags after it.
+	g, rest, err = splitGlobals([]string{"--pool", "p", "version", "-o", "json"})
+	if err != nil || g[flagPool] != "p" || strings.Join(rest, " ") != "version -o json" {
+		t.Fatalf("version: globals %v rest %v err %v", g, rest, err)
+	}
 	for _, args := range [][]string{{"--bogus", "config", "get"}, {"--pool"}} {
 		if _, _, err := splitGlobals(args); err == nil {
 			t.Errorf("%v: no error", args)
@@ -83,12 +88,22 @@ func TestVersionAndCompletion(t *testing.T) {
 	probe := script + `
 COMP_WORDS=(hermodctl --pool p config g); COMP_CWORD=4; _hermodctl; echo "${COMPREPLY[*]}"
 COMP_WORDS=(hermodctl au); COMP_CWORD=1; _hermodctl; echo "${COMPREPLY[*]}"
+COMP_WORDS=(hermodctl config get -o ""); COMP_CWORD=4; _hermodctl; echo "${COMPREPLY[*]}"
+COMP_WORDS=(hermodctl --pool p autoscaler status --output j); COMP_CWORD=6; _hermodctl; echo "${COMPREPLY[*]}"
+COMP_WORDS=(hermodctl endpoints list --o); COMP_CWORD=3; _hermodctl; echo "${COMPREPLY[*]}"
+COMP_WORDS=(hermodctl config set --o); COMP_CWORD=3; _hermodctl; echo "${COMPREPLY[*]}"
+COMP_WORDS=(hermodctl version -o y); COMP_CWORD=3; _hermodctl; echo "${COMPREPLY[*]}"
 `
 	out, err := exec.Command(bash, "-c", probe).CombinedOutput()
 	if err != nil {
 		t.Fatalf("bash: %v\n%s", err, out)
 	}
-	if got := strings.Split(strings.TrimSpace(string(out)), "\n"); len(got) != 2 || got[0] != "get" || got[1] != "audit autoscaler" {
-		t.Errorf("completions %q", got)
+	want := []string{"get", "audit autoscaler", "raw json yaml", "json", "--output", "", "yaml"}
+	if got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("completions %q, want %q", got, want)
+	}
+	fish, _, _ := run("completion", "fish")
+	if !strings.Contains(fish, "'__fish_seen_subcommand_from config; and __fish_seen_subcommand_from get' -s o -l output -x -a \"raw json yaml\"") {
+		t.Errorf("fish does not complete config get's -o:\n%s", fish)
 	}
 }

@@ -147,6 +147,20 @@ func TestEndpointsList(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "- endpoint:") || !strings.Contains(out, "running_requests:") {
 		t.Errorf("yaml:\n%s", out)
 	}
+	for _, format := range structuredFormats {
+		out, _, _ := run(append([]string{"endpoints", "list", "--output", format}, s.flags()...)...)
+		checkFields(t, "endpoints list -o "+format, decodeOne(t, format, out), map[string]string{
+			"0.endpoint.name": "pod-a", "0.endpoint.port": "8001", "0.endpoint.labels.zone": "z1", "0.metrics.running_requests": "3",
+			"1.endpoint.name": "pod-b", "1.endpoint.served_models.0": "llama", "1.metrics": "<missing>",
+		})
+		out, _, _ = run(append([]string{"endpoints", "list", "-o", format}, s.flags("--pool", s.pool+"-empty")...)...)
+		if doc := decodeOne(t, format, out); field(doc, "0") != "<missing>" || !strings.HasPrefix(out, "[]") {
+			t.Errorf("endpoints list -o %s of an empty pool: %q", format, out)
+		}
+	}
+	if table, _, _ := run(append([]string{"endpoints", "list", "-o", "table"}, s.flags()...)...); !strings.HasPrefix(table, "NAME ") {
+		t.Errorf("-o table:\n%s", table)
+	}
 }
 
 func TestAuditReplay(t *testing.T) {
@@ -190,6 +204,25 @@ func TestAuditReplay(t *testing.T) {
 	out, _, _ = run(append([]string{"audit", "replay", "--since", "1m", "-o", "yaml"}, s.natsFlags()...)...)
 	if !strings.Contains(out, "---\n") || !strings.Contains(out, "request_id: req-2") {
 		t.Errorf("yaml:\n%s", out)
+	}
+	// One document per decision, each parsing on its own (JSON: one a line).
+	for _, format := range structuredFormats {
+		out, _, _ := run(append([]string{"audit", "replay", "--since", "1m", "--output", format}, s.natsFlags()...)...)
+		docs := decodeAll(t, format, out)
+		if len(docs) != 3 || format == formatJSON && strings.Count(out, "\n") != 3 {
+			t.Fatalf("-o %s: %d documents:\n%s", format, len(docs), out)
+		}
+		for i, doc := range docs {
+			checkFields(t, "audit replay -o "+format, doc, map[string]string{
+				"request_id": "req-" + strconv.Itoa(i), "primary_name": "pod-a", "profiles.0.scorers.0.name": "queue-scorer", "profiles.0.endpoints.1.total": "1",
+			})
+		}
+	}
+	text, _, _ := run(append([]string{"audit", "replay", "--since", "1m"}, s.natsFlags()...)...)
+	for _, alias := range []string{"text", "table"} {
+		if out, _, _ := run(append([]string{"audit", "replay", "--since", "1m", "-o", alias}, s.natsFlags()...)...); out != text {
+			t.Errorf("-o %s: %q, want %q", alias, out, text)
+		}
 	}
 }
 
