@@ -179,6 +179,8 @@ func TestFullValues(t *testing.T) {
 		}
 	})
 
+	t.Run("collector endpoints file", func(t *testing.T) { checkEndpointsFile(t, r) })
+
 	t.Run("autoscaler kubernetes actuator", func(t *testing.T) {
 		d, c := container(t, r, "autoscaler")
 		if v, _ := argValue(c.Args, "actuator"); v != "kubernetes" {
@@ -537,5 +539,31 @@ func TestVariants(t *testing.T) {
 	}
 	if r.get("Deployment", namespace, name("collector")) != nil {
 		t.Error("collector rendered while disabled")
+	}
+}
+
+// checkEndpointsFile checks the collector's endpoints file of the full
+// values.
+func checkEndpointsFile(t *testing.T, r *rendered) {
+	t.Helper()
+	d, c := container(t, r, "collector")
+	if v, _ := argValue(c.Args, "endpoints-file"); v != "/etc/hermod/collector/endpoints/endpoints.yaml" {
+		t.Errorf("collector --endpoints-file=%q", v)
+	}
+	cm := r.get("ConfigMap", namespace, release+"-collector-endpoints")
+	if cm == nil || !strings.Contains(cm.Obj.(*corev1.ConfigMap).Data["endpoints.yaml"], "name: vm-a100-1") {
+		t.Fatalf("endpoints ConfigMap: %v", cm)
+	}
+	// Mounted as a directory (a subPath mount never sees an update) and
+	// without a checksum annotation (an edit is reloaded, not rolled out).
+	for _, m := range c.VolumeMounts {
+		if m.Name == "endpoints" && (m.MountPath != "/etc/hermod/collector/endpoints" || m.SubPath != "") {
+			t.Errorf("endpoints mount %+v", m)
+		}
+	}
+	for k := range d.Spec.Template.Annotations {
+		if strings.Contains(k, "endpoints") {
+			t.Errorf("collector pod annotation %s rolls the pods on an edit of the endpoints file", k)
+		}
 	}
 }

@@ -2,7 +2,8 @@
 // /v1/models and publishes them on NATS (hermod.metrics.<pool>.<endpoint>
 // and the HERMOD_METRICS bucket). Replicas split the endpoints. With
 // --discovery=kubernetes, one replica also writes the Ready pods picked by a
-// label selector into the endpoint registry.
+// label selector into the endpoint registry; with --endpoints-file, one
+// replica keeps the endpoints a file lists registered.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/collector/internal/app"
+	"github.com/hermod/hermod/services/collector/internal/filediscovery"
 	"github.com/hermod/hermod/services/collector/internal/kubediscovery"
 	"github.com/hermod/hermod/services/collector/internal/scrape"
 )
@@ -37,6 +39,9 @@ func run() error {
 	fs.StringVar(&cfg.DiscoverySelector, "discovery-selector", "", "label selector of the pods to discover, e.g. app=vllm (required with --discovery=kubernetes)")
 	fs.IntVar(&cfg.DiscoveryTargetPort, "discovery-target-port", app.DefaultDiscoveryTargetPort, "port of the discovered pods' OpenAI API and /metrics")
 	fs.DurationVar(&cfg.DiscoveryResync, "discovery-resync", kubediscovery.DefaultResync, "period of the full resync of the discovered pods with the registry")
+	fs.StringVar(&cfg.EndpointsFile, "endpoints-file", "",
+		"YAML or JSON file of endpoints Hermod did not start (VMs, bare metal, Slurm), kept registered by one replica and reloaded on change; empty: none")
+	fs.DurationVar(&cfg.EndpointsFileInterval, "endpoints-file-interval", filediscovery.DefaultInterval, "period of the polls of --endpoints-file for changes")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		return app.Run(ctx, cfg, log)
 	})

@@ -2,7 +2,8 @@
 // pool that it owns (replicas split them through etcd membership) and
 // publishes their metrics on NATS. With Kubernetes discovery, one replica
 // also writes the pool's Ready pods into the endpoint registry
-// (kubediscovery).
+// (kubediscovery); with an endpoints file, one replica keeps the file's
+// endpoints registered (filediscovery).
 package app
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/collector/internal/filediscovery"
 	"github.com/hermod/hermod/services/collector/internal/kubediscovery"
 	"github.com/hermod/hermod/services/collector/internal/scrape"
 )
@@ -56,6 +58,14 @@ type Config struct {
 	// of one built from Kubeconfig (tests).
 	KubeClient kubernetes.Interface
 
+	// EndpointsFile, when set, is a YAML or JSON file of endpoints Hermod
+	// did not start, which one replica keeps registered (filediscovery).
+	// It works beside Discovery.
+	EndpointsFile string
+	// EndpointsFileInterval is the period of the file's polls
+	// (filediscovery.DefaultInterval when zero).
+	EndpointsFileInterval time.Duration
+
 	// Ready, when set, is called with the ops address once ready (tests).
 	Ready func(opsAddr string)
 }
@@ -89,6 +99,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	discovery, err := cfg.discovery()
 	if err != nil {
 		return err
+	}
+	if cfg.EndpointsFileInterval < 0 {
+		return fmt.Errorf("--endpoints-file-interval: %s is negative", cfg.EndpointsFileInterval)
 	}
 	svc, err := bootstrap.Start(ctx, bootstrap.Options{Name: "hermod-collector", Config: cfg.Config, Logger: log})
 	if err != nil {
@@ -140,6 +153,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		src, err := kubediscovery.Start(ctx, *discovery)
 		if err != nil {
 			return err
+		}
+		svc.OnClose(src.Close)
+	}
+	if cfg.EndpointsFile != "" {
+		src, err := filediscovery.Start(ctx, filediscovery.Config{
+			Pool: cfg.Pool, Path: cfg.EndpointsFile, Interval: cfg.EndpointsFileInterval,
+			Etcd: etcd, ID: cfg.Replica, LeaseTTL: cfg.MemberTTL, Registerer: svc.Registry, Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("--endpoints-file: %w", err)
 		}
 		svc.OnClose(src.Close)
 	}

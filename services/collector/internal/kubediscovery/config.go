@@ -17,15 +17,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/services/collector/internal/registrysync"
 )
 
 // Defaults of Config.
 const (
-	DefaultResync         = time.Minute
-	DefaultLeaseTTL       = 10 * time.Second
-	DefaultRequestTimeout = 5 * time.Second
-	DefaultMinBackoff     = 100 * time.Millisecond
-	DefaultMaxBackoff     = 5 * time.Second
+	DefaultResync         = registrysync.DefaultResync
+	DefaultLeaseTTL       = registrysync.DefaultLeaseTTL
+	DefaultRequestTimeout = registrysync.DefaultRequestTimeout
+	DefaultMinBackoff     = registrysync.DefaultMinBackoff
+	DefaultMaxBackoff     = registrysync.DefaultMaxBackoff
 )
 
 // ServicePrefix names a pool's discovery election: discovery-<pool>.

@@ -32,4 +32,7 @@
 // Failures: every etcd call has a deadline; a failed sync is retried with
 // backoff while the informer keeps its view, so the registry converges once
 // etcd is back. A leader that loses its lease or leadership campaigns again.
+//
+// The election, leases, fencing and writes are registrysync's, which the
+// endpoints file source (filediscovery) shares.
 package kubediscovery

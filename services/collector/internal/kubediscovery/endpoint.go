@@ -12,12 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/services/collector/internal/registrysync"
 )
 
 // The label that marks the registry entries a Source owns. A Source never
 // updates or deletes an entry without it.
 const (
-	LabelDiscoveredBy      = "hermod.io/discovered-by"
+	LabelDiscoveredBy      = registrysync.LabelDiscoveredBy
 	DiscoveredByKubernetes = "kubernetes"
 )
 

@@ -153,4 +153,10 @@ func (s *podSet) desired() map[string]*registryv1.Endpoint {
 	return out
 }
 
+// Desired is desired, for the registry writer.
+func (s *podSet) Desired() map[string]*registryv1.Endpoint { return s.desired() }
+
+// Changed receives a value whenever the desired state changes.
+func (s *podSet) Changed() <-chan struct{} { return s.changed }
+
 func typeName(obj any) string { return fmt.Sprintf("%T", obj) }

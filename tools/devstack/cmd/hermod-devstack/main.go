@@ -36,10 +36,11 @@ func run() error {
 	fs.IntVar(&o.Gateways, "gateways", 1, "gateway replicas (the first on --listen, the others on free ports; the state file lists them)")
 	fs.BoolVar(&o.PairGateways, "pair-gateways", false, "give gateway i picker i alone (modulo --pickers) instead of every picker")
 	fs.BoolVar(&o.Valkey, "valkey", false, "run a redis-server for the pool's global in-flight counts (valkey-least-request-picker) and hand it to the pickers")
-	var pickerArgs, gatewayArgs, indexerArgs cmdline.List
+	var pickerArgs, gatewayArgs, indexerArgs, collectorArgs cmdline.List
 	fs.Var(&pickerArgs, "picker-args", "more hermod-picker arguments, comma-separated (e.g. --picker-args=--local-view)")
 	fs.Var(&gatewayArgs, "gateway-args", "more hermod-gateway arguments, comma-separated (e.g. --gateway-args=--flow-control,flow.yaml)")
 	fs.Var(&indexerArgs, "indexer-args", "more hermod-indexer arguments, comma-separated (e.g. --indexer-args=--block-size,64)")
+	fs.Var(&collectorArgs, "collector-args", "more hermod-collector arguments, comma-separated (e.g. --collector-args=--endpoints-file,endpoints.yaml with --pods 0)")
 	var variants, autoscalerArgs cmdline.List
 	fs.Var(&variants, "variants", "autoscale the fleet: variants name:cost:min:max:initial[:speed], comma-separated; their pods follow hermod-autoscaler (local actuator) instead of --pods")
 	fs.Var(&autoscalerArgs, "autoscaler-args", "more hermod-autoscaler arguments, comma-separated")
@@ -60,7 +61,7 @@ func run() error {
 		return err
 	}
 	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
-	o.GatewayArgs, o.IndexerArgs = gatewayArgs, indexerArgs
+	o.GatewayArgs, o.IndexerArgs, o.CollectorArgs = gatewayArgs, indexerArgs, collectorArgs
 	if len(podSpeeds) > 0 {
 		speeds, err := stack.ParsePodSpeeds(podSpeeds)
 		if err != nil {

@@ -1,6 +1,17 @@
 {{/* The collector's part of the Deployment (see hermod-common/_workload.tpl). */}}
 {{- define "collector.spec" -}}
 {{- $k := (.Values.discovery | default dict).kubernetes | default dict -}}
+{{- $args := include "collector.discoveryArgs" . | fromYamlArray -}}
+{{- $volumes := list -}}
+{{- $mounts := list -}}
+{{- /* the endpoints file: a ConfigMap (configmap.yaml) mounted as a
+directory, without subPath and without a checksum annotation, so that an
+edit reaches the running collectors, which reload it */ -}}
+{{- with .Values.endpointsFile -}}
+{{- $args = append $args "--endpoints-file=/etc/hermod/collector/endpoints/endpoints.yaml" -}}
+{{- $volumes = append $volumes (dict "name" "endpoints" "configMap" (dict "name" (printf "%s-endpoints" (include "hermod-common.fullname" $)))) -}}
+{{- $mounts = append $mounts (dict "name" "endpoints" "mountPath" "/etc/hermod/collector/endpoints" "readOnly" true) -}}
+{{- end -}}
 opsPort: metrics
 ports:
   - name: metrics
@@ -9,10 +20,10 @@ ports:
 nats: true
 etcd: true
 kubeAPI: {{ $k.enabled | default false }}
-args: {{ include "collector.discoveryArgs" . | fromYamlArray | toJson }}
+args: {{ toJson $args }}
 env: []
-volumes: []
-volumeMounts: []
+volumes: {{ toJson $volumes }}
+volumeMounts: {{ toJson $mounts }}
 podAnnotations: {}
 {{- end -}}
 

@@ -1,4 +1,4 @@
-package kubediscovery
+package registrysync
 
 import (
 	"context"
@@ -19,13 +19,13 @@ import (
 
 // errFenced is the condition of a write refused because the writer's
 // election key is gone: it is no longer the leader.
-var errFenced = errors.New("no longer the discovery leader")
+var errFenced = errors.New("no longer the registry writer's leader")
 
 // maxAttempts bounds the attempts of one put or delete whose expected mod
 // revision turned out stale.
 const maxAttempts = 3
 
-// ownedEntry is an entry of the source's in the registry, as last written
+// ownedEntry is an entry of the writer's in the registry, as last written
 // or read.
 type ownedEntry struct {
 	ep    *registryv1.Endpoint
@@ -41,6 +41,7 @@ type ownedEntry struct {
 type registry struct {
 	cli   *clientv3.Client
 	pool  string
+	owner string           // the value of LabelDiscoveredBy on the entries it owns
 	lease clientv3.LeaseID // the term's lease, every entry is written with
 	// The leader's election key and its create revision: every write is
 	// conditioned on the key still being the one the leader won with.
@@ -50,15 +51,15 @@ type registry struct {
 	log       *slog.Logger
 
 	owned   map[string]ownedEntry
-	foreign map[string]int64 // names of entries that are not the source's, and their mod revisions
-	// warned are the names of discovered pods whose entries someone else
-	// holds, logged once per term.
+	foreign map[string]int64 // names of entries that are not the writer's, and their mod revisions
+	// warned are the names of desired entries that someone else holds,
+	// logged once per term.
 	warned map[string]bool
 }
 
-func newRegistry(cli *clientv3.Client, pool string, l *coord.Leadership, lease clientv3.LeaseID, timeout time.Duration, log *slog.Logger) *registry {
+func newRegistry(cli *clientv3.Client, pool, owner string, l *coord.Leadership, lease clientv3.LeaseID, timeout time.Duration, log *slog.Logger) *registry {
 	return &registry{
-		cli: cli, pool: pool, lease: lease, timeout: timeout, log: log,
+		cli: cli, pool: pool, owner: owner, lease: lease, timeout: timeout, log: log,
 		leaderKey: l.Key(), leaderRev: l.Revision(),
 		owned:   map[string]ownedEntry{},
 		foreign: map[string]int64{},
@@ -95,8 +96,8 @@ func (r *registry) note(kv *mvccpb.KeyValue) string {
 	delete(r.owned, name)
 	delete(r.foreign, name)
 	ep, err := coord.DecodeEndpoint(key, kv.Value)
-	if err != nil || !owned(ep) {
-		// A malformed entry is not the source's either: leave it alone.
+	if err != nil || ep.GetLabels()[LabelDiscoveredBy] != r.owner {
+		// A malformed entry is not the writer's either: leave it alone.
 		r.foreign[name] = kv.ModRevision
 		return name
 	}
@@ -106,7 +107,7 @@ func (r *registry) note(kv *mvccpb.KeyValue) string {
 
 // sync makes the owned entries equal to desired: it writes every desired
 // entry that is missing, differs or is bound to another lease (unless an
-// entry that is not the source's holds its name) and deletes every owned
+// entry that is not the writer's holds its name) and deletes every owned
 // entry that is not desired. It stops at the first failure.
 func (r *registry) sync(ctx context.Context, desired map[string]*registryv1.Endpoint) error {
 	for _, name := range slices.Sorted(maps.Keys(desired)) {
@@ -189,20 +190,20 @@ func (r *registry) remove(ctx context.Context, name string) error {
 			return nil
 		}
 		if r.note(kv); !r.isOwned(name) {
-			return nil // taken over by someone else: no longer the source's
+			return nil // taken over by someone else: no longer the writer's
 		}
 	}
 	return fmt.Errorf("delete endpoint %s: changed by another writer %d times in a row", key, maxAttempts)
 }
 
-// conflict logs, once per term, that an entry the source does not own holds
-// the name of a discovered pod.
+// conflict logs, once per term, that an entry the writer does not own holds
+// the name of a desired entry.
 func (r *registry) conflict(name string) {
 	if r.warned[name] {
 		return
 	}
 	r.warned[name] = true
-	r.log.Warn("an endpoint registered by someone else holds the name of a discovered pod; left alone",
+	r.log.Warn("an endpoint registered by someone else holds the name of a discovered endpoint; left alone",
 		"endpoint", name, "key", coord.EndpointKey(r.pool, name))
 }
 

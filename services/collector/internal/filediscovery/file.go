@@ -1,0 +1,239 @@
+package filediscovery
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/services/collector/internal/registrysync"
+)
+
+// DiscoveredByFile is the value of the label registrysync.LabelDiscoveredBy
+// on the entries of an endpoints file.
+const DiscoveredByFile = "file"
+
+// endpointsKey is the endpoints file's one top-level key.
+const endpointsKey = "endpoints"
+
+// File is the endpoints file: YAML (or JSON, which is YAML) of one document
+//
+//	endpoints:
+//	  - name: vm-1
+//	    address: 10.1.2.3:8000
+//	    model: meta-llama/Llama-3.1-8B-Instruct
+//	    ...
+//
+// whose entries have the fields of coord.EndpointSpec, named like the flags
+// of `hermodctl endpoints register`.
+type File struct {
+	Endpoints []coord.EndpointSpec `json:"endpoints" yaml:"endpoints"`
+}
+
+// Entry is an endpoint of the file and the line it starts on.
+type Entry struct {
+	Line int
+	Spec coord.EndpointSpec
+}
+
+// LineError is a problem of the file at a line (0 when none applies).
+type LineError struct {
+	Line int
+	// Entry is the 1-based index of the entry it concerns (0: none) and
+	// Name its name, if it has one.
+	Entry int
+	Name  string
+	Err   error
+}
+
+func (e *LineError) Error() string {
+	var b strings.Builder
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Entry > 0 {
+		fmt.Fprintf(&b, "endpoint %d", e.Entry)
+		if e.Name != "" {
+			fmt.Fprintf(&b, " (%s)", e.Name)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// specFields are the keys of an entry: the yaml names of coord.EndpointSpec.
+var specFields = func() []string {
+	var out []string
+	t := reflect.TypeFor[coord.EndpointSpec]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		out = append(out, name)
+	}
+	return out
+}()
+
+// Decode parses an endpoints file into its entries, strictly: one
+// document, a mapping whose one key is "endpoints", a sequence of mappings
+// with the keys of coord.EndpointSpec only, each at most once. Errors are
+// *LineErrors (several joined) or YAML syntax errors, which name lines too.
+// It does not check the entries' values (Parse does).
+func Decode(data []byte) ([]Entry, error) {
+	root, err := document(data)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := endpointsNode(root)
+	if err != nil || seq == nil {
+		return nil, err
+	}
+	var (
+		entries = make([]Entry, 0, len(seq.Content))
+		errs    []error
+	)
+	for i, n := range seq.Content {
+		spec, err := decodeEntry(n)
+		if err != nil {
+			errs = append(errs, &LineError{Line: n.Line, Entry: i + 1, Name: spec.Name, Err: err})
+			continue
+		}
+		entries = append(entries, Entry{Line: n.Line, Spec: spec})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return entries, nil
+}
+
+// document returns the root node of the file's one document.
+func document(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &LineError{Err: errors.New(`empty file (write "endpoints: []" to register none)`)}
+		}
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		line := extra.Line
+		if err != nil {
+			return nil, fmt.Errorf("parse: %w", err)
+		}
+		return nil, &LineError{Line: line, Err: errors.New("a second YAML document: the file holds one")}
+	}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 0 {
+		return nil, &LineError{Err: errors.New(`empty file (write "endpoints: []" to register none)`)}
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		return nil, &LineError{Line: doc.Line, Err: errors.New("not a YAML document")}
+	}
+	return doc.Content[0], nil
+}
+
+// endpointsNode returns the sequence under the root's "endpoints" key; nil
+// when it is null.
+func endpointsNode(root *yaml.Node) (*yaml.Node, error) {
+	if root.Kind != yaml.MappingNode {
+		return nil, &LineError{Line: root.Line, Err: fmt.Errorf("the file is not a mapping with the key %q", endpointsKey)}
+	}
+	var seq *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch {
+		case k.Value != endpointsKey:
+			return nil, &LineError{Line: k.Line, Err: fmt.Errorf("unknown key %q (the file's one key is %q)", k.Value, endpointsKey)}
+		case seq != nil:
+			return nil, &LineError{Line: k.Line, Err: fmt.Errorf("key %q given twice", endpointsKey)}
+		}
+		seq = v
+	}
+	switch {
+	case seq == nil:
+		return nil, &LineError{Line: root.Line, Err: fmt.Errorf("no key %q (write \"endpoints: []\" to register none)", endpointsKey)}
+	case seq.Kind == yaml.ScalarNode && seq.Tag == "!!null":
+		return nil, nil
+	case seq.Kind != yaml.SequenceNode:
+		return nil, &LineError{Line: seq.Line, Err: fmt.Errorf("%q is not a list", endpointsKey)}
+	}
+	return seq, nil
+}
+
+// decodeEntry decodes one entry strictly. The spec returned with an error
+// has the entry's name if it could be read.
+func decodeEntry(n *yaml.Node) (coord.EndpointSpec, error) {
+	var spec coord.EndpointSpec
+	if n.Kind != yaml.MappingNode {
+		return spec, errors.New("not a mapping of endpoint fields")
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		switch {
+		case !slices.Contains(specFields, k.Value):
+			return spec, fmt.Errorf("line %d: unknown field %q (fields: %s)", k.Line, k.Value, strings.Join(specFields, ", "))
+		case seen[k.Value]:
+			return spec, fmt.Errorf("line %d: field %q given twice", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		if k.Value == "name" && n.Content[i+1].Kind == yaml.ScalarNode {
+			spec.Name = n.Content[i+1].Value
+		}
+	}
+	name := spec.Name
+	if err := n.Decode(&spec); err != nil {
+		return coord.EndpointSpec{Name: name}, fmt.Errorf("decode: %w", err)
+	}
+	return spec, nil
+}
+
+// Parse decodes an endpoints file and checks its entries: it returns the
+// registry entries of pool by name, labelled as the file's
+// (registrysync.LabelDiscoveredBy=file), without RegisteredAt. Every
+// problem found is returned, joined, each naming its line and entry.
+func Parse(pool string, data []byte) (map[string]*registryv1.Endpoint, error) {
+	entries, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*registryv1.Endpoint, len(entries))
+	lines := make(map[string]int, len(entries))
+	var errs []error
+	for i, e := range entries {
+		fail := func(err error) {
+			errs = append(errs, &LineError{Line: e.Line, Entry: i + 1, Name: e.Spec.Name, Err: err})
+		}
+		ep, err := e.Spec.Endpoint(pool)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		if _, ok := e.Spec.Labels[registrysync.LabelDiscoveredBy]; ok {
+			fail(fmt.Errorf("labels: %s is set by the collector", registrysync.LabelDiscoveredBy))
+			continue
+		}
+		if first, ok := lines[ep.GetName()]; ok {
+			fail(fmt.Errorf("name: %q is taken by the endpoint on line %d", ep.GetName(), first))
+			continue
+		}
+		if ep.Labels == nil {
+			ep.Labels = map[string]string{}
+		}
+		ep.Labels[registrysync.LabelDiscoveredBy] = DiscoveredByFile
+		out[ep.GetName()], lines[ep.GetName()] = ep, e.Line
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}

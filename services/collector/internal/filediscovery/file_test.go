@@ -1,0 +1,173 @@
+package filediscovery
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/coord"
+)
+
+// fixtureEntries are the entries of testdata/endpoints.{yaml,json} in pool p.
+func fixtureEntries() map[string]*registryv1.Endpoint {
+	const model = "meta-llama/Llama-3.1-8B-Instruct"
+	return map[string]*registryv1.Endpoint{
+		"vm-a100-1": {
+			Name: "vm-a100-1", Pool: "p", Address: "10.1.2.3", Port: 8000, Model: model, ServedModels: []string{model, "sql-lora"},
+			Labels:           map[string]string{"hermod.io/variant": "a100", "llm-d.ai/role": "decode", "hermod.io/discovered-by": "file"},
+			KvEventsEndpoint: "tcp://10.1.2.3:5557", KvEventsTopic: "kv@10.1.2.3@" + model, KvReplayEndpoint: "tcp://10.1.2.3:5558",
+		},
+		"slurm-job-4711-rank1": {
+			Name: "slurm-job-4711-rank1", Pool: "p", Address: "node17.cluster", Port: 8001, Model: model, ServedModels: []string{model},
+			Labels: map[string]string{"hermod.io/discovered-by": "file"}, DataParallelRank: 1,
+		},
+	}
+}
+
+func equalEntries(t *testing.T, got, want map[string]*registryv1.Endpoint) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d entries %v, want %d", len(got), got, len(want))
+	}
+	for name, w := range want {
+		if !proto.Equal(got[name], w) {
+			t.Errorf("entry %s:\n got %v\nwant %v", name, got[name], w)
+		}
+	}
+}
+
+// The YAML and the JSON fixture stand for the same entries.
+func TestParseFixtures(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"testdata/endpoints.yaml", "testdata/endpoints.json"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Parse("p", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalEntries(t, got, fixtureEntries())
+		})
+	}
+}
+
+func TestParseNoEndpoints(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{"endpoints: []\n", "endpoints:\n", "# none yet\nendpoints: ~\n", `{"endpoints": []}`} {
+		got, err := Parse("p", []byte(text))
+		if err != nil || len(got) != 0 {
+			t.Errorf("%q: got %v, %v; want no entries", text, got, err)
+		}
+	}
+}
+
+// Every problem is reported with its line and entry.
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	const ok = "  - name: a\n    address: h:1\n    model: m\n"
+	for _, tc := range []struct {
+		name, text string
+		want       []string // substrings of the error
+	}{
+		{"empty", "", []string{"empty file"}},
+		{"comments only", "# nothing\n", []string{"empty file"}},
+		{"syntax", "endpoints: [\n", []string{"parse: yaml: line"}},
+		{"tab indentation", "endpoints:\n\t- name: a\n", []string{"parse: yaml: line 2"}},
+		{"not a mapping", "- a\n", []string{"line 1: the file is not a mapping"}},
+		{"unknown top-level key", "endpoints: []\npool: p\n", []string{`line 2: unknown key "pool"`}},
+		{"no endpoints key", "{}\n", []string{`no key "endpoints"`}},
+		{"endpoints twice", "endpoints: []\nendpoints: []\n", []string{`line 2: key "endpoints" given twice`}},
+		{"not a list", "endpoints: {a: 1}\n", []string{`line 1: "endpoints" is not a list`}},
+		{"two documents", "endpoints: []\n---\nendpoints: []\n", []string{"line 2: a second YAML document"}},
+		{"entry not a mapping", "endpoints:\n" + ok + "  - vm-2\n", []string{"line 5: endpoint 2: not a mapping"}},
+		{"unknown field", "endpoints:\n" + ok + "  - name: b\n    addr: h:1\n", []string{`line 5: endpoint 2 (b): line 6: unknown field "addr"`}},
+		{"field twice", "endpoints:\n  - name: a\n    model: m\n    model: n\n", []string{`endpoint 1 (a): line 4: field "model" given twice`}},
+		{"wrong type", "endpoints:\n  - name: a\n    address: h:1\n    model: m\n    data-parallel-rank: one\n", []string{"line 2: endpoint 1 (a): decode: yaml: unmarshal errors:", "line 5: cannot unmarshal"}},
+		{"invalid values", "endpoints:\n" + ok + "  - name: b\n    address: h\n    kv-events: ipc://x\n",
+			[]string{"line 5: endpoint 2 (b): address:", "kv-events:", "model: required"}},
+		{"duplicate name", "endpoints:\n" + ok + ok, []string{`line 5: endpoint 2 (a): name: "a" is taken by the endpoint on line 2`}},
+		{"reserved label", "endpoints:\n  - name: a\n    address: h:1\n    model: m\n    labels: {hermod.io/discovered-by: kubernetes}\n",
+			[]string{"line 2: endpoint 1 (a): labels: hermod.io/discovered-by is set by the collector"}},
+		{"several entries", "endpoints:\n  - name: a\n  - name: b/c\n    address: h:1\n    model: m\n",
+			[]string{"line 2: endpoint 1 (a): address:", "line 3: endpoint 2 (b/c): name:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Parse("p", []byte(tc.text))
+			if err == nil {
+				t.Fatalf("got %v, want an error", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A field error of an entry is a *coord.SpecError inside a *LineError.
+func TestParseErrorTypes(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("p", []byte("endpoints:\n  - name: a\n    address: h:1\n"))
+	var le *LineError
+	var se *coord.SpecError
+	if !errors.As(err, &le) || le.Line != 2 || le.Entry != 1 || le.Name != "a" || !errors.As(err, &se) || se.Field != "model" {
+		t.Fatalf("error %v: line error %+v, spec error %+v", err, le, se)
+	}
+}
+
+// FuzzParse checks that no input makes the decoder panic, and that a file
+// it accepts holds valid entries and reads the same once written back.
+func FuzzParse(f *testing.F) {
+	for _, file := range []string{"testdata/endpoints.yaml", "testdata/endpoints.json"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"", "endpoints: []", "endpoints:\n  - name: a\n    address: h:1\n    model: m\n", "endpoints: [{name: a}]",
+		"endpoints: &a [*a]", "endpoints:\n  - &e {name: a, address: 'h:1', model: m}\n  - *e\n", "endpoints: !!str x", "{\"endpoints\": [1]}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := Parse("p", data)
+		if err != nil {
+			return
+		}
+		entries, err := Decode(data)
+		if err != nil {
+			t.Fatalf("Parse accepts what Decode rejects: %v", err)
+		}
+		file := File{Endpoints: make([]coord.EndpointSpec, len(entries))}
+		for i, e := range entries {
+			file.Endpoints[i] = e.Spec
+		}
+		for name, ep := range got {
+			if ep.GetName() != name || ep.GetPool() != "p" || ep.GetLabels()["hermod.io/discovered-by"] != DiscoveredByFile {
+				t.Fatalf("entry %s: %v", name, ep)
+			}
+		}
+		out, err := yaml.Marshal(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse("p", out)
+		if err != nil {
+			t.Fatalf("the file written back does not parse: %v\n%s", err, out)
+		}
+		equalEntries(t, again, got)
+	})
+}
