@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 )
 
@@ -190,4 +193,58 @@ func testBackgroundResponses(ctx context.Context, t *testing.T, client openai.Cl
 	params.Store = openai.Bool(false)
 	_, err = client.Responses.New(ctx, params)
 	wantAPIError(t, "an unstored background response", err, http.StatusBadRequest, "invalid_value")
+}
+
+// With API keys, a stored response belongs to the key that created it:
+// another key finds nothing, and background runs act for their owner.
+func TestResponsesOwnedByTheirKey(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("alice sk-alice\nbob sk-bob\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, "--pods", "1", "--speed", "50", "--gateway-args=--api-keys-file,"+keys)
+	client := func(key string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(s.url("/v1/")), option.WithAPIKey(key), option.WithMaxRetries(0))
+	}
+	alice, bob := client("sk-alice"), client("sk-bob")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	params := responses.ResponseNewParams{Model: s.state.Model, MaxOutputTokens: openai.Int(8),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Whose is this?")}}
+	mine, err := alice.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.Responses.Get(ctx, mine.ID, responses.ResponseGetParams{})
+	wantAPIError(t, "another key's get", err, http.StatusNotFound, "not_found")
+	_, err = bob.Responses.InputItems.List(ctx, mine.ID, responses.InputItemListParams{})
+	wantAPIError(t, "another key's input items", err, http.StatusNotFound, "not_found")
+	err = bob.Responses.Delete(ctx, mine.ID)
+	wantAPIError(t, "another key's delete", err, http.StatusNotFound, "not_found")
+	params.PreviousResponseID = openai.String(mine.ID)
+	_, err = bob.Responses.New(ctx, params)
+	wantAPIError(t, "another key's continuation", err, http.StatusNotFound, "not_found")
+	if _, err := alice.Responses.New(ctx, params); err != nil {
+		t.Fatalf("the owner continues: %v", err)
+	}
+	params.PreviousResponseID, params.Background = param.Opt[string]{}, openai.Bool(true)
+	queued, err := alice.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bob.Responses.Cancel(ctx, queued.ID)
+	wantAPIError(t, "another key's cancel", err, http.StatusNotFound, "not_found")
+	for {
+		got, err := alice.Responses.Get(ctx, queued.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == responses.ResponseStatusCompleted || got.Status == responses.ResponseStatusIncomplete {
+			break
+		}
+		if got.Status != responses.ResponseStatusQueued && got.Status != responses.ResponseStatusInProgress {
+			t.Fatalf("the background run with keys: %s", got.RawJSON())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -200,10 +200,13 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 			openai.WriteError(w, http.StatusNotFound, openai.TypeNotFound, "unknown_url", "", "Unknown request URL: "+r.Method+" "+r.URL.Path, 0)
 		}
 	})
-	var v1 http.Handler = api
+	// who a request acts for: its API key, else its tenant header; a
+	// background run acts for its response's owner
+	v1 := auth.Tenants(api)
 	if guard != nil {
 		v1 = guard.Wrap(api)
 	}
+	v1 = rh.AuthenticateRuns(v1, api)
 	if telemetry.Tracing() {
 		v1 = otelhttp.NewHandler(v1, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			return r.Method + " " + r.URL.Path

@@ -157,7 +157,8 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			}
 		}
 		r.Header.Del("Authorization")
-		next.ServeHTTP(w, r)
+		r.Header.Del(TenantHeader)
+		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), e.name)))
 	})
 }
 

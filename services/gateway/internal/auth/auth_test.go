@@ -63,3 +63,30 @@ func TestGuard(t *testing.T) {
 		}
 	}
 }
+
+func TestPrincipals(t *testing.T) {
+	var got []string
+	next := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got = append(got, Principal(r.Context())+"|"+r.Header.Get(TenantHeader))
+	})
+	keyed := NewGuard([]Key{{Name: "alice", Secret: "sk-a"}}, nil).Wrap(next)
+	open := Tenants(next)
+	for _, c := range []struct {
+		h           http.Handler
+		key, tenant string
+	}{{keyed, "sk-a", ""}, {keyed, "sk-a", "bob"}, {open, "", "bob"}, {open, "", ""}} {
+		r := httptest.NewRequest(http.MethodGet, "/v1/responses/x", nil)
+		if c.key != "" {
+			r.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		if c.tenant != "" {
+			r.Header.Set(TenantHeader, c.tenant)
+		}
+		c.h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	// a key's name wins over a tenant header, which never reaches upstream
+	want := []string{"alice|", "alice|", "bob|", "|"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("principals %q, want %q", got, want)
+	}
+}

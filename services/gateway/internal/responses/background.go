@@ -12,6 +12,7 @@ import (
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/services/gateway/internal/auth"
 )
 
 // A background response (background: true) is stored queued and handed
@@ -38,7 +39,7 @@ const pollInterval = 200 * time.Millisecond
 // responses service.
 func (h *Handler) submit(w http.ResponseWriter, r *http.Request, t *turn, body []byte) {
 	queued := t.response("", "", "queued", nil)
-	data, err := json.Marshal(record{Input: t.input, Response: queued})
+	data, err := json.Marshal(record{Input: t.input, Response: queued, Owner: t.owner})
 	if err != nil {
 		openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", err.Error(), 0)
 		return
@@ -54,7 +55,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, t *turn, body [
 		return
 	}
 	if err != nil {
-		storeError(w, err, t.id, "")
+		h.storeError(w, err, t.id, "")
 		return
 	}
 	writeJSON(w, http.StatusOK, queued)
@@ -75,13 +76,38 @@ func runHeaders(in http.Header) map[string]string {
 	return out
 }
 
-// runOf reads the background run a request is, if any; false when it was
-// answered (refused).
-func (h *Handler) runOf(w http.ResponseWriter, r *http.Request) (*backgroundRun, bool) {
-	v := r.Header.Get(RunHeader)
-	if v == "" {
-		return nil, true
-	}
+type runKey struct{}
+
+// AuthenticateRuns admits the background runs the responses service
+// sends (RunHeader) without the client's credentials: the store, which
+// knows each run's token, vouches for a run, which then acts for the
+// response's owner and goes to open. Every other request goes to guarded.
+func (h *Handler) AuthenticateRuns(guarded, open http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get(RunHeader)
+		if v == "" {
+			guarded.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_request", "", RunHeader+" is only for POST /v1/responses", 0)
+			return
+		}
+		if h.noStore(w) {
+			return
+		}
+		run, ok := h.verifyRun(w, r, v)
+		if !ok {
+			return
+		}
+		ctx := auth.WithPrincipal(context.WithValue(r.Context(), runKey{}, run), run.queued.Owner)
+		open.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// verifyRun has the store vouch for a run ("<id> <token>") and loads its
+// queued response; false when it was answered (refused).
+func (h *Handler) verifyRun(w http.ResponseWriter, r *http.Request, v string) (*backgroundRun, bool) {
 	id, token, ok := strings.Cut(v, " ")
 	if !ok || id == "" || token == "" {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "", RunHeader+" must be '<response id> <run token>'", 0)
@@ -89,12 +115,26 @@ func (h *Handler) runOf(w http.ResponseWriter, r *http.Request) (*backgroundRun,
 	}
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
-	rec, err := h.load(ctx, id)
-	if err != nil {
-		storeError(w, err, id, "")
+	_, err := h.o.Store.GetBackground(ctx, &responsesv1.GetBackgroundRequest{Id: id, RunToken: token})
+	var rec *record
+	if err == nil {
+		rec, err = h.loadAny(ctx, id)
+	}
+	if !h.commitRun(w, err, id) {
 		return nil, false
 	}
 	return &backgroundRun{id: id, token: token, queued: rec}, true
+}
+
+// runOf is the verified background run a request is, if any; false when
+// it was answered (a run header that AuthenticateRuns did not verify).
+func (h *Handler) runOf(w http.ResponseWriter, r *http.Request) (*backgroundRun, bool) {
+	run, _ := r.Context().Value(runKey{}).(*backgroundRun)
+	if run == nil && r.Header.Get(RunHeader) != "" {
+		openai.WriteError(w, http.StatusForbidden, openai.TypeInvalidRequest, "invalid_request", "", RunHeader+" was not verified", 0)
+		return nil, false
+	}
+	return run, true
 }
 
 // commitRun stores a run's outcome; false when it was answered: 409 when
@@ -107,7 +147,7 @@ func (h *Handler) commitRun(w http.ResponseWriter, err error, id string) bool {
 	case status.Code(err) == codes.FailedPrecondition:
 		openai.WriteError(w, http.StatusConflict, openai.TypeInvalidRequest, "run_superseded", "", "background response "+id+" was cancelled or is run elsewhere", 0)
 	default:
-		storeError(w, err, id, "")
+		h.storeError(w, err, id, "")
 	}
 	return false
 }
@@ -167,12 +207,12 @@ func (h *Handler) cancelBackground(w http.ResponseWriter, r *http.Request, rec *
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
 	if _, err := h.o.Store.Cancel(ctx, &responsesv1.CancelRequest{Id: rec.Response.ID}); err != nil && status.Code(err) != codes.NotFound {
-		storeError(w, err, rec.Response.ID, "")
+		h.storeError(w, err, rec.Response.ID, "")
 		return
 	}
 	out, err := h.withRunState(ctx, rec)
 	if err != nil {
-		storeError(w, err, rec.Response.ID, "")
+		h.storeError(w, err, rec.Response.ID, "")
 		return
 	}
 	writeJSON(w, http.StatusOK, out.Response)

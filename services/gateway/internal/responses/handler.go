@@ -26,6 +26,7 @@ import (
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/services/gateway/internal/auth"
 )
 
 // Options configure the handler.
@@ -41,8 +42,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// StoreTimeout bounds each store call; 0 is 5s.
 	StoreTimeout time.Duration
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
+	// StoreRetryFor is how long a response that could not be stored is
+	// tried again before the client is told it was not; 0 is 10s.
+	StoreRetryFor time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
 }
 
 // Handler serves /v1/responses.
@@ -62,6 +66,9 @@ func New(o Options) *Handler {
 	}
 	if o.StoreTimeout <= 0 {
 		o.StoreTimeout = 5 * time.Second
+	}
+	if o.StoreRetryFor <= 0 {
+		o.StoreRetryFor = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -131,7 +138,7 @@ func (h *Handler) noStore(w http.ResponseWriter) bool {
 }
 
 // storeError answers a failed store call about a response id.
-func storeError(w http.ResponseWriter, err error, id, param string) {
+func (h *Handler) storeError(w http.ResponseWriter, err error, id, param string) {
 	switch status.Code(err) {
 	case codes.NotFound:
 		msg := fmt.Sprintf("Response with id '%s' not found.", id)
@@ -143,12 +150,27 @@ func storeError(w http.ResponseWriter, err error, id, param string) {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "conversation_too_long", param, status.Convert(err).Message(), 0)
 	case codes.InvalidArgument:
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", param, status.Convert(err).Message(), 0)
-	default:
-		openai.WriteError(w, http.StatusServiceUnavailable, openai.TypeUnavailable, "responses_store_unavailable", "", "the responses store did not answer: "+status.Convert(err).Message(), 1)
+	default: // the detail (addresses and all) is for the log only
+		h.o.Logger.Warn("responses store call failed", "id", id, "err", err)
+		openai.WriteError(w, http.StatusServiceUnavailable, openai.TypeUnavailable, "responses_store_unavailable", "", "the responses store did not answer; try again", 1)
 	}
 }
 
+// load reads a stored response that belongs to ctx's principal: another
+// principal's is NotFound, as an unknown one is.
 func (h *Handler) load(ctx context.Context, id string) (*record, error) {
+	rec, err := h.loadAny(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Owner != auth.Principal(ctx) {
+		return nil, status.Errorf(codes.NotFound, "response %s: not found", id)
+	}
+	return rec, nil
+}
+
+// loadAny reads a stored response whoever owns it.
+func (h *Handler) loadAny(ctx context.Context, id string) (*record, error) {
 	res, err := h.o.Store.Get(ctx, &responsesv1.GetRequest{Id: id})
 	if err != nil {
 		return nil, err
@@ -180,7 +202,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 		rec, err = h.withRunState(ctx, rec)
 	}
 	if err != nil {
-		storeError(w, err, id, "")
+		h.storeError(w, err, id, "")
 		return
 	}
 	if stream, after, ok := retrieveOptions(r); stream {
@@ -189,7 +211,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 			return
 		}
 		if rec, err = h.awaitFinal(r.Context(), id); err != nil {
-			storeError(w, err, id, "")
+			h.storeError(w, err, id, "")
 			return
 		}
 		replay(w, rec.Response, after)
@@ -206,7 +228,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	defer cancel()
 	rec, err := h.load(ctx, id)
 	if err != nil {
-		storeError(w, err, id, "")
+		h.storeError(w, err, id, "")
 		return
 	}
 	if !rec.Response.Background {
@@ -220,8 +242,12 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, id string) {
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string) {
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
+	if _, err := h.load(ctx, id); err != nil {
+		h.storeError(w, err, id, "")
+		return
+	}
 	if _, err := h.o.Store.Delete(ctx, &responsesv1.DeleteRequest{Id: id}); err != nil {
-		storeError(w, err, id, "")
+		h.storeError(w, err, id, "")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
@@ -250,7 +276,7 @@ func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) 
 	defer cancel()
 	rec, err := h.load(ctx, id)
 	if err != nil {
-		storeError(w, err, id, "")
+		h.storeError(w, err, id, "")
 		return
 	}
 	items := append([]InputItem(nil), rec.Input...)
@@ -356,7 +382,7 @@ func (h *Handler) loadChain(w http.ResponseWriter, r *http.Request, previous str
 				fmt.Sprintf("the conversation is longer than %d responses", h.o.MaxChain), 0)
 			return nil, false
 		}
-		storeError(w, err, previous, "previous_response_id")
+		h.storeError(w, err, previous, "previous_response_id")
 		return nil, false
 	}
 	chain := make([]record, 0, len(res.GetResponses()))
@@ -364,6 +390,10 @@ func (h *Handler) loadChain(w http.ResponseWriter, r *http.Request, previous str
 		var rec record
 		if err := json.Unmarshal(sr.GetData(), &rec); err != nil {
 			openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", "stored response "+sr.GetId()+" is unreadable", 0)
+			return nil, false
+		}
+		if rec.Owner != auth.Principal(r.Context()) { // another principal's conversation
+			h.storeError(w, status.Error(codes.NotFound, "not found"), previous, "previous_response_id")
 			return nil, false
 		}
 		chain = append(chain, rec)
@@ -393,7 +423,7 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t := &turn{h: h, req: req, input: input, store: store, id: newID("resp_"), msgID: newID("msg_"), created: time.Now()}
+	t := &turn{h: h, req: req, input: input, store: store, id: newID("resp_"), msgID: newID("msg_"), created: time.Now(), owner: auth.Principal(r.Context())}
 	switch {
 	case run != nil:
 		t.id, t.input, t.runToken = run.id, run.queued.Input, run.token
@@ -435,13 +465,15 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := t.commit(r.Context(), resp); err != nil {
-		if run != nil && !h.commitRun(w, err, run.id) {
-			return
-		}
-		if status.Code(err) == codes.InvalidArgument {
+		switch {
+		case run != nil:
+			h.commitRun(w, err, run.id)
+		case status.Code(err) == codes.InvalidArgument:
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "response_too_large", "", "the response is too large to store: "+status.Convert(err).Message()+" (send store: false)", 0)
-			return
+		default:
+			openai.WriteError(w, http.StatusServiceUnavailable, openai.TypeUnavailable, notStoredCode, "", notStoredMessage, 1)
 		}
+		return
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -11,12 +11,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
+	"github.com/hermod/hermod/services/gateway/internal/auth"
 )
 
 // memStore is the store the handler talks to (the service is tested on
@@ -28,11 +30,17 @@ type memStore struct {
 	mu   sync.Mutex
 	recs map[string]*responsesv1.StoredResponse
 	max  int
+	// failPuts: the next puts that answer Unavailable.
+	failPuts int
 }
 
 func (m *memStore) Put(_ context.Context, in *responsesv1.PutRequest, _ ...grpc.CallOption) (*responsesv1.PutResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failPuts > 0 {
+		m.failPuts--
+		return nil, status.Error(codes.Unavailable, "dial tcp 10.9.9.9:9097: connect: connection refused")
+	}
 	if m.max > 0 && len(in.GetResponse().GetData()) > m.max {
 		return nil, status.Error(codes.InvalidArgument, "too large")
 	}
@@ -80,6 +88,10 @@ func (m *memStore) Submit(context.Context, *responsesv1.SubmitRequest, ...grpc.C
 	return nil, status.Error(codes.FailedPrecondition, "this responses service runs no background responses: start it with --gateway-url")
 }
 
+func (m *memStore) GetBackground(context.Context, *responsesv1.GetBackgroundRequest, ...grpc.CallOption) (*responsesv1.GetBackgroundResponse, error) {
+	return nil, status.Error(codes.NotFound, "no such background response")
+}
+
 // chat answers chat completions with "reply to <last user message>",
 // recording the messages it got.
 type chat struct {
@@ -118,11 +130,17 @@ func (c *chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func setup(t *testing.T) (*httptest.Server, *memStore, *chat) {
+	return setupWith(t, Options{MaxChain: 4})
+}
+
+func setupWith(t *testing.T, o Options) (*httptest.Server, *memStore, *chat) {
 	st := &memStore{recs: map[string]*responsesv1.StoredResponse{}}
 	c := &chat{}
 	mux := http.NewServeMux()
-	New(Options{Store: st, Chat: c, MaxChain: 4}).Register(mux)
-	srv := httptest.NewServer(mux)
+	o.Store, o.Chat = st, c
+	h := New(o)
+	h.Register(mux)
+	srv := httptest.NewServer(h.AuthenticateRuns(auth.Tenants(mux), mux))
 	t.Cleanup(srv.Close)
 	return srv, st, c
 }
@@ -375,5 +393,83 @@ func TestRetrieveStreamed(t *testing.T) {
 	}
 	if _, code := events("?stream=true&starting_after=-4"); code != http.StatusBadRequest {
 		t.Errorf("a negative starting_after: %d", code)
+	}
+}
+
+// A stored response belongs to the principal that created it: to any
+// other, it does not exist.
+func TestOwnership(t *testing.T) {
+	srv, _, _ := setup(t)
+	as := func(tenant, method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set(auth.TenantHeader, tenant)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, created := as("alice", http.MethodPost, "/v1/responses", `{"model":"m","input":"mine"}`)
+	if code != http.StatusOK {
+		t.Fatalf("create: %d %v", code, created)
+	}
+	id := created["id"].(string)
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/responses/" + id, ""},
+		{http.MethodGet, "/v1/responses/" + id + "/input_items", ""},
+		{http.MethodPost, "/v1/responses/" + id + "/cancel", ""},
+		{http.MethodDelete, "/v1/responses/" + id, ""},
+		{http.MethodPost, "/v1/responses", `{"model":"m","input":"x","previous_response_id":"` + id + `"}`},
+	} {
+		for _, who := range []string{"bob", ""} {
+			if code, out := as(who, c.method, c.path, c.body); code != http.StatusNotFound {
+				t.Errorf("%s %s as %q: %d %v, want 404", c.method, c.path, who, code, out)
+			}
+		}
+	}
+	if code, _ := as("alice", http.MethodGet, "/v1/responses/"+id, ""); code != http.StatusOK {
+		t.Errorf("the owner's get: %d", code)
+	}
+	if code, _ := as("alice", http.MethodPost, "/v1/responses", `{"model":"m","input":"x","previous_response_id":"`+id+`"}`); code != http.StatusOK {
+		t.Errorf("the owner continues: %d", code)
+	}
+	if code, _ := as("alice", http.MethodDelete, "/v1/responses/"+id, ""); code != http.StatusOK {
+		t.Errorf("the owner's delete: %d", code)
+	}
+}
+
+// A response that could not be stored is tried again, and the client is
+// told when it stays unstored; the store's address never reaches it.
+func TestStoredOrTold(t *testing.T) {
+	srv, st, _ := setupWith(t, Options{StoreRetryFor: 300 * time.Millisecond})
+	st.failPuts = 2
+	code, out := post(t, srv, `{"model":"m","input":"keep me"}`)
+	if code != http.StatusOK {
+		t.Fatalf("after two failed puts: %d %v", code, out)
+	}
+	if _, ok := st.recs[out["id"].(string)]; !ok {
+		t.Fatal("answered 200 but not stored")
+	}
+	st.failPuts = 1 << 30
+	code, out = post(t, srv, `{"model":"m","input":"lost"}`)
+	e, _ := out["error"].(map[string]any)
+	if code != http.StatusServiceUnavailable || e["code"] != "response_not_stored" || strings.Contains(fmt.Sprint(e), "10.9.9.9") {
+		t.Fatalf("a store that stays down: %d %v", code, out)
+	}
+	resp, err := http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"lost","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, last := readEvents(t, resp.Body)
+	resp.Body.Close()
+	if events[len(events)-1] != "response.failed" || !strings.Contains(fmt.Sprint(last), "response_not_stored") {
+		t.Fatalf("a stream whose response is not stored ends with %v %v", events, last)
+	}
+	if code, out := post(t, srv, `{"model":"m","input":"not kept","store":false}`); code != http.StatusOK {
+		t.Fatalf("store: false does not need the store: %d %v", code, out)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // turn is one POST /v1/responses being served.
@@ -29,6 +30,8 @@ type turn struct {
 	created time.Time
 	// runToken is the background run this turn is (empty: none).
 	runToken string
+	// owner is the principal the response belongs to.
+	owner string
 }
 
 func (t *turn) chatBody(chain []record) []byte {
@@ -133,23 +136,42 @@ func (t *turn) fromChat(body []byte) (*Response, error) {
 	return t.response(c.Choices[0].Message.Content, c.Choices[0].FinishReason, "completed", c.Usage.usage()), nil
 }
 
+// What a client is told when its response could not be stored.
+const (
+	notStoredCode    = "response_not_stored"
+	notStoredMessage = "the response was generated but could not be stored, so it cannot be retrieved or continued: send the request again, or with store: false"
+)
+
 // commit stores the turn (unless store is false). A store that does not
-// answer is logged and counted: the client still gets its response.
+// answer is tried again for up to StoreRetryFor; an error means the
+// response is not stored, and the client must be told.
 func (t *turn) commit(ctx context.Context, resp *Response) error {
 	if !t.store {
 		return nil
 	}
-	data, err := json.Marshal(record{Input: t.input, Response: resp})
+	data, err := json.Marshal(record{Input: t.input, Response: resp, Owner: t.owner})
 	if err != nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.h.o.StoreTimeout)
-	defer cancel()
-	_, err = t.h.o.Store.Put(sctx, &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{
-		Id: t.id, PreviousResponseId: t.req.PreviousResponseID, CreatedAtUnixMs: t.created.UnixMilli(), Data: data}, RunToken: t.runToken})
-	if err != nil && t.runToken != "" && status.Code(err) == codes.FailedPrecondition {
+	put := &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{
+		Id: t.id, PreviousResponseId: t.req.PreviousResponseID, CreatedAtUnixMs: t.created.UnixMilli(), Data: data}, RunToken: t.runToken}
+	ctx = context.WithoutCancel(ctx) // stored even if the client went
+	wait, until := retry.Backoff(50*time.Millisecond, time.Second), time.Now().Add(t.h.o.StoreRetryFor)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, t.h.o.StoreTimeout)
+		_, err = t.h.o.Store.Put(sctx, put)
+		cancel()
+		code := status.Code(err)
+		if err == nil || code == codes.InvalidArgument || code == codes.FailedPrecondition || time.Now().After(until) {
+			break
+		}
+		retry.Sleep(ctx, wait.NextBackOff())
+	}
+	switch {
+	case err == nil:
+	case t.runToken != "" && status.Code(err) == codes.FailedPrecondition:
 		t.h.o.Logger.Info("background run superseded", "id", t.id, "err", err)
-	} else if err != nil {
+	default:
 		t.h.storeErr.WithLabelValues("put").Inc()
 		t.h.o.Logger.Error("response not stored", "id", t.id, "err", err)
 	}
@@ -336,7 +358,13 @@ func (s *streamWriter) finish(ctx context.Context) {
 	s.event("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	// stored before the client hears it is complete: a following turn
 	// may name it at once
-	_ = s.t.commit(ctx, resp)
+	if err := s.t.commit(ctx, resp); err != nil {
+		failed := *resp
+		failed.Status, failed.Error = "failed", &ResponseError{Code: notStoredCode, Message: notStoredMessage}
+		s.event("response.failed", map[string]any{"response": failed})
+		s.Flush()
+		return
+	}
 	name := "response.completed"
 	if resp.Status == "incomplete" {
 		name = "response.incomplete"

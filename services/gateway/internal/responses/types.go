@@ -122,6 +122,9 @@ type OutputTokensDetails struct {
 type record struct {
 	Input    []InputItem `json:"input"`
 	Response *Response   `json:"response"`
+	// Owner is the principal that created the response (auth.Principal):
+	// only it reads, continues, cancels or deletes it.
+	Owner string `json:"owner,omitempty"`
 }
 
 func newID(prefix string) string {

@@ -51,6 +51,9 @@ func (s *Server) GetBackground(ctx context.Context, req *responsesv1.GetBackgrou
 	if err != nil {
 		return nil, s.observe("GetBackground", start, "", err)
 	}
+	if t := req.GetRunToken(); t != "" && (j.Status != store.JobInProgress || j.Token != t) {
+		return nil, s.observe("GetBackground", start, "", status.Errorf(codes.FailedPrecondition, "no run of %s holds that token", req.GetId()))
+	}
 	return &responsesv1.GetBackgroundResponse{Job: jobProto(j)}, s.observe("GetBackground", start, "", nil)
 }
 

@@ -95,6 +95,12 @@ func TestBackgroundMethods(t *testing.T) {
 	if got, _ := s.GetBackground(ctx, &responsesv1.GetBackgroundRequest{Id: "resp_b"}); got.GetJob().GetStatus() != "in_progress" || got.GetJob().GetAttempts() != 1 {
 		t.Fatalf("get background: %v", got)
 	}
+	if _, err := s.GetBackground(ctx, &responsesv1.GetBackgroundRequest{Id: "resp_b", RunToken: "other"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a run token that does not hold the job: %v", err)
+	}
+	if _, err := s.GetBackground(ctx, &responsesv1.GetBackgroundRequest{Id: "resp_b", RunToken: "tok"}); err != nil {
+		t.Fatalf("the holding run's token: %v", err)
+	}
 	if err := put("tok"); err != nil {
 		t.Fatal(err)
 	}

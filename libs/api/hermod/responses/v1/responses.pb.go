@@ -653,8 +653,11 @@ func (x *SubmitResponse) GetJob() *BackgroundJob {
 }
 
 type GetBackgroundRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When set, FailedPrecondition unless the run with this token holds the
+	// job (how a gateway authenticates a run).
+	RunToken      string `protobuf:"bytes,2,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,6 +695,13 @@ func (*GetBackgroundRequest) Descriptor() ([]byte, []int) {
 func (x *GetBackgroundRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *GetBackgroundRequest) GetRunToken() string {
+	if x != nil {
+		return x.RunToken
 	}
 	return ""
 }
@@ -871,9 +881,10 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x0eSubmitResponse\x124\n" +
-	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job\"&\n" +
+	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job\"C\n" +
 	"\x14GetBackgroundRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"M\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\trun_token\x18\x02 \x01(\tR\brunToken\"M\n" +
 	"\x15GetBackgroundResponse\x124\n" +
 	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job\"\x1f\n" +
 	"\rCancelRequest\x12\x0e\n" +
