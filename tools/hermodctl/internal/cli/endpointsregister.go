@@ -2,10 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,18 +21,18 @@ func endpointsRegister(ctx context.Context, args []string, stdout, stderr io.Wri
 	c := newSubcommand(ctx, "hermodctl endpoints register", stderr, withEtcd)
 	fs := c.fs
 	var (
-		ep                      registryv1.Endpoint
-		served, labels          cmdline.List
-		ttl                     time.Duration
-		permanent, keep         bool
-		kvEvents, kvReplay, rnk string
+		spec            coord.EndpointSpec
+		served, labels  cmdline.List
+		ttl             time.Duration
+		permanent, keep bool
 	)
-	fs.StringVar(&ep.Model, "model", "", "the base model the server serves (required)")
-	fs.Var(&served, "served-models", "every model name it serves, LoRA adapters too (default: the base model)")
+	fs.StringVar(&spec.Model, "model", "", "the base model the server serves (required)")
+	fs.Var(&served, "served-models", "every model name it serves, LoRA adapters too (default: the base model; it is added when missing)")
 	fs.Var(&labels, "labels", "labels, comma-separated key=value (e.g. mif.moreh.io/role=decode)")
-	fs.StringVar(&kvEvents, "kv-events", "", "its ZMQ KV-event endpoint (tcp://host:port), for hermod-indexer")
-	fs.StringVar(&kvReplay, "kv-replay", "", "its ZMQ replay endpoint (tcp://host:port)")
-	fs.StringVar(&rnk, "data-parallel-rank", "", "its data-parallel rank, if it is one of several on a host")
+	fs.StringVar(&spec.KVEvents, "kv-events", "", "its ZMQ KV-event endpoint (tcp://host:port), for hermod-indexer")
+	fs.StringVar(&spec.KVReplay, "kv-replay", "", "its ZMQ replay endpoint (tcp://host:port)")
+	fs.StringVar(&spec.KVEventsTopic, "kv-events-topic", "", "the topic of its KV events (default: every topic)")
+	fs.IntVar(&spec.DataParallelRank, "data-parallel-rank", 0, "its data-parallel rank, if it is one of several on a host")
 	fs.DurationVar(&ttl, "ttl", time.Minute, "lease of the entry: it goes unless registered again within it (see --keep)")
 	fs.BoolVar(&permanent, "permanent", false, "no lease: the entry stays until endpoints deregister")
 	fs.BoolVar(&keep, "keep", false, "stay in the foreground renewing the lease until interrupted, then deregister")
@@ -49,8 +48,12 @@ func endpointsRegister(ctx context.Context, args []string, stdout, stderr io.Wri
 	if !c.validPool() {
 		return ExitUsage
 	}
-	if err := fillEndpoint(&ep, c.t.pool, c.arg(0), c.arg(1), served, labels, kvEvents, kvReplay, rnk); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", c.name, err)
+	spec.Name, spec.Address, spec.ServedModels = c.arg(0), c.arg(1), served
+	ep, err := specEndpoint(spec, labels, c.t.pool)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "%s: %s\n", c.name, line)
+		}
 		return ExitUsage
 	}
 	cli, err := c.t.etcdClient(ctx)
@@ -60,13 +63,13 @@ func endpointsRegister(ctx context.Context, args []string, stdout, stderr io.Wri
 	defer func() { _ = cli.Close() }()
 	switch {
 	case keep:
-		return keepRegistered(ctx, c, cli, &ep, ttl, stdout)
+		return keepRegistered(ctx, c, cli, ep, ttl, stdout)
 	case permanent:
 		ttl = 0
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	rev, err := coord.PutEndpoint(rctx, cli, &ep, ttl)
+	rev, err := coord.PutEndpoint(rctx, cli, ep, ttl)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -95,48 +98,47 @@ func keepRegistered(ctx context.Context, c *subcommand, cli *clientv3.Client, ep
 	return ExitOK
 }
 
-// fillEndpoint completes ep from the command line.
-func fillEndpoint(ep *registryv1.Endpoint, pool, name, hostPort string, served, labels []string, kvEvents, kvReplay, rank string) error {
-	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return fmt.Errorf("HOST:PORT %q: %w", hostPort, err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("HOST:PORT %q: the port must be 1 to 65535", hostPort)
-	}
-	if ep.GetModel() == "" {
-		return fmt.Errorf("--model is required")
-	}
-	ep.Pool, ep.Name, ep.Address, ep.Port = pool, name, host, int32(p)
-	ep.ServedModels = served
-	if len(served) == 0 {
-		ep.ServedModels = []string{ep.GetModel()}
-	}
+// specArgs names the arguments that the fields of a coord.EndpointSpec
+// which are not flags come from.
+var specArgs = map[string]string{"name": "NAME", "address": "HOST:PORT"}
+
+// specEndpoint completes spec with labels (key=value each) and returns the
+// entry it stands for in pool. Its errors, one a line, name the flag
+// (--field) or argument (NAME, HOST:PORT) at fault.
+func specEndpoint(spec coord.EndpointSpec, labels []string, pool string) (*registryv1.Endpoint, error) {
 	if len(labels) > 0 {
-		ep.Labels = map[string]string{}
+		spec.Labels = make(map[string]string, len(labels))
 		for _, l := range labels {
 			k, v, ok := strings.Cut(l, "=")
-			if !ok || k == "" {
-				return fmt.Errorf("--labels: %q is not key=value", l)
+			if !ok {
+				return nil, fmt.Errorf("--labels: %q is not key=value", l)
 			}
-			ep.Labels[k] = v
+			spec.Labels[k] = v
 		}
 	}
-	for flag, u := range map[string]string{"--kv-events": kvEvents, "--kv-replay": kvReplay} {
-		if u != "" && !strings.HasPrefix(u, "tcp://") {
-			return fmt.Errorf("%s: %q is not tcp://host:port", flag, u)
-		}
+	ep, err := spec.Endpoint(pool)
+	if err == nil {
+		return ep, nil
 	}
-	ep.KvEventsEndpoint, ep.KvReplayEndpoint = kvEvents, kvReplay
-	if rank != "" {
-		r, err := strconv.Atoi(rank)
-		if err != nil || r < 0 {
-			return fmt.Errorf("--data-parallel-rank: %q is not a rank", rank)
-		}
-		ep.DataParallelRank = int32(r)
+	errs := []error{err}
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		errs = joined.Unwrap()
 	}
-	return coord.ValidateEndpointName(name)
+	named := make([]error, 0, len(errs))
+	for _, e := range errs {
+		var se *coord.SpecError
+		if !errors.As(e, &se) {
+			named = append(named, e)
+			continue
+		}
+		arg, ok := specArgs[se.Field]
+		if !ok {
+			arg = "--" + se.Field
+		}
+		named = append(named, fmt.Errorf("%s: %w", arg, se.Err))
+	}
+	return nil, errors.Join(named...)
 }
 
 // endpointsDeregister removes an endpoint from the registry.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,14 +342,33 @@ func TestEndpointsRegisterAndDeregister(t *testing.T) {
 		t.Fatalf("registered %v, %v", ep, err)
 	}
 	for _, bad := range [][]string{
-		{"register", "vm-b", "10.0.0.6:8000"},                                    // no model
-		{"register", "--model", "m", "vm-b", "10.0.0.6"},                         // no port
-		{"register", "--model", "m", "--labels", "novalue", "vm-b", "h:1"},       // a label without =
-		{"register", "--model", "m", "--kv-events", "10.0.0.6:1", "vm-b", "h:1"}, // not tcp://
+		{"register", "vm-b", "10.0.0.6:8000"},                                     // no model
+		{"register", "--model", "m", "vm-b", "10.0.0.6"},                          // no port
+		{"register", "--model", "m", "--labels", "novalue", "vm-b", "h:1"},        // a label without =
+		{"register", "--model", "m", "--kv-events", "10.0.0.6:1", "vm-b", "h:1"},  // not tcp://
+		{"register", "--model", "m", "--kv-replay", "tcp://h", "vm-b", "h:1"},     // not tcp://host:port
+		{"register", "--model", "m", "vm-b", ":8000"},                             // no host
+		{"register", "--model", "m", "--data-parallel-rank", "-1", "vm-b", "h:1"}, // not a rank
+		{"register", "--model", "m", "--data-parallel-rank", "x", "vm-b", "h:1"},  // not a number
 	} {
 		if _, _, code := ctl(bad...); code != ExitUsage {
 			t.Errorf("%v: code %d, want usage", bad, code)
 		}
+	}
+	// Each fault is said on its own line, naming the flag or argument.
+	_, errs, code = ctl("register", "--kv-events", "h:1", "vm/b", "h:1")
+	for _, want := range []string{"register: --model: required\n", "register: --kv-events: \"h:1\" is not tcp://host:port\n", "register: NAME: "} {
+		if code != ExitUsage || !strings.Contains(errs, want) {
+			t.Errorf("register with three faults: %d %q, want %q", code, errs, want)
+		}
+	}
+	// The model is added to --served-models when missing.
+	if out, errs, code := ctl("register", "--model", "llama", "--served-models", "sql-lora", "--ttl", "1m", "vm-c", "10.0.0.7:8000"); code != ExitOK {
+		t.Fatalf("register vm-c: %d %q %q", code, out, errs)
+	}
+	snap, err = coord.LoadSnapshot(context.Background(), s.cli, s.pool)
+	if got := snap.Endpoints["vm-c"].GetServedModels(); err != nil || !slices.Equal(got, []string{"llama", "sql-lora"}) {
+		t.Fatalf("served models of vm-c %v, %v", got, err)
 	}
 	if out, errs, code := ctl("deregister", "vm-a"); code != ExitOK || !strings.Contains(out, "deregistered") {
 		t.Fatalf("deregister: %d %q %q", code, out, errs)
