@@ -99,7 +99,7 @@ func TestAddedTokenIDs(t *testing.T) {
 			map[string]any{"id": 7, "content": "<a>"},   // seen: the same id
 		}
 	})
-	size := uint32(tok.model.size)
+	size := uint32(tok.model.vocabSize())
 	th := tinyID(t, tok, "th")
 	want := []uint32{size, th, size + 1, size}
 	if got := tok.Encode(nil, "<a>th<b><a>"); !slices.Equal(got, want) {

@@ -38,19 +38,25 @@ func benchTexts(b *testing.B) map[string]string {
 }
 
 // BenchmarkEncode measures single-goroutine throughput (MB/s of input) of
-// the real Llama 3 and Qwen 3 tokenizers (skipped if they cannot be
-// fetched) and of the tiny test tokenizer.
+// the real Llama 3 and Qwen 3 (byte-level BPE), Gemma 3 (SentencePiece
+// BPE: no pre-tokenizer, so each stretch between newlines, which are added
+// tokens, is one word) tokenizers (skipped if they cannot be fetched), of
+// the Unigram test tokenizer and of the tiny test tokenizer.
 func BenchmarkEncode(b *testing.B) {
 	texts := benchTexts(b)
-	for _, name := range []string{"llama3", "qwen3", "tiny"} {
+	for _, name := range []string{"llama3", "qwen3", "gemma3", "unigram", "tiny"} {
 		for _, input := range []string{"corpus", "random"} {
 			b.Run(name+"/"+input, func(b *testing.B) {
 				var tok *Tokenizer
 				switch name {
 				case "llama3":
-					tok = loadReal(b, npmtokenizers.Llama3, nil)
+					tok = loadReal(b, npmtokenizers.Llama3)
 				case "qwen3":
-					tok = loadReal(b, npmtokenizers.Qwen3, nil)
+					tok = loadReal(b, npmtokenizers.Qwen3)
+				case "gemma3":
+					tok = loadReal(b, npmtokenizers.Gemma3)
+				case "unigram":
+					tok = loadReference(b, name, referenceTokenizer{File: "unigram/tokenizer.json"})
 				default:
 					tok = tiny(b, nil)
 				}
@@ -69,7 +75,7 @@ func BenchmarkEncode(b *testing.B) {
 
 // BenchmarkEncodeParallel measures throughput with one goroutine per CPU.
 func BenchmarkEncodeParallel(b *testing.B) {
-	tok := loadReal(b, npmtokenizers.Qwen3, nil)
+	tok := loadReal(b, npmtokenizers.Qwen3)
 	text := benchTexts(b)["corpus"]
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
@@ -82,7 +88,7 @@ func BenchmarkEncodeParallel(b *testing.B) {
 }
 
 func BenchmarkLoad(b *testing.B) {
-	for _, pkg := range []npmtokenizers.Package{npmtokenizers.Llama3, npmtokenizers.Qwen3} {
+	for _, pkg := range []npmtokenizers.Package{npmtokenizers.Llama3, npmtokenizers.Qwen3, npmtokenizers.Gemma3} {
 		b.Run(pkg.Name, func(b *testing.B) {
 			data := packageFiles(b, pkg).TokenizerJSON
 			b.SetBytes(int64(len(data)))

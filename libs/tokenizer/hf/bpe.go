@@ -6,18 +6,21 @@ import (
 	"sync"
 )
 
-// bpe is a byte-level BPE model: words (raw bytes) start as one symbol per
-// byte and adjacent symbols are merged by merge rank, lowest first, the
-// leftmost pair first among equal ranks, until no pair has a merge.
+// bpe is a BPE model: words start as one symbol per byte (byte-level) or
+// per character (see sentencepiece.go), and adjacent symbols are merged
+// by merge rank, lowest first, the leftmost pair first among equal ranks,
+// until no pair has a merge.
 type bpe struct {
-	vocab        map[string]uint32 // raw bytes -> id
-	literal      map[string]uint32 // tokens not in the byte-level alphabet, as written
+	byteLevel    bool
+	vocab        map[string]uint32 // byte-level: raw bytes -> id; else token as written -> id
+	literal      map[string]uint32 // byte-level: tokens not in the byte-level alphabet, as written
 	size         int               // number of tokens (the library's model vocab size)
-	byteIDs      [256]uint32       // id of each one-byte token
+	byteIDs      [256]uint32       // byte-level: id of each one-byte token
 	merges       map[uint64]merge  // pairKey(left, right) -> merge
-	bytePairs    *[1 << 16]merge   // merges of two one-byte tokens, by the two bytes
+	bytePairs    *[1 << 16]merge   // byte-level: merges of two one-byte tokens, by the two bytes
 	ignoreMerges bool              // a word that is a token is that token
 	cache        *wordCache
+	chars        *charSymbols // not byte-level: how characters become symbols
 }
 
 type merge struct {
@@ -29,9 +32,12 @@ const noRank = math.MaxUint32
 
 func pairKey(left, right uint32) uint64 { return uint64(left)<<32 | uint64(right) }
 
-// tokenID returns the id of the model token written token in
-// tokenizer.json.
+// tokenID implements model.
 func (m *bpe) tokenID(token string) (uint32, bool) {
+	if !m.byteLevel {
+		id, found := m.vocab[token]
+		return id, found
+	}
 	if raw, ok := byteLevelDecode(token); ok {
 		id, found := m.vocab[raw]
 		return id, found
@@ -39,6 +45,9 @@ func (m *bpe) tokenID(token string) (uint32, bool) {
 	id, found := m.literal[token]
 	return id, found
 }
+
+// vocabSize implements model.
+func (m *bpe) vocabSize() int { return m.size }
 
 func (m *bpe) lookup(left, right uint32) merge {
 	if mg, ok := m.merges[pairKey(left, right)]; ok {
@@ -64,8 +73,11 @@ func (m *bpe) bytePair(a, b byte) merge { return m.bytePairs[int(a)<<8|int(b)] }
 // merge (quadratic, fast for short words); longer ones use a heap.
 const scanMaxBytes = 48
 
-// encodeWord appends the ids of word (raw bytes, not empty) to dst.
+// encodeWord implements model.
 func (m *bpe) encodeWord(dst []uint32, word string, sc *scratch) []uint32 {
+	if !m.byteLevel {
+		return m.encodeChars(dst, word, sc)
+	}
 	if len(word) == 1 {
 		return append(dst, m.byteIDs[word[0]])
 	}
@@ -94,10 +106,12 @@ func (m *bpe) encodeWord(dst []uint32, word string, sc *scratch) []uint32 {
 
 // scratch holds the buffers of one Encode call.
 type scratch struct {
-	ids    []uint32
-	merges []merge
-	syms   []symbol
-	heap   candidateHeap
+	ids     []uint32
+	merges  []merge
+	syms    []symbol
+	heap    candidateHeap
+	lattice []latticeNode // Unigram
+	pieces  []piece       // Unigram
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -113,6 +127,12 @@ func (m *bpe) mergeScan(dst []uint32, word string, sc *scratch) []uint32 {
 	for i := 0; i+1 < len(word); i++ {
 		pairs = append(pairs, m.bytePair(word[i], word[i+1]))
 	}
+	return m.scanLoop(dst, ids, pairs, sc)
+}
+
+// scanLoop merges ids, whose adjacent pairs have the merges pairs, by
+// rescanning pairs for the best merge after each merge.
+func (m *bpe) scanLoop(dst, ids []uint32, pairs []merge, sc *scratch) []uint32 {
 	for {
 		best, bestRank := -1, uint32(noRank)
 		for i, p := range pairs {
@@ -145,5 +165,11 @@ const scratchKeepMax = 1 << 16
 func (sc *scratch) trim() {
 	if cap(sc.syms) > scratchKeepMax || cap(sc.heap) > scratchKeepMax {
 		sc.syms, sc.heap = nil, nil
+	}
+	if cap(sc.ids) > scratchKeepMax || cap(sc.merges) > scratchKeepMax {
+		sc.ids, sc.merges = nil, nil
+	}
+	if cap(sc.lattice) > scratchKeepMax || cap(sc.pieces) > scratchKeepMax {
+		sc.lattice, sc.pieces = nil, nil
 	}
 }

@@ -36,6 +36,29 @@ func (m *bpe) mergeHeap(dst []uint32, word string, sc *scratch) []uint32 {
 			h = append(h, newCandidate(mg, int32(i)))
 		}
 	}
+	return m.heapLoop(dst, syms, h, sc)
+}
+
+// mergeHeapIDs is mergeHeap for a word already turned into symbols (ids,
+// not empty).
+func (m *bpe) mergeHeapIDs(dst, ids []uint32, sc *scratch) []uint32 {
+	syms := sc.syms[:0]
+	for i, id := range ids {
+		syms = append(syms, symbol{id: id, prev: int32(i - 1), next: int32(i + 1)})
+	}
+	syms[len(syms)-1].next = -1
+	h := sc.heap[:0]
+	for i := 0; i+1 < len(ids); i++ {
+		if mg := m.lookup(ids[i], ids[i+1]); mg.rank != noRank {
+			h = append(h, newCandidate(mg, int32(i)))
+		}
+	}
+	return m.heapLoop(dst, syms, h, sc)
+}
+
+// heapLoop merges the linked symbols syms, taking candidate merges from
+// the heap h (not yet ordered).
+func (m *bpe) heapLoop(dst []uint32, syms []symbol, h candidateHeap, sc *scratch) []uint32 {
 	h.init()
 	for len(h) > 0 {
 		c := h.pop()

@@ -43,8 +43,8 @@ func TestBPEScanMatchesHeap(t *testing.T) {
 			b.WriteString(alphabet[rng.IntN(len(alphabet))])
 		}
 		word := b.String()
-		scan := tok.model.mergeScan(nil, word, sc)
-		heap := tok.model.mergeHeap(nil, word, sc)
+		scan := tok.model.(*bpe).mergeScan(nil, word, sc)
+		heap := tok.model.(*bpe).mergeHeap(nil, word, sc)
 		if !slices.Equal(scan, heap) {
 			t.Fatalf("%q: scan %v, heap %v", word, scan, heap)
 		}

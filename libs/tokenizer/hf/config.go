@@ -31,15 +31,17 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string           `json:"type"`
-	Dropout                 *float64         `json:"dropout"`
-	UnkToken                *string          `json:"unk_token"`
-	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
-	ByteFallback            bool             `json:"byte_fallback"`
-	IgnoreMerges            bool             `json:"ignore_merges"`
-	Vocab                   map[string]int64 `json:"vocab"`
-	Merges                  json.RawMessage  `json:"merges"`
+	Type                    string          `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	UnkToken                *string         `json:"unk_token"` // BPE
+	UnkID                   *int64          `json:"unk_id"`    // Unigram
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	FuseUnk                 bool            `json:"fuse_unk"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Vocab                   json.RawMessage `json:"vocab"` // BPE: {token: id}; Unigram: [[piece, score], ...]
+	Merges                  json.RawMessage `json:"merges"`
 }
 
 // typeJSON reads the tag of a tagged union.

@@ -24,7 +24,9 @@ func LoadFile(path string, opts ...Option) (*Tokenizer, error) {
 }
 
 // Load parses the contents of a tokenizer.json. It supports BPE models on
-// GPT-2's byte-level alphabet; errors name the offending JSON field, and
+// GPT-2's byte-level alphabet (Llama 3, Qwen, DeepSeek V3, gpt-oss),
+// SentencePiece-style BPE on characters with byte_fallback (Llama 2,
+// Gemma) and Unigram models; errors name the offending JSON field, and
 // wrap ErrUnsupported for features it does not implement.
 func Load(data []byte, opts ...Option) (*Tokenizer, error) {
 	o := defaultOptions()
@@ -45,14 +47,17 @@ func Load(data []byte, opts ...Option) (*Tokenizer, error) {
 		t.name = "hf-bpe-" + hex.EncodeToString(sum[:8])
 	}
 	var err error
-	if t.model, err = loadModel(f.Model, &t.vocab); err != nil {
-		return nil, err
-	}
 	if t.normalizer, err = loadNormalizer("normalizer", f.Normalizer); err != nil {
 		return nil, err
 	}
 	if t.pre, err = loadPreTokenizer(f.PreTokenizer); err != nil {
 		return nil, err
+	}
+	if t.model, err = loadModel(f.Model, t.pre.byteLevel, &t.vocab); err != nil {
+		return nil, err
+	}
+	if _, isUnigram := t.model.(*unigram); isUnigram && t.pre.byteLevel {
+		return nil, fieldErrorf("pre_tokenizer", "ByteLevel with a Unigram model is %w", ErrUnsupported)
 	}
 	if err := t.loadAddedTokens(f.AddedTokens, o.splitSpecialTokens); err != nil {
 		return nil, err
@@ -109,7 +114,7 @@ func (t *Tokenizer) loadAddedTokens(list []addedTokenJSON, splitSpecial bool) er
 // least that, the largest added id plus one. Real files write these very
 // ids.
 type addedIDs struct {
-	model     *bpe
+	model     model
 	byContent map[string]uint32
 	max       int64 // largest id given, or -1
 }
@@ -120,7 +125,7 @@ func (a *addedIDs) assign(content string) uint32 {
 		id, ok = a.model.tokenID(content)
 	}
 	if !ok {
-		size := int64(a.model.size)
+		size := int64(a.model.vocabSize())
 		switch {
 		case a.max >= 0 && (a.max >= size || size == 0):
 			id = uint32(a.max + 1)

@@ -37,7 +37,6 @@ func TestLoadErrors(t *testing.T) {
 		{"model type", set("model.type", "WordPiece"), "model.type", `"WordPiece" is not supported`, true},
 		{"no model", set("model", nil), "model", "missing", false},
 		{"model not object", set("model", 5), "model", "JSON number where an object was expected", false},
-		{"byte fallback", set("model.byte_fallback", true), "model.byte_fallback", "not supported", true},
 		{"dropout", set("model.dropout", 0.1), "model.dropout", "not supported", true},
 		{"subword prefix", set("model.continuing_subword_prefix", "##"), "model.continuing_subword_prefix", "not supported", true},
 		{"suffix", set("model.end_of_word_suffix", "</w>"), "model.end_of_word_suffix", "not supported", true},
@@ -54,12 +53,26 @@ func TestLoadErrors(t *testing.T) {
 		{"merges type", set("model.merges", 7), "model.merges", "want an array", false},
 		{"normalizer", set("normalizer", map[string]any{"type": "Lowercase"}), "normalizer.type", `"Lowercase" is not supported`, true},
 		{"normalizer in sequence", set("normalizer", map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFC"}, map[string]any{"type": "Strip"}}}), "normalizer.normalizers[1].type", "not supported", true},
-		{"no pre-tokenizer", set("pre_tokenizer", nil), "pre_tokenizer", "needs a ByteLevel", false},
-		{"metaspace", set("pre_tokenizer", map[string]any{"type": "Metaspace"}), "pre_tokenizer.type", `"Metaspace" is not supported`, true},
-		{"no byte level", preSeq(split(map[string]any{"Regex": patternCL100K})), "pre_tokenizer", "no ByteLevel", false},
 		{"unknown regex", preSeq(split(map[string]any{"Regex": `\s+|\w+`}), byteLevel), "pre_tokenizer.pretokenizers[0].pattern.Regex", "not supported", true},
-		{"string pattern", preSeq(split(map[string]any{"String": " "}), byteLevel), "pre_tokenizer.pretokenizers[0].pattern.String", "not supported", true},
-		{"behavior", preSeq(map[string]any{"type": "Split", "pattern": map[string]any{"Regex": patternCL100K}, "behavior": "Removed"}, byteLevel), "pre_tokenizer.pretokenizers[0].behavior", `"Removed" is not supported`, true},
+		{"behavior", preSeq(map[string]any{"type": "Split", "pattern": map[string]any{"Regex": patternCL100K}, "behavior": "Removed"}, byteLevel), "pre_tokenizer.pretokenizers[0].behavior", `"Removed" with a Regex pattern is not supported`, true},
+		{"unknown behavior", preSeq(map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "Sideways"}, byteLevel), "pre_tokenizer.pretokenizers[0].behavior", `"Sideways" is not supported`, true},
+		{"empty string pattern", preSeq(split(map[string]any{"String": ""}), byteLevel), "pre_tokenizer.pretokenizers[0].pattern.String", "empty", false},
+		{"invert", preSeq(map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "Isolated", "invert": true}, byteLevel), "pre_tokenizer.pretokenizers[0].invert", "not supported", true},
+		{"metaspace after byte level", preSeq(byteLevel, map[string]any{"type": "Metaspace"}), "pre_tokenizer.pretokenizers[1]", "ByteLevel must come last", true},
+		{"byte level after metaspace", preSeq(map[string]any{"type": "Metaspace"}, byteLevel), "pre_tokenizer.pretokenizers[1]", "ByteLevel after Metaspace", true},
+		{"metaspace scheme", set("pre_tokenizer", map[string]any{"type": "Metaspace", "prepend_scheme": "sometimes"}), "pre_tokenizer.prepend_scheme", `"sometimes" is not supported`, true},
+		{"metaspace replacement", set("pre_tokenizer", map[string]any{"type": "Metaspace", "replacement": "ab"}), "pre_tokenizer.replacement", "not one character", false},
+		{"metaspace contradiction", set("pre_tokenizer", map[string]any{"type": "Metaspace", "prepend_scheme": "first", "add_prefix_space": false}), "pre_tokenizer.add_prefix_space", "contradicts", false},
+		{"whitespace pre-tokenizer", set("pre_tokenizer", map[string]any{"type": "Whitespace"}), "pre_tokenizer.type", `"Whitespace" is not supported`, true},
+		{"unk token not in vocab", func(doc map[string]any) {
+			set("model.unk_token", "<nope>")(doc)
+			doc["pre_tokenizer"] = nil // not byte-level: unk_token is used
+		}, "model.unk_token", "not in model.vocab", false},
+		{"replace regex", set("normalizer", map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": " {2,}"}, "content": " "}), "normalizer.pattern.Regex", "not supported", true},
+		{"replace without content", set("normalizer", map[string]any{"type": "Replace", "pattern": map[string]any{"String": "a"}}), "normalizer.content", "missing", false},
+		{"replace empty", set("normalizer", map[string]any{"type": "Replace", "pattern": map[string]any{"String": ""}, "content": "x"}), "normalizer.pattern.String", "empty", false},
+		{"prepend without string", set("normalizer", map[string]any{"type": "Prepend"}), "normalizer.prepend", "missing", false},
+		{"precompiled", set("normalizer", map[string]any{"type": "Precompiled", "precompiled_charsmap": "AA=="}), "normalizer.type", `"Precompiled" is not supported`, true},
 		{"after byte level", preSeq(byteLevel, split(map[string]any{"Regex": patternCL100K})), "pre_tokenizer.pretokenizers[1]", "ByteLevel must come last", true},
 		{"added token without id", set("added_tokens", []any{map[string]any{"content": "<x>"}}), "added_tokens[0].id", "missing", false},
 		{"added token empty", set("added_tokens", []any{map[string]any{"id": 300, "content": ""}}), "added_tokens[0].content", "missing or empty", false},
@@ -117,11 +130,11 @@ func TestLoadFile(t *testing.T) {
 		t.Error("LoadFile of a missing file succeeded")
 	}
 	bad := tinyDoc()
-	bad["model"].(map[string]any)["type"] = "Unigram"
+	bad["model"].(map[string]any)["type"] = "WordPiece"
 	if err := os.WriteFile(path, marshalDoc(t, bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), path+`: model.type: "Unigram" is not supported`) {
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), path+`: model.type: "WordPiece" is not supported`) {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -11,6 +11,19 @@ import (
 // uint32).
 const maxID = 1<<31 - 1
 
+// model encodes the words the pre-tokenizer cuts: BPE (byte-level or on
+// characters) or Unigram.
+type model interface {
+	// encodeWord appends the ids of word (not empty) to dst.
+	encodeWord(dst []uint32, word string, sc *scratch) []uint32
+	// tokenID returns the id of a model token written token in
+	// tokenizer.json.
+	tokenID(token string) (uint32, bool)
+	// vocabSize is the number of model tokens (the library's model vocab
+	// size).
+	vocabSize() int
+}
+
 // vocabulary maps ids back to tokens; it is what Decode and VocabSize use.
 type vocabulary struct {
 	tokens map[uint32]string // id -> raw bytes (model) or content (added)
@@ -22,8 +35,9 @@ func (v *vocabulary) add(id uint32, token string) {
 	v.size = max(v.size, int(id)+1)
 }
 
-// loadModel builds the BPE model described by raw, the value of "model".
-func loadModel(raw json.RawMessage, vocab *vocabulary) (*bpe, error) {
+// loadModel builds the model described by raw, the value of "model". A
+// BPE model is byte-level if the pre-tokenizer has a ByteLevel step.
+func loadModel(raw json.RawMessage, byteLevel bool, vocab *vocabulary) (model, error) {
 	if isNull(raw) {
 		return nil, fieldErrorf("model", "missing")
 	}
@@ -31,30 +45,94 @@ func loadModel(raw json.RawMessage, vocab *vocabulary) (*bpe, error) {
 	if err := decodeField("model", raw, &mj); err != nil {
 		return nil, err
 	}
-	if err := checkModelOptions(&mj); err != nil {
+	switch {
+	case mj.Dropout != nil && *mj.Dropout != 0:
+		return nil, unsupported("model.dropout", *mj.Dropout)
+	case mj.Type == "Unigram":
+		return loadUnigram(&mj, vocab)
+	case mj.Type != "" && mj.Type != "BPE":
+		return nil, unsupported("model.type", mj.Type)
+	case mj.ContinuingSubwordPrefix != nil && *mj.ContinuingSubwordPrefix != "":
+		return nil, unsupported("model.continuing_subword_prefix", *mj.ContinuingSubwordPrefix)
+	case mj.EndOfWordSuffix != nil && *mj.EndOfWordSuffix != "":
+		return nil, unsupported("model.end_of_word_suffix", *mj.EndOfWordSuffix)
+	}
+	return loadBPE(&mj, byteLevel, vocab)
+}
+
+// loadBPE builds a BPE model: byte-level (GPT-2's alphabet, every byte a
+// token) or on characters (SentencePiece style, with byte_fallback and
+// unk_token for characters that are not tokens).
+func loadBPE(mj *modelJSON, byteLevel bool, vocab *vocabulary) (*bpe, error) {
+	var ids map[string]int64
+	if err := decodeField("model.vocab", mj.Vocab, &ids); err != nil {
 		return nil, err
 	}
+	if len(ids) == 0 {
+		return nil, fieldErrorf("model.vocab", "missing or empty")
+	}
 	m := &bpe{
-		vocab:        make(map[string]uint32, len(mj.Vocab)),
+		byteLevel:    byteLevel,
+		vocab:        make(map[string]uint32, len(ids)),
 		literal:      make(map[string]uint32),
-		size:         len(mj.Vocab),
+		size:         len(ids),
 		merges:       make(map[uint64]merge),
 		ignoreMerges: mj.IgnoreMerges,
 		cache:        newWordCache(),
 	}
-	if len(mj.Vocab) == 0 {
-		return nil, fieldErrorf("model.vocab", "missing or empty")
+	if err := m.loadVocab(ids, vocab); err != nil {
+		return nil, err
 	}
-	byID := make(map[uint32]string, len(mj.Vocab))
-	for token, id := range mj.Vocab {
+	var err error
+	if byteLevel {
+		err = m.initByteLevel()
+	} else {
+		err = m.initChars(mj, ids, vocab)
+	}
+	if err != nil {
+		return nil, err
+	}
+	merges, err := decodeMerges(mj.Merges)
+	if err != nil {
+		return nil, err
+	}
+	for i, pair := range merges {
+		field := fmt.Sprintf("model.merges[%d]", i)
+		var mids [3]int64
+		for k, tok := range [3]string{pair[0], pair[1], pair[0] + pair[1]} {
+			id, ok := ids[tok]
+			if !ok {
+				return nil, fieldErrorf(field, "token %q is not in model.vocab", tok)
+			}
+			mids[k] = id
+		}
+		// A later duplicate replaces an earlier one, as in the Hugging
+		// Face library.
+		m.merges[pairKey(uint32(mids[0]), uint32(mids[1]))] = merge{rank: uint32(i), id: uint32(mids[2])}
+	}
+	if byteLevel {
+		m.initBytePairs()
+	}
+	return m, nil
+}
+
+// loadVocab fills m.vocab (and, byte-level, m.literal) and vocab.
+func (m *bpe) loadVocab(ids map[string]int64, vocab *vocabulary) error {
+	byID := make(map[uint32]string, len(ids))
+	for token, id := range ids {
 		if id < 0 || id > maxID {
-			return nil, fieldErrorf("model.vocab", "token %q has id %d, outside [0, %d]", token, id, maxID)
+			return fieldErrorf("model.vocab", "token %q has id %d, outside [0, %d]", token, id, maxID)
 		}
 		if other, dup := byID[uint32(id)]; dup {
 			a, b := min(token, other), max(token, other)
-			return nil, fieldErrorf("model.vocab", "tokens %q and %q share id %d", a, b, id)
+			return fieldErrorf("model.vocab", "tokens %q and %q share id %d", a, b, id)
 		}
 		byID[uint32(id)] = token
+		if !m.byteLevel {
+			m.vocab[token] = uint32(id)
+			vocab.add(uint32(id), token)
+			continue
+		}
 		raw, ok := byteLevelDecode(token)
 		if !ok {
 			// Not in the byte-level alphabet: no byte sequence can
@@ -66,51 +144,37 @@ func loadModel(raw json.RawMessage, vocab *vocabulary) (*bpe, error) {
 		m.vocab[raw] = uint32(id)
 		vocab.add(uint32(id), raw)
 	}
+	return nil
+}
+
+// initByteLevel checks that every byte is a token and records their ids.
+func (m *bpe) initByteLevel() error {
 	for b := range 256 {
 		id, ok := m.vocab[string([]byte{byte(b)})]
 		if !ok {
-			return nil, fieldErrorf("model.vocab", "no token for byte 0x%02x (%q in the byte-level alphabet)", b, byteToRune[b])
+			return fieldErrorf("model.vocab", "no token for byte 0x%02x (%q in the byte-level alphabet)", b, byteToRune[b])
 		}
 		m.byteIDs[b] = id
 	}
-	merges, err := decodeMerges(mj.Merges)
-	if err != nil {
-		return nil, err
-	}
-	for i, pair := range merges {
-		field := fmt.Sprintf("model.merges[%d]", i)
-		var ids [3]int64
-		for k, tok := range [3]string{pair[0], pair[1], pair[0] + pair[1]} {
-			id, ok := mj.Vocab[tok]
-			if !ok {
-				return nil, fieldErrorf(field, "token %q is not in model.vocab", tok)
-			}
-			ids[k] = id
-		}
-		// A later duplicate replaces an earlier one, as in the Hugging
-		// Face library.
-		m.merges[pairKey(uint32(ids[0]), uint32(ids[1]))] = merge{rank: uint32(i), id: uint32(ids[2])}
-	}
-	m.initBytePairs()
-	return m, nil
+	return nil
 }
 
-// checkModelOptions refuses model settings this package does not
-// implement.
-func checkModelOptions(mj *modelJSON) error {
-	switch {
-	case mj.Type != "" && mj.Type != "BPE":
-		return unsupported("model.type", mj.Type)
-	case mj.Dropout != nil && *mj.Dropout != 0:
-		return unsupported("model.dropout", *mj.Dropout)
-	case mj.ContinuingSubwordPrefix != nil && *mj.ContinuingSubwordPrefix != "":
-		return unsupported("model.continuing_subword_prefix", *mj.ContinuingSubwordPrefix)
-	case mj.EndOfWordSuffix != nil && *mj.EndOfWordSuffix != "":
-		return unsupported("model.end_of_word_suffix", *mj.EndOfWordSuffix)
-	case mj.ByteFallback:
-		return unsupported("model.byte_fallback", true)
+// byteFallbackToken is the token byte_fallback uses for byte b: <0x0A>.
+func byteFallbackToken(b byte) string { return fmt.Sprintf("<0x%02X>", b) }
+
+// byteFallbackIDs returns the ids of the byte_fallback tokens <0x00> ..
+// <0xFF> (-1 for those vocab lacks) and records in v that they decode to
+// their byte.
+func byteFallbackIDs(vocab map[string]uint32, v *vocabulary) [256]int32 {
+	var out [256]int32
+	for b := range 256 {
+		out[b] = -1
+		if id, ok := vocab[byteFallbackToken(byte(b))]; ok {
+			out[b] = int32(id)
+			v.add(id, string([]byte{byte(b)}))
+		}
 	}
-	return nil
+	return out
 }
 
 // decodeMerges reads model.merges in either of its forms: ["a b", ...]

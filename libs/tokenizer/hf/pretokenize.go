@@ -5,26 +5,39 @@ import (
 	"fmt"
 )
 
-// preTokenizer cuts normalized text into the words BPE encodes: each step
-// cuts every piece of the step before it further.
+// preTokenizer cuts normalized text into the words the model encodes:
+// each step cuts every piece of the step before it further.
 type preTokenizer struct {
-	steps []preStep
+	steps     []preStep
+	byteLevel bool // has a ByteLevel step: the model works on bytes
 }
 
-// preStep is one split pattern, or (ByteLevel's add_prefix_space) a space
-// put before each piece that does not start with one.
+type stepKind uint8
+
+const (
+	stepSplit       stepKind = iota // split by a pattern (split, literal)
+	stepPrefixSpace                 // ByteLevel's add_prefix_space
+	stepMetaspace                   // Metaspace
+	stepWhitespace                  // WhitespaceSplit
+)
+
+// preStep is one pre-tokenizer step.
 type preStep struct {
-	split       splitter
-	prefixSpace bool
+	kind     stepKind
+	split    splitter // stepSplit with the Isolated behaviour
+	literal  string   // stepSplit with another behaviour: the delimiter
+	behavior splitBehavior
+	meta     metaspace
 }
 
-// words passes each word of s to e.word.
-func (p *preTokenizer) words(s string, e *encoder) {
-	p.run(s, p.steps, e)
+// words passes each word of s to e.word; atStart tells whether s starts
+// the input text (Metaspace's prepend_scheme "first" needs it).
+func (p *preTokenizer) words(s string, atStart bool, e *encoder) {
+	p.run(s, atStart, p.steps, e)
 }
 
-func (p *preTokenizer) run(s string, steps []preStep, e *encoder) {
-	for len(steps) > 0 && steps[0].prefixSpace {
+func (p *preTokenizer) run(s string, atStart bool, steps []preStep, e *encoder) {
+	for len(steps) > 0 && steps[0].kind == stepPrefixSpace {
 		if s == "" || s[0] != ' ' {
 			s = " " + s
 		}
@@ -37,16 +50,38 @@ func (p *preTokenizer) run(s string, steps []preStep, e *encoder) {
 		e.word(s)
 		return
 	}
-	split, rest := steps[0].split, steps[1:]
-	for s != "" {
-		n := split.next(s)
-		if len(rest) == 0 {
-			e.word(s[:n])
-		} else {
-			p.run(s[:n], rest, e)
+	st, rest := &steps[0], steps[1:]
+	switch st.kind {
+	case stepSplit:
+		if st.split == nil {
+			p.splitLiteral(s, atStart, st, rest, e)
+			return
 		}
-		s = s[n:]
+		for s != "" {
+			n := st.split.next(s)
+			if len(rest) == 0 {
+				e.word(s[:n])
+			} else {
+				p.run(s[:n], atStart, rest, e)
+			}
+			s, atStart = s[n:], false
+		}
+	case stepMetaspace:
+		p.metaspace(s, atStart, &st.meta, rest, e)
+	case stepWhitespace:
+		p.whitespaceSplit(s, atStart, rest, e)
 	}
+}
+
+// emit passes piece, one of the pieces a step cut, to the next steps.
+func (p *preTokenizer) emit(piece string, atStart bool, rest []preStep, e *encoder) {
+	if len(rest) == 0 {
+		if piece != "" {
+			e.word(piece)
+		}
+		return
+	}
+	p.run(piece, atStart, rest, e)
 }
 
 type byteLevelJSON struct {
@@ -64,21 +99,19 @@ type preSequenceJSON struct {
 	PreTokenizers []json.RawMessage `json:"pretokenizers"`
 }
 
-// loadPreTokenizer reads raw, the value of "pre_tokenizer". Byte-level BPE
-// needs a ByteLevel pre-tokenizer, last.
+// loadPreTokenizer reads raw, the value of "pre_tokenizer". With a
+// ByteLevel step (last) the model is byte-level BPE; without one the
+// model works on characters (SentencePiece-style BPE, Unigram).
 func loadPreTokenizer(raw json.RawMessage) (*preTokenizer, error) {
 	const field = "pre_tokenizer"
 	if isNull(raw) {
-		return nil, fieldErrorf(field, "missing: byte-level BPE needs a ByteLevel pre-tokenizer")
+		return &preTokenizer{}, nil
 	}
 	var l preLoader
 	if err := l.load(field, raw); err != nil {
 		return nil, err
 	}
-	if !l.byteLevel {
-		return nil, fieldErrorf(field, "no ByteLevel pre-tokenizer: byte-level BPE needs one")
-	}
-	return &preTokenizer{steps: l.steps}, nil
+	return &preTokenizer{steps: l.steps, byteLevel: l.byteLevel}, nil
 }
 
 type preLoader struct {
@@ -107,52 +140,82 @@ func (l *preLoader) load(field string, raw json.RawMessage) error {
 		}
 		return nil
 	case "ByteLevel":
-		var bl byteLevelJSON
-		if err := decodeField(field, raw, &bl); err != nil {
-			return err
-		}
-		l.byteLevel = true
-		if bl.AddPrefixSpace {
-			l.steps = append(l.steps, preStep{prefixSpace: true})
-		}
-		if bl.UseRegex == nil || *bl.UseRegex {
-			l.steps = append(l.steps, preStep{split: gpt2Splitter{}})
-		}
-		return nil
+		return l.loadByteLevel(field, raw)
 	case "Split":
-		s, err := loadSplit(field, raw)
+		st, err := loadSplit(field, raw)
 		if err != nil {
 			return err
 		}
-		l.steps = append(l.steps, preStep{split: s})
+		l.steps = append(l.steps, st)
+		return nil
+	case "Metaspace":
+		m, err := loadMetaspace(field, raw)
+		if err != nil {
+			return err
+		}
+		l.steps = append(l.steps, preStep{kind: stepMetaspace, meta: m})
+		return nil
+	case "WhitespaceSplit":
+		l.steps = append(l.steps, preStep{kind: stepWhitespace})
 		return nil
 	}
 	return unsupported(field+".type", typ)
 }
 
-// loadSplit reads a Split pre-tokenizer: one of the known patterns, with
-// the Isolated behaviour.
-func loadSplit(field string, raw json.RawMessage) (splitter, error) {
+func (l *preLoader) loadByteLevel(field string, raw json.RawMessage) error {
+	var bl byteLevelJSON
+	if err := decodeField(field, raw, &bl); err != nil {
+		return err
+	}
+	for _, st := range l.steps {
+		if st.kind == stepMetaspace {
+			return fieldErrorf(field, "ByteLevel after Metaspace is %w", ErrUnsupported)
+		}
+	}
+	l.byteLevel = true
+	if bl.AddPrefixSpace {
+		l.steps = append(l.steps, preStep{kind: stepPrefixSpace})
+	}
+	if bl.UseRegex == nil || *bl.UseRegex {
+		l.steps = append(l.steps, preStep{kind: stepSplit, split: gpt2Splitter{}})
+	}
+	return nil
+}
+
+// loadSplit reads a Split pre-tokenizer: one of the known patterns with
+// the Isolated behaviour, or a literal ("String") pattern with any
+// behaviour.
+func loadSplit(field string, raw json.RawMessage) (preStep, error) {
 	var sj splitJSON
 	if err := decodeField(field, raw, &sj); err != nil {
-		return nil, err
+		return preStep{}, err
 	}
-	if sj.Behavior != "Isolated" {
-		return nil, unsupported(field+".behavior", sj.Behavior)
+	behavior, ok := splitBehaviors[sj.Behavior]
+	if !ok {
+		return preStep{}, unsupported(field+".behavior", sj.Behavior)
 	}
 	if sj.Invert {
-		return nil, unsupported(field+".invert", true)
+		return preStep{}, unsupported(field+".invert", true)
+	}
+	if lit, isString := sj.Pattern["String"]; isString && len(sj.Pattern) == 1 {
+		if lit == "" {
+			return preStep{}, fieldErrorf(field+".pattern.String", "empty")
+		}
+		if behavior == splitIsolated {
+			return preStep{kind: stepSplit, split: literalSplitter{lit}}, nil
+		}
+		return preStep{kind: stepSplit, literal: lit, behavior: behavior}, nil
 	}
 	pattern, ok := sj.Pattern["Regex"]
 	if !ok || len(sj.Pattern) != 1 {
-		if s, isString := sj.Pattern["String"]; isString {
-			return nil, fieldErrorf(field+".pattern.String", "%q: string patterns are %w", s, ErrUnsupported)
-		}
-		return nil, fieldErrorf(field+".pattern", "want {\"Regex\": ...}")
+		return preStep{}, fieldErrorf(field+".pattern", "want {\"Regex\": ...} or {\"String\": ...}")
 	}
 	s := splitterFor(pattern)
 	if s == nil {
-		return nil, fieldErrorf(field+".pattern.Regex", "%q is %w: known are the Llama 3 (cl100k), Qwen 2 and GPT-2 patterns", pattern, ErrUnsupported)
+		return preStep{}, fieldErrorf(field+".pattern.Regex", "%q is %w: known are the Llama 3 (cl100k), Qwen 2, GPT-2, o200k (gpt-oss) and DeepSeek V3 patterns", pattern, ErrUnsupported)
 	}
-	return s, nil
+	if behavior != splitIsolated {
+		return preStep{}, fieldErrorf(field+".behavior", "%q with a Regex pattern is %w (only Isolated is)", sj.Behavior, ErrUnsupported)
+	}
+	return preStep{kind: stepSplit, split: s}, nil
 }

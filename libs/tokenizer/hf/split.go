@@ -1,9 +1,9 @@
 package hf
 
 // A splitter cuts text into the pieces a split pattern (a pre-tokenizer's
-// regular expression with "Isolated" behaviour) matches. The patterns of
-// the tokenizers this package supports match every character, so the
-// pieces tile the text.
+// regular expression with "Isolated" behaviour) makes: its matches, and
+// the text between them (most patterns match every character, so the
+// pieces are all matches).
 type splitter interface {
 	// next returns the byte length of the piece at the start of s
 	// (len(s) > 0); it is at least 1.
@@ -31,6 +31,14 @@ func splitterFor(pattern string) splitter {
 		return cl100kSplitter{maxDigits: 1}
 	case patternGPT2:
 		return gpt2Splitter{}
+	case patternO200K:
+		return o200kSplitter{}
+	case patternDigits3:
+		return gapSplitter{matchDigits3}
+	case patternCJK:
+		return gapSplitter{matchCJK}
+	case patternDeepSeek:
+		return gapSplitter{matchDeepSeek}
 	}
 	return nil
 }

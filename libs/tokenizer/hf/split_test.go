@@ -123,3 +123,39 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitO200KAndDeepSeek(t *testing.T) {
+	cases := []struct {
+		pattern string
+		text    string
+		want    []string
+	}{
+		{patternO200K, "Hello world", []string{"Hello", " world"}},
+		{patternO200K, "HELLOworld HELLO World", []string{"HELLOworld", " HELLO", " World"}},
+		{patternO200K, "don't DON'T", []string{"don't", " DON'T"}},
+		{patternO200K, "1234567", []string{"123", "456", "7"}},
+		{patternO200K, " !!!\n/x", []string{" !!!\n/", "x"}},
+		{patternO200K, "a/b", []string{"a", "/b"}},
+		{patternO200K, "x  y\n\n z", []string{"x", " ", " y", "\n\n", " z"}},
+		{patternO200K, "e\u0301", []string{"e\u0301"}},
+		// U* L+ (alternative 1, without the lead) ends at the mark, before
+		// U+ L* (alternative 2, with it) is tried.
+		{patternO200K, "\u0301ABC", []string{"\u0301", "ABC"}},
+		{patternDeepSeek, "Hello world", []string{"Hello", " world"}},
+		{patternDeepSeek, "(hello ((hello «hello»", []string{"(hello", " ((", "hello", " «", "hello", "»"}},
+		{patternDeepSeek, "123abc", []string{"12", "3abc"}}, // no match at "1" or "2": the gap is a piece
+		{patternDeepSeek, "a\x00b", []string{"a", "\x00b"}},
+		{patternDeepSeek, "x \n\n y", []string{"x", " \n\n", " y"}},
+		{patternDigits3, "ab1234cd", []string{"ab", "123", "4", "cd"}},
+		{patternCJK, "hi中文ok, ひらがなカタカナ!", []string{"hi", "中文", "ok, ", "ひらがなカタカナ", "!"}},
+	}
+	for _, c := range cases {
+		s := splitterFor(c.pattern)
+		if s == nil {
+			t.Fatalf("no splitter for %q", c.pattern)
+		}
+		if got := splitAll(s, c.text); !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.text, got, c.want)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func tiny(tb testing.TB, edit func(doc map[string]any), opts ...Option) *Tokeniz
 // tinyID returns the id of a token of the tiny tokenizer (raw text).
 func tinyID(tb testing.TB, t *Tokenizer, token string) uint32 {
 	tb.Helper()
-	if id, ok := t.model.vocab[token]; ok {
+	if id, ok := t.model.(*bpe).vocab[token]; ok {
 		return id
 	}
 	for id, s := range t.vocab.tokens {

@@ -7,8 +7,8 @@ import (
 	"github.com/hermod/hermod/libs/tokenizer"
 )
 
-// Tokenizer is a byte-level BPE tokenizer loaded from a Hugging Face
-// tokenizer.json. It is immutable once loaded, apart from an internal
+// Tokenizer is a tokenizer loaded from a Hugging Face tokenizer.json: BPE
+// (byte-level, or SentencePiece style on characters) or Unigram. It is immutable once loaded, apart from an internal
 // cache, and safe for concurrent use.
 type Tokenizer struct {
 	name       string
@@ -17,7 +17,7 @@ type Tokenizer struct {
 	addedNorm  *addedMatcher // added tokens matched in normalized text
 	normalizer normalizer
 	pre        *preTokenizer
-	model      *bpe
+	model      model
 	post       postProcessor
 	vocab      vocabulary
 }
@@ -45,7 +45,7 @@ func (t *Tokenizer) EncodeWithSpecial(dst []uint32, text string, addSpecialToken
 	if addSpecialTokens {
 		dst = append(dst, t.post.prefix...)
 	}
-	e := encoder{t: t, dst: dst, sc: scratchPool.Get().(*scratch)}
+	e := encoder{t: t, dst: dst, sc: scratchPool.Get().(*scratch), atStart: true}
 	e.extract(text, t.added, (*encoder).normalize)
 	e.sc.trim()
 	scratchPool.Put(e.sc)
@@ -56,9 +56,11 @@ func (t *Tokenizer) EncodeWithSpecial(dst []uint32, text string, addSpecialToken
 	return dst
 }
 
-// Decode returns the text of ids: the bytes of model tokens and the
-// content of added tokens, concatenated. Ids from Encode decode back to
-// the (normalized) text.
+// Decode returns the text of ids: the bytes of model tokens (a
+// byte_fallback token <0xNN> is its byte; SentencePiece's "▁" stays as
+// it is) and the content of added tokens, concatenated. Ids from Encode
+// decode back to the normalized, pre-tokenized text, unless it had
+// characters the model does not know (encoded as its unknown token).
 func (t *Tokenizer) Decode(ids []uint32) (string, error) {
 	var b strings.Builder
 	for _, id := range ids {
@@ -76,11 +78,15 @@ type encoder struct {
 	t   *Tokenizer
 	dst []uint32
 	sc  *scratch
+	// atStart tells whether the text passed on next starts the input
+	// (Metaspace's prepend_scheme "first" needs to know).
+	atStart bool
 }
 
 // extract appends the ids of the added tokens m finds in s and passes the
 // text between them to then.
 func (e *encoder) extract(s string, m *addedMatcher, then func(*encoder, string)) {
+	atStart := e.atStart
 	done := 0
 	for {
 		start, stop, id, ok := m.next(s, done)
@@ -88,12 +94,14 @@ func (e *encoder) extract(s string, m *addedMatcher, then func(*encoder, string)
 			break
 		}
 		if start > done {
+			e.atStart = atStart && done == 0
 			then(e, s[done:start])
 		}
 		e.dst = append(e.dst, id)
 		done = stop
 	}
 	if done < len(s) {
+		e.atStart = atStart && done == 0
 		then(e, s[done:])
 	}
 }
@@ -103,14 +111,14 @@ func (e *encoder) extract(s string, m *addedMatcher, then func(*encoder, string)
 func (e *encoder) normalize(s string) {
 	s = e.t.normalizer.apply(s)
 	if e.t.addedNorm.empty() {
-		e.t.pre.words(s, e)
+		e.t.pre.words(s, e.atStart, e)
 		return
 	}
 	e.extract(s, e.t.addedNorm, (*encoder).pretokenize)
 }
 
 // pretokenize passes the words of s to word.
-func (e *encoder) pretokenize(s string) { e.t.pre.words(s, e) }
+func (e *encoder) pretokenize(s string) { e.t.pre.words(s, e.atStart, e) }
 
 // word appends the ids of one pre-tokenized word.
 func (e *encoder) word(w string) { e.dst = e.t.model.encodeWord(e.dst, w, e.sc) }

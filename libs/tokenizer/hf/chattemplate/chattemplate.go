@@ -5,10 +5,13 @@
 // config's special tokens (bos_token, eos_token, ...) as variables, and
 // raise_exception. The Jinja engine is github.com/nikolalohinski/gonja/v2.
 //
-// Checked against Python's Jinja2 for the Llama 3 and Qwen 3 templates
-// with plain role/content messages. Not covered: tools and documents,
-// strftime_now, and tojson's exact formatting (Python's json.dumps keeps
-// key order, which Go maps do not have).
+// Checked against Python's Jinja2 for the Llama 3, Qwen 3, Gemma 3 and
+// DeepSeek V3 templates with plain role/content messages. gonja does not
+// parse a conditional expression in parentheses ("(a if c else b)", which
+// Gemma 3's template has); such expressions are rewritten into a function
+// call before parsing (see inlineif.go). Not covered: tools and
+// documents, strftime_now, and tojson's exact formatting (Python's
+// json.dumps keeps key order, which Go maps do not have).
 package chattemplate
 
 import (
@@ -31,6 +34,8 @@ import (
 // ErrNoTemplate is returned by Load for a tokenizer_config.json without
 // the chat template asked for.
 var ErrNoTemplate = errors.New("no chat template")
+
+var errInlineIfArgs = errors.New(inlineIfName + " takes 3 arguments")
 
 // Template is a loaded chat template. It is safe for concurrent use.
 type Template struct {
@@ -127,6 +132,7 @@ func (t *Template) Apply(messages []tokenizer.Message, addGenerationPrompt bool)
 // built-ins plus raise_exception, trim_blocks and lstrip_blocks, and no
 // access to files (include, import and extends fail).
 func compile(source string) (*exec.Template, error) {
+	source = rewriteInlineIfs(source)
 	cfg := config.New()
 	cfg.TrimBlocks = true
 	cfg.LeftStripBlocks = true
@@ -134,7 +140,7 @@ func compile(source string) (*exec.Template, error) {
 		Context: exec.EmptyContext().
 			Update(builtins.GlobalFunctions).
 			Update(builtins.GlobalVariables).
-			Update(exec.NewContext(map[string]any{"raise_exception": raiseException})),
+			Update(exec.NewContext(map[string]any{"raise_exception": raiseException, inlineIfName: inlineIf})),
 		Filters:           exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters),
 		Tests:             builtins.Tests,
 		ControlStructures: builtins.ControlStructures,

