@@ -211,6 +211,11 @@ func TestResponsesOwnedByTheirKey(t *testing.T) {
 	defer cancel()
 	params := responses.ResponseNewParams{Model: s.state.Model, MaxOutputTokens: openai.Int(8),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Whose is this?")}}
+	nobody := client("sk-nobody")
+	_, err := nobody.Responses.New(ctx, params)
+	wantAPIError(t, "an unknown key", err, http.StatusUnauthorized, "invalid_api_key")
+	_, err = nobody.Models.List(ctx)
+	wantAPIError(t, "an unknown key's model list", err, http.StatusUnauthorized, "invalid_api_key")
 	mine, err := alice.Responses.New(ctx, params)
 	if err != nil {
 		t.Fatal(err)
