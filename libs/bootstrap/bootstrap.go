@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/secret"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -43,7 +45,9 @@ type Service struct {
 	Log                 *slog.Logger
 	Registry            *prometheus.Registry
 
-	config Config
+	config   Config
+	opsToken string
+	grpc     grpcSecurity
 
 	mu       sync.Mutex
 	cleanups []func()
@@ -73,15 +77,28 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if !o.NoPool {
 		log = o.Logger.With("pool", o.Pool, "replica", o.Replica)
 	}
-	s := &Service{Name: o.Name, Pool: o.Pool, Replica: o.Replica, Log: log, Registry: telemetry.NewRegistry(), config: o.Config}
+	opsToken, _, err := secret.Source{What: "ops token", File: o.OpsTokenFile, FileSetting: "--ops-token-file", Env: "HERMOD_OPS_TOKEN"}.Lookup()
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Name: o.Name, Pool: o.Pool, Replica: o.Replica, Log: log, Registry: telemetry.NewRegistry(), config: o.Config, opsToken: opsToken}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.setupGRPC(o.GRPC); err != nil {
+		s.Close()
+		return nil, err
+	}
 	shutdownTracing, err := telemetry.SetupTracing(ctx, o.Name, o.OTLPEndpoint)
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.OnClose(func() { _ = shutdownTracing(context.Background()) })
 	return s, nil
 }
+
+// Ops guards an ops handler (/metrics, /debug/) with the service's ops
+// token, if it has one; /health and /ready stay open.
+func (s *Service) Ops(h http.Handler) http.Handler { return telemetry.RequireBearer(s.opsToken, h) }
 
 // ReplicaID names a process: its host name and a random suffix (a
 // restarted process is a new replica).

@@ -20,8 +20,20 @@ type Config struct {
 	// NATS reach.
 	EtcdEndpoints []string
 	NATSURL       string
+	// Etcd and NATS are the TLS and credentials of those connections
+	// (--etcd-ca-file ..., --nats-ca-file ...; secrets from files or the
+	// environment, never flags).
+	Etcd EtcdSecurity
+	NATS NATSSecurity
 	// OTLPEndpoint is where traces go (host:port); empty: nowhere.
 	OTLPEndpoint string
+	// OpsTokenFile holds the bearer token the ops port's /metrics and
+	// /debug/ require (/health and /ready stay open); HERMOD_OPS_TOKEN may
+	// hold the token instead. Neither: the ops port is open.
+	OpsTokenFile string
+	// GRPC is the TLS, mutual TLS and authorisation of the service's gRPC
+	// servers and clients (--grpc-tls-*, --grpc-authz-file; grpc.go).
+	GRPC GRPCSecurity
 }
 
 // DefaultEtcd and DefaultNATSURL are the backends a service reaches when
@@ -42,6 +54,9 @@ type Flags struct {
 	Etcd         string
 	// NoNATS: the service does not use NATS (no --nats-url).
 	NoNATS bool
+	// NoGRPC: the service neither serves nor calls gRPC (no --grpc-tls-*
+	// or --grpc-authz-file).
+	NoGRPC bool
 }
 
 // Command is a service's command line: the shared flags, registered on its
@@ -69,9 +84,15 @@ func NewCommand(name string, cfg *Config, f Flags) *Command {
 		c.defaultEtcd = []string{DefaultEtcd}
 	}
 	fs.Var(&c.etcd, "etcd-endpoints", etcdUsage)
+	cfg.Etcd.RegisterFlags(fs)
 	if !f.NoNATS {
 		fs.StringVar(&cfg.NATSURL, "nats-url", DefaultNATSURL, "NATS server URL(s)")
+		cfg.NATS.RegisterFlags(fs)
 	}
+	if !f.NoGRPC {
+		cfg.GRPC.RegisterFlags(fs)
+	}
+	fs.StringVar(&cfg.OpsTokenFile, "ops-token-file", "", "file holding the bearer token /metrics and /debug/ on the ops port require (or the token in HERMOD_OPS_TOKEN); none: open")
 	c.common.Register(fs)
 	return c
 }

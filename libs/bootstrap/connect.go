@@ -10,7 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hermod/hermod/libs/bus"
-	"github.com/hermod/hermod/libs/coord"
 )
 
 // Bounds of the start-up calls and of the flush at Close.
@@ -24,7 +23,10 @@ const (
 func (s *Service) Etcd(ctx context.Context) (*clientv3.Client, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	cli, err := coord.NewClient(cctx, s.config.EtcdEndpoints)
+	if s.config.Etcd.Username != "" && !s.config.Etcd.TLS.Set() {
+		s.Log.Warn("etcd password sent without TLS: set --etcd-ca-file")
+	}
+	cli, err := s.config.Etcd.NewClient(cctx, s.config.EtcdEndpoints)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +37,10 @@ func (s *Service) Etcd(ctx context.Context) (*clientv3.Client, error) {
 // NATS connects to the configured NATS, the connection named after the
 // service and its replica; Close closes it.
 func (s *Service) NATS(ctx context.Context) (*nats.Conn, error) {
-	nc, err := bus.Connect(ctx, s.config.NATSURL, s.Name+" "+s.Replica, bus.WithLogger(s.Log))
+	if urlHasPassword(s.config.NATSURL) {
+		s.Log.Warn("the NATS URL carries a secret, visible in ps: use --nats-user with --nats-password-file, or --nats-token-file")
+	}
+	nc, err := s.config.NATS.Connect(ctx, s.config.NATSURL, s.Name+" "+s.Replica, bus.WithLogger(s.Log))
 	if err != nil {
 		return nil, err
 	}

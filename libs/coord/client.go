@@ -2,8 +2,10 @@ package coord
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,14 +15,32 @@ import (
 // DefaultDialTimeout bounds the first connection of NewClient.
 const DefaultDialTimeout = 5 * time.Second
 
+// WithTLS makes NewClient speak TLS with cfg (the CA that verifies etcd
+// and, for client-certificate authentication, the client's certificate).
+// Endpoints are then host:port or https:// URLs. NewClient.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) { o.tls = cfg }
+}
+
+// WithCredentials makes NewClient authenticate as an etcd user (etcd's
+// RBAC, after `etcdctl auth enable`). NewClient.
+func WithCredentials(username, password string) Option {
+	return func(o *options) { o.username, o.password = username, password }
+}
+
 // NewClient returns an etcd client of the cluster at endpoints (host:port or
-// URLs). The client's own logging is off: services log what its calls
-// return. It checks that the cluster answers within ctx (or
-// DefaultDialTimeout), so that a wrong address fails at start rather than
-// at first use.
-func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+// URLs), over TLS and as a user when WithTLS and WithCredentials say so
+// (every etcd client of Hermod is made here). The client's own logging is
+// off: services log what its calls return. It checks that the cluster
+// answers within ctx (or DefaultDialTimeout), so that a wrong address,
+// certificate or password fails at start rather than at first use.
+func NewClient(ctx context.Context, endpoints []string, opts ...Option) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcd client: no endpoint")
+	}
+	o := newOptions(opts)
+	if err := checkClientOptions(endpoints, o); err != nil {
+		return nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
@@ -28,7 +48,13 @@ func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
+		TLS:                  o.tls,
+		Username:             o.username,
+		Password:             o.password,
 	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("etcd client for %v: no connection within %s (a wrong address, or TLS that does not match: the CA, a client certificate, TLS or not): %w", endpoints, DefaultDialTimeout, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %v: %w", endpoints, err)
 	}
@@ -42,4 +68,24 @@ func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error
 		return nil, fmt.Errorf("etcd at %v does not answer: %w", endpoints, err)
 	}
 	return cli, nil
+}
+
+// checkClientOptions refuses settings that would silently not do what
+// they say: the etcd client drops TLS for http:// endpoints, and a user
+// needs a password (a user authenticated by certificate gives none).
+func checkClientOptions(endpoints []string, o options) error {
+	if o.tls != nil {
+		for _, ep := range endpoints {
+			if strings.HasPrefix(ep, "http://") {
+				return fmt.Errorf("etcd client: endpoint %s is plain http but TLS is configured: use https:// or host:port", ep)
+			}
+		}
+	}
+	if o.username == "" && o.password != "" {
+		return errors.New("etcd client: a password without a user name")
+	}
+	if o.username != "" && o.password == "" {
+		return fmt.Errorf("etcd client: user %s has no password (a client certificate's common name authenticates without one)", o.username)
+	}
+	return nil
 }

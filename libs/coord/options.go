@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -28,6 +29,10 @@ type options struct {
 	minBackoff     time.Duration
 	maxBackoff     time.Duration
 	address        string
+
+	// NewClient's connection security (WithTLS, WithCredentials).
+	tls                *tls.Config
+	username, password string
 
 	// afterList runs in a Watcher after every list, before the watch starts
 	// (tests use it to force a compaction in between).

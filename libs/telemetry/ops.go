@@ -1,7 +1,10 @@
 package telemetry
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -36,4 +39,29 @@ func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
+}
+
+// RequireBearer guards an ops handler with a bearer token: /health and
+// /ready stay open (the kubelet's probes carry no token), everything else
+// (/metrics, /debug/...) answers 401 without "Authorization: Bearer
+// <token>". An empty token guards nothing.
+func RequireBearer(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" || r.URL.Path == "/ready" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hermod-ops"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -49,3 +49,31 @@ func TestOpsHandler(t *testing.T) {
 		t.Errorf("/ready %d once ready", code)
 	}
 }
+
+func TestRequireBearer(t *testing.T) {
+	ops := OpsHandler(NewRegistry(), nil)
+	for _, c := range []struct {
+		token, path, auth string
+		want              int
+	}{
+		{"", "/metrics", "", http.StatusOK},
+		{"s3cret", "/health", "", http.StatusOK},
+		{"s3cret", "/ready", "", http.StatusOK},
+		{"s3cret", "/metrics", "", http.StatusUnauthorized},
+		{"s3cret", "/metrics", "Bearer wrong", http.StatusUnauthorized},
+		{"s3cret", "/metrics", "Basic s3cret", http.StatusUnauthorized},
+		{"s3cret", "/metrics", "Bearer s3cret", http.StatusOK},
+		{"s3cret", "/metrics", "bearer  s3cret", http.StatusOK},
+		{"s3cret", "/debug/anything", "", http.StatusUnauthorized},
+	} {
+		r := httptest.NewRequest(http.MethodGet, c.path, nil)
+		if c.auth != "" {
+			r.Header.Set("Authorization", c.auth)
+		}
+		w := httptest.NewRecorder()
+		RequireBearer(c.token, ops).ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("token %q %s %q: %d, want %d", c.token, c.path, c.auth, w.Code, c.want)
+		}
+	}
+}

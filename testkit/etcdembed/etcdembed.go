@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -87,6 +88,20 @@ type Options struct {
 	// QuotaBackendBytes is the database size limit; 0 is etcd's default
 	// (2 GiB).
 	QuotaBackendBytes int64
+	// ClientTLS, when set, serves clients over TLS (https:// client URLs)
+	// instead of plain HTTP/2.
+	ClientTLS *TLSFiles
+}
+
+// TLSFiles are the PEM files of the client listener's TLS.
+type TLSFiles struct {
+	CertFile, KeyFile string
+	// TrustedCAFile verifies client certificates; with ClientCertAuth every
+	// client must present one it signed (and, once authentication is on,
+	// a client without a password is the user its certificate's common
+	// name names).
+	TrustedCAFile  string
+	ClientCertAuth bool
 }
 
 // startAttempts is how many times Start picks free ports when the ones it
@@ -175,7 +190,11 @@ func (s *Server) configure() error {
 			peerPort = ports[1]
 		}
 	}
-	listenClient := url.URL{Scheme: "http", Host: net.JoinHostPort(s.opts.ClientHost, strconv.Itoa(clientPort))}
+	scheme := "http"
+	if s.opts.ClientTLS != nil {
+		scheme = "https"
+	}
+	listenClient := url.URL{Scheme: scheme, Host: net.JoinHostPort(s.opts.ClientHost, strconv.Itoa(clientPort))}
 	advertiseClient := listenClient
 	if ip := net.ParseIP(s.opts.ClientHost); ip != nil && ip.IsUnspecified() {
 		advertiseClient.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))
@@ -205,6 +224,9 @@ func (s *Server) configure() error {
 	}
 	if s.opts.QuotaBackendBytes > 0 {
 		cfg.QuotaBackendBytes = s.opts.QuotaBackendBytes
+	}
+	if t := s.opts.ClientTLS; t != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
 	}
 	// A data dir of an earlier run holds the member: resume it.
 	if _, err := os.Stat(filepath.Join(s.dir, "member", "wal")); err == nil {

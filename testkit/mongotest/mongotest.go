@@ -29,7 +29,19 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	tls  *TLS
 	proc *childproc.Process
+}
+
+// TLS are the files of a server that speaks TLS only (RunTLS): its
+// certificate and key and, when CAFile is set, the CA every client's
+// certificate must be signed by (FerretDB then requires one).
+//
+// FerretDB v1 embedded has no authentication of its own (it accepts any
+// user name and password): tests of credentials can only show that they
+// are sent.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
 }
 
 // Run starts a server and stops it when the test ends. It skips the test
@@ -43,7 +55,24 @@ func Run(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatalf("mongotest: %v", err)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
+	return runServer(tb, &Server{tb: tb, bin: bin, dir: tb.TempDir()})
+}
+
+// RunTLS is Run for a server that speaks TLS only.
+func RunTLS(tb testing.TB, t TLS) *Server {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a MongoDB wire-protocol server (skipped with -short)")
+	}
+	bin, err := binary()
+	if err != nil {
+		tb.Fatalf("mongotest: %v", err)
+	}
+	return runServer(tb, &Server{tb: tb, bin: bin, dir: tb.TempDir(), tls: &t})
+}
+
+func runServer(tb testing.TB, s *Server) *Server {
+	tb.Helper()
 	s.port = childproc.OnFreePort(tb, "mongotest", func(port int) error {
 		s.port = port
 		return s.start()
@@ -55,8 +84,13 @@ func Run(tb testing.TB) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return childproc.Addr(s.port) }
 
-// URI is the server's mongodb:// URI.
-func (s *Server) URI() string { return "mongodb://" + s.Addr() + "/" }
+// URI is the server's mongodb:// URI (with tls=true for a TLS server).
+func (s *Server) URI() string {
+	if s.tls != nil {
+		return "mongodb://" + s.Addr() + "/?tls=true"
+	}
+	return "mongodb://" + s.Addr() + "/"
+}
 
 // Stop kills the server; its data stays for Start.
 func (s *Server) Stop() {
@@ -78,7 +112,11 @@ func (s *Server) Start() {
 }
 
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin, "--listen", s.Addr(), "--dir", s.dir)
+	args := []string{"--listen", s.Addr(), "--dir", s.dir}
+	if s.tls != nil {
+		args = append(args, "--tls-cert-file", s.tls.CertFile, "--tls-key-file", s.tls.KeyFile, "--tls-ca-file", s.tls.CAFile)
+	}
+	cmd := exec.Command(s.bin, args...)
 	p, err := childproc.Start(cmd, func() error { return childproc.Dials(s.Addr()) }, 30*time.Second)
 	if err != nil {
 		return err
@@ -106,7 +144,7 @@ func binary() (string, error) {
 		}
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		built = filepath.Join(root, "bin", "hermod-mongotest")
-		if _, err := os.Stat(built); err == nil {
+		if fi, err := os.Stat(built); err == nil && !sourceNewer(filepath.Join(root, "tools", "ferretdb"), fi.ModTime()) {
 			return
 		}
 		// Built to a temporary name and renamed: test binaries of several
@@ -128,4 +166,15 @@ func binary() (string, error) {
 		buildErr = os.Rename(tmp, built)
 	})
 	return built, buildErr
+}
+
+// sourceNewer says whether the command's source or module files changed
+// after t: a binary built before then lacks flags the tests use.
+func sourceNewer(moduleDir string, t time.Time) bool {
+	for _, f := range []string{"go.mod", "go.sum", filepath.Join("cmd", "hermod-mongotest", "main.go")} {
+		if fi, err := os.Stat(filepath.Join(moduleDir, f)); err == nil && fi.ModTime().After(t) {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ package natsembed
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,6 +47,17 @@ type Options struct {
 	// Logger receives the server's log; nil discards it. Server debug logs
 	// are on when the logger is enabled at slog.LevelDebug.
 	Logger *slog.Logger
+
+	// TLS, when set, makes the server require TLS with this configuration;
+	// with ClientAuth tls.RequireAndVerifyClientCert (and ClientCAs) it
+	// verifies client certificates too.
+	TLS *tls.Config
+	// Users and NKeys turn on authentication by user and password and by
+	// NKey; Token by token instead (nats-server takes a token or users,
+	// not both).
+	Users []*server.User
+	NKeys []*server.NkeyUser
+	Token string
 }
 
 // Server is an embedded NATS server.
@@ -92,6 +104,15 @@ func Start(o Options) (*Server, error) {
 		NoSigs:                 true,
 		NoLog:                  o.Logger == nil,
 		DisableJetStreamBanner: true,
+		Users:                  o.Users,
+		Nkeys:                  o.NKeys,
+		Authorization:          o.Token,
+	}
+	if o.TLS != nil {
+		s.opts.TLS = true
+		s.opts.TLSConfig = o.TLS
+		s.opts.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+		s.opts.TLSTimeout = 5 // seconds: handshakes under -race are slow
 	}
 	if err := s.start(); err != nil {
 		s.removeTempDir()

@@ -25,7 +25,16 @@ type Server struct {
 	tb    testing.TB
 	port  int
 	extra []string
+	tls   *TLS
 	proc  *childproc.Process
+}
+
+// TLS are the files of a server that speaks TLS only (StartTLS): its
+// certificate and key, and the CA that verifies clients' certificates
+// (required of every client with AuthClients).
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+	AuthClients               bool
 }
 
 // Start runs a redis-server (skipping the test when the binary is
@@ -42,7 +51,22 @@ func StartArgs(tb testing.TB, args ...string) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		tb.Skip("redis-server is not installed (make deps installs it)")
 	}
-	s := &Server{tb: tb, extra: args}
+	return startServer(tb, &Server{tb: tb, extra: args})
+}
+
+// StartTLS is StartArgs for a server that speaks TLS only, on its port
+// (redis-server's --tls-port; --port 0). Debian's redis-server is built
+// with TLS.
+func StartTLS(tb testing.TB, t TLS, args ...string) *Server {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		tb.Skip("redis-server is not installed (make deps installs it)")
+	}
+	return startServer(tb, &Server{tb: tb, extra: args, tls: &t})
+}
+
+func startServer(tb testing.TB, s *Server) *Server {
+	tb.Helper()
 	s.port = childproc.OnFreePort(tb, "redis-server", func(port int) error {
 		s.port = port
 		return s.start()
@@ -54,8 +78,13 @@ func StartArgs(tb testing.TB, args ...string) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return childproc.Addr(s.port) }
 
-// URL is the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr() }
+// URL is the server's redis:// URL (rediss:// for a TLS server).
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr()
+	}
+	return "redis://" + s.Addr()
+}
 
 // Stop kills the server (its data goes with it).
 func (s *Server) Stop() {
@@ -78,15 +107,26 @@ func (s *Server) start() error {
 	if len(s.extra) > 0 && !strings.HasPrefix(s.extra[0], "--") {
 		args = append(args, s.extra[0]) // the config file comes first
 	}
-	args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
+	ready := func() error { return ping(s.Addr()) }
+	if s.tls != nil {
+		auth := "no"
+		if s.tls.AuthClients {
+			auth = "yes"
+		}
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", s.tls.CertFile,
+			"--tls-key-file", s.tls.KeyFile, "--tls-ca-cert-file", s.tls.CAFile, "--tls-auth-clients", auth)
+		ready = func() error { return childproc.Dials(s.Addr()) }
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port))
+	}
+	args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
 	for _, a := range s.extra {
 		if len(args) > 0 && a == args[0] {
 			continue
 		}
 		args = append(args, a)
 	}
-	p, err := childproc.Start(exec.Command("redis-server", args...), func() error { return ping(s.Addr()) }, 10*time.Second)
+	p, err := childproc.Start(exec.Command("redis-server", args...), ready, 10*time.Second)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/tlsconfig"
 )
 
 // Type is the plugin's type name.
@@ -66,16 +67,32 @@ type TieredConfig struct {
 
 // RedisConfig is tier 1: a standalone server (Address), a Sentinel-managed
 // master (Addresses with MasterName) or a Cluster (several Addresses).
+//
+// Beyond reference/001's keys, Hermod takes the password from a file
+// (PasswordFile) or an environment variable (PasswordEnv) of the responses
+// service, so that it is not stored in the config (which lives in etcd),
+// and TLS files (TLS; a rediss:// or valkeys:// address uses TLS with the
+// system's roots without them).
 type RedisConfig struct {
 	Address       string              `json:"address"`
 	Addresses     []string            `json:"addresses"`
 	MasterName    string              `json:"masterName"`
 	Username      string              `json:"username"`
 	Password      string              `json:"password"`
+	PasswordFile  string              `json:"passwordFile,omitempty"`
+	PasswordEnv   string              `json:"passwordEnv,omitempty"`
+	TLS           *TLSConfig          `json:"tls,omitempty"`
 	DB            int                 `json:"db"`
 	TTL           scheduling.Duration `json:"ttl"`
 	MaxEntryBytes int                 `json:"maxEntryBytes"`
 }
+
+// TLSConfig is a tls block: the CA file that verifies the server (empty:
+// the system's roots), a client certificate and key for servers that ask
+// for one (Redis' tls-auth-clients, MongoDB's requireTLS with a CA), and
+// the name the server's certificate must carry (default: the host). There
+// is no way to skip verification.
+type TLSConfig = tlsconfig.ClientFiles
 
 // Mode is how tier 1 is reached.
 type Mode string
@@ -101,13 +118,20 @@ func (r *RedisConfig) Mode() Mode {
 	}
 }
 
-// MongoConfig is tier 2.
+// MongoConfig is tier 2. Credentials and TLS may be in the URI
+// (mongodb://user:pass@host/?tls=true&tlsCAFile=...); Hermod adds
+// Username with PasswordFile or PasswordEnv (the password out of the
+// config) and a TLS block, which take precedence over the URI's.
 type MongoConfig struct {
-	URI        string              `json:"uri"`
-	Database   string              `json:"database"`
-	Collection string              `json:"collection"`
-	TTL        scheduling.Duration `json:"ttl"`
-	Timeout    scheduling.Duration `json:"timeout"`
+	URI          string              `json:"uri"`
+	Database     string              `json:"database"`
+	Collection   string              `json:"collection"`
+	TTL          scheduling.Duration `json:"ttl"`
+	Timeout      scheduling.Duration `json:"timeout"`
+	Username     string              `json:"username,omitempty"`
+	PasswordFile string              `json:"passwordFile,omitempty"`
+	PasswordEnv  string              `json:"passwordEnv,omitempty"`
+	TLS          *TLSConfig          `json:"tls,omitempty"`
 }
 
 // StreamConfig tunes the Redis-to-MongoDB sync.
@@ -237,12 +261,18 @@ func (r *RedisConfig) validate(path string) error {
 		if r.MasterName != "" {
 			return scheduling.ParamErrorf(path+".masterName", "Sentinel mode needs addresses (the sentinels), not address")
 		}
+		if r.TLS != nil && (u.Scheme == "redis" || u.Scheme == "valkey") {
+			return scheduling.ParamErrorf(path+".tls", "set, but address %s://... is plain: use %ss://", u.Scheme, u.Scheme)
+		}
 	default:
 		for i, a := range r.Addresses {
 			if !validHostPort(a) {
 				return scheduling.ParamErrorf(fmt.Sprintf("%s.addresses[%d]", path, i), "want host:port (got %q)", a)
 			}
 		}
+	}
+	if err := validateSecrets(path, r.Password != "", r.PasswordFile, r.PasswordEnv, r.TLS); err != nil {
+		return err
 	}
 	switch {
 	case r.DB < 0:
@@ -288,8 +318,48 @@ func (m *MongoConfig) validate(path string) error {
 		return scheduling.ParamErrorf(path+".database", "not a valid MongoDB database name: %q", m.Database)
 	case strings.HasPrefix(m.Collection, "system.") || strings.Contains(m.Collection, "$"):
 		return scheduling.ParamErrorf(path+".collection", "not a valid collection name: %q", m.Collection)
+	case m.Username != "" && m.PasswordFile == "" && m.PasswordEnv == "":
+		return scheduling.ParamErrorf(path+".username", "needs passwordFile or passwordEnv")
+	}
+	return validateSecrets(path, false, m.PasswordFile, m.PasswordEnv, m.TLS)
+}
+
+// validateSecrets checks a backend's password sources (one at most) and
+// its tls block.
+func validateSecrets(path string, inline bool, file, env string, t *TLSConfig) error {
+	n := 0
+	for _, set := range []bool{inline, file != "", env != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return scheduling.ParamErrorf(path+".password", "set one of password, passwordFile and passwordEnv")
+	}
+	if env != "" && !validEnvName(env) {
+		return scheduling.ParamErrorf(path+".passwordEnv", "want the name of an environment variable (letters, digits, _), not a value")
+	}
+	if t != nil {
+		if err := t.Validate(); err != nil {
+			return scheduling.ParamErrorf(path+".tls", "%v", err)
+		}
 	}
 	return nil
+}
+
+// validEnvName: letters, digits and underscores, not starting with a
+// digit (a value pasted into passwordEnv by mistake is refused, and not
+// echoed as a name).
+func validEnvName(s string) bool {
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 func (s *StreamConfig) validate(path string) error {

@@ -140,3 +140,48 @@ schedulingProfiles:
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+// Hermod's security keys beside reference/001's: password sources, tls
+// blocks, mongo credentials.
+func TestSecurityKeysParse(t *testing.T) {
+	c, err := ParseStoreConfig([]byte(`{"tieredConfig":{
+		"redis":{"address":"rediss://r:6380","username":"hermod","passwordFile":"/run/secrets/redis",
+			"tls":{"caFile":"/ca.pem","certFile":"/c.pem","keyFile":"/k.pem","serverName":"redis.internal"}},
+		"mongo":{"uri":"mongodb://m:27017/?authSource=admin","username":"hermod","passwordEnv":"MONGO_PASSWORD",
+			"tls":{"caFile":"/ca.pem","certFile":"/c.pem","keyFile":"/k.pem"}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, m := c.TieredConfig.Redis, c.TieredConfig.Mongo
+	if r.PasswordFile != "/run/secrets/redis" || r.TLS == nil || r.TLS.CAFile != "/ca.pem" || r.TLS.ServerName != "redis.internal" || r.TLS.KeyFile != "/k.pem" {
+		t.Fatalf("redis %+v tls %+v", r, r.TLS)
+	}
+	if m.Username != "hermod" || m.PasswordEnv != "MONGO_PASSWORD" || m.TLS == nil || m.TLS.CertFile != "/c.pem" {
+		t.Fatalf("mongo %+v", m)
+	}
+}
+
+func TestSecurityKeysErrors(t *testing.T) {
+	for _, tc := range []struct{ raw, field, not string }{
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1","password":"p","passwordFile":"/f"}}}`, "redis.password", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1","passwordFile":"/f","passwordEnv":"E"}}}`, "redis.password", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1","passwordEnv":"s3cr3t value!"}}}`, "redis.passwordEnv", "s3cr3t"},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1","tls":{"caFile":"/ca.pem"}}}}`, "redis.tls", ""},
+		{`{"tieredConfig":{"redis":{"address":"rediss://a:1","tls":{"certFile":"/c.pem"}}}}`, "redis.tls", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1"},"mongo":{"uri":"mongodb://m","username":"u"}}}`, "mongo.username", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1"},"mongo":{"uri":"mongodb://m","username":"u","passwordFile":"/f","passwordEnv":"E"}}}`, "mongo.password", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1"},"mongo":{"uri":"mongodb://m","tls":{"keyFile":"/k.pem"}}}}`, "mongo.tls", ""},
+	} {
+		_, err := ParseStoreConfig([]byte(tc.raw), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.field) || (tc.not != "" && strings.Contains(err.Error(), tc.not)) {
+			t.Errorf("%s: %v, want an error naming %s", tc.raw, err, tc.field)
+		}
+	}
+	// There is no way to skip verification: the key is unknown (warned
+	// about, like every unknown key) and changes nothing.
+	var warnings []string
+	c, err := ParseStoreConfig([]byte(`{"tieredConfig":{"redis":{"address":"rediss://a:1","tls":{"insecureSkipVerify":true}}}}`), func(w string) { warnings = append(warnings, w) })
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "redis.tls.insecureSkipVerify: unknown") || c.TieredConfig.Redis.TLS.Set() {
+		t.Errorf("insecureSkipVerify: %v %q", err, warnings)
+	}
+}

@@ -17,6 +17,9 @@ type State struct {
 	// Gateways are every gateway replica's host:port (the first is
 	// Gateway).
 	Gateways []string `json:"gateways"`
+	// GatewayOps are every gateway replica's ops host:port (/metrics,
+	// /health, /ready), in the order of Gateways.
+	GatewayOps []string `json:"gateway_ops"`
 	// Valkey is the in-flight server's host:port (devstack --valkey).
 	Valkey        string    `json:"valkey,omitempty"`
 	NATSURL       string    `json:"nats_url"`

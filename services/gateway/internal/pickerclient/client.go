@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -28,6 +27,21 @@ import (
 const (
 	DefaultPickTimeout     = 2 * time.Second
 	DefaultCompleteTimeout = 2 * time.Second
+	// DefaultReconnectWait bounds how long a Pick waits for a replica to
+	// reconnect when every replica's connection is failing (what a Pick
+	// adds to a 503 while every picker is down).
+	DefaultReconnectWait = 250 * time.Millisecond
+)
+
+// Reconnection: a replica that comes back is reached within ReconnectMaxDelay
+// (gRPC's default backoff grows to 120 s), and a Pick that finds every
+// replica failing asks for a new attempt at once, at most once per
+// reconnectNudgeEvery (a request storm must not become a dial storm).
+const (
+	ReconnectMaxDelay   = time.Second
+	reconnectBaseDelay  = 100 * time.Millisecond
+	reconnectMinConnect = 2 * time.Second
+	reconnectNudgeEvery = 100 * time.Millisecond
 )
 
 // Client talks to one or more picker replicas. It is safe for concurrent
@@ -39,6 +53,8 @@ type Client struct {
 	next            atomic.Uint64
 	pickTimeout     time.Duration
 	completeTimeout time.Duration
+	reconnectWait   time.Duration
+	nudged          atomic.Int64 // unix nanoseconds of the last reconnect nudge
 }
 
 // Options configure a Client.
@@ -49,8 +65,13 @@ type Options struct {
 	// CompleteTimeout bounds one Complete call; default
 	// DefaultCompleteTimeout.
 	CompleteTimeout time.Duration
-	// DialOptions are added to the client's own (telemetry.GRPCClientOptions:
-	// with tracing, every call is a span whose context the picker gets).
+	// ReconnectWait bounds how long a Pick waits, within its deadline, for
+	// a replica to reconnect when every replica's connection is in
+	// TRANSIENT_FAILURE; default DefaultReconnectWait.
+	ReconnectWait time.Duration
+	// DialOptions are added to the client's own; they carry the transport
+	// credentials (bootstrap's Service.GRPCDialOptions: plaintext or TLS,
+	// and with tracing every call is a span whose context the picker gets).
 	DialOptions []grpc.DialOption
 }
 
@@ -66,12 +87,15 @@ func New(addrs []string, o Options) (*Client, error) {
 	if o.CompleteTimeout <= 0 {
 		o.CompleteTimeout = DefaultCompleteTimeout
 	}
-	c := &Client{addrs: addrs, pickTimeout: o.PickTimeout, completeTimeout: o.CompleteTimeout}
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = DefaultReconnectWait
+	}
+	c := &Client{addrs: addrs, pickTimeout: o.PickTimeout, completeTimeout: o.CompleteTimeout, reconnectWait: o.ReconnectWait}
 	for _, a := range addrs {
 		opts := []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		}
+		opts = append(opts, reconnectParams())
 		opts = append(opts, o.DialOptions...)
 		conn, err := grpc.NewClient(a, opts...)
 		if err != nil {
@@ -98,6 +122,7 @@ type Decision struct {
 func (c *Client) Pick(ctx context.Context, req *pickerv1.PickRequest) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.pickTimeout)
 	defer cancel()
+	c.awaitReconnect(ctx)
 	first := int(c.next.Add(1) % uint64(len(c.clients)))
 	var err error
 	for i := range c.clients {

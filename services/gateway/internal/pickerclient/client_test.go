@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
@@ -58,7 +59,7 @@ func TestRoundRobinAndCompleteGoesToTheDecider(t *testing.T) {
 	a, b := &replica{name: "a"}, &replica{name: "b"}
 	addrA, _ := serve(t, a)
 	addrB, stopB := serve(t, b)
-	c, err := New([]string{addrA, addrB}, Options{})
+	c, err := New([]string{addrA, addrB}, plaintext)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestNotReadyReplicaIsSkipped(t *testing.T) {
 	b := &replica{name: "b"}
 	addrA, _ := serve(t, a)
 	addrB, _ := serve(t, b)
-	c, err := New([]string{addrA, addrB}, Options{})
+	c, err := New([]string{addrA, addrB}, plaintext)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,3 +146,7 @@ func TestNoAddress(t *testing.T) {
 		t.Error("no address accepted")
 	}
 }
+
+// plaintext are the options of a client of the test servers (the services
+// pass bootstrap's GRPCDialOptions).
+var plaintext = Options{DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}}

@@ -5,12 +5,10 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	indexerv1 "github.com/hermod/hermod/libs/api/hermod/indexer/v1"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
 	"github.com/hermod/hermod/libs/scheduling"
-	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tokenizer"
 )
 
@@ -35,8 +33,7 @@ func (a *app) pluginServices() ([]scheduling.Option, func(), error) {
 	if addr := a.cfg.IndexerAddress; addr != "" {
 		// with tracing, each Score is a client span under the scheduling
 		// cycle's, and the indexer's server span is its child
-		dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCClientOptions()...)
-		conn, err := grpc.NewClient(addr, dial...)
+		conn, err := grpc.NewClient(addr, a.boot.GRPCDialOptions()...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--indexer-address: %w", err)
 		}

@@ -33,8 +33,8 @@ import (
 
 // Defaults of the service's addresses.
 const (
-	DefaultListen        = ":9097"
-	DefaultMetricsListen = ":9098"
+	DefaultListen        = "127.0.0.1:9097"
+	DefaultMetricsListen = "127.0.0.1:9098"
 )
 
 // Config is the service's configuration.
@@ -83,11 +83,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		svc.Go(runner.Run)
 		log.Info("background responses", "gateway", cfg.GatewayURL, "workers", cfg.BackgroundWorkers)
 	}
-	gs := grpc.NewServer(telemetry.GRPCServerOptions()...)
+	gopts, err := svc.GRPCServerOptions()
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer(gopts...)
 	responsesv1.RegisterResponsesStoreServer(gs, rs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	ops := &http.Server{Handler: telemetry.OpsHandler(svc.Registry, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}
+	ops := &http.Server{Handler: svc.Ops(telemetry.OpsHandler(svc.Registry, func() error { return nil })), ReadHeaderTimeout: 5 * time.Second}
 	return svc.Serve(ctx, bootstrap.Run{
 		Servers:        []bootstrap.Server{{Name: "grpc", Addr: cfg.Listen, GRPC: gs}, {Name: "ops", Addr: cfg.MetricsListen, HTTP: ops}},
 		Ready:          func() error { return nil },

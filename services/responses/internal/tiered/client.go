@@ -1,11 +1,13 @@
 package tiered
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/hermod/hermod/libs/plugins/responsestore"
+	"github.com/hermod/hermod/libs/secret"
 )
 
 // clientOption turns the redis section into a valkey-go client option:
@@ -32,8 +34,8 @@ func clientOption(c *responsestore.RedisConfig) (valkey.ClientOption, error) {
 	if c.Username != "" {
 		opt.Username = c.Username
 	}
-	if c.Password != "" {
-		opt.Password = c.Password
+	if err := applySecurity(&opt, c); err != nil {
+		return opt, err
 	}
 	if c.DB != 0 {
 		opt.SelectDB = c.DB
@@ -42,4 +44,32 @@ func clientOption(c *responsestore.RedisConfig) (valkey.ClientOption, error) {
 	// cache would hold memory for nothing.
 	opt.DisableCache = true
 	return opt, nil
+}
+
+// applySecurity sets the password (inline, from a file or from the
+// environment) and the TLS of the tls block; a rediss:// address without
+// one uses TLS with the system's roots. Skipping verification
+// (skip_verify in the URL) is refused.
+func applySecurity(opt *valkey.ClientOption, c *responsestore.RedisConfig) error {
+	switch {
+	case c.Password != "":
+		opt.Password = c.Password
+	case c.PasswordFile != "" || c.PasswordEnv != "":
+		pw, err := secret.Source{What: "redis password", File: c.PasswordFile, FileSetting: "redis.passwordFile", Env: c.PasswordEnv}.Required()
+		if err != nil {
+			return err
+		}
+		opt.Password = pw
+	}
+	if c.TLS != nil {
+		cfg, err := c.TLS.Config()
+		if err != nil {
+			return fmt.Errorf("redis.tls: %w", err)
+		}
+		opt.TLSConfig = cfg
+	}
+	if opt.TLSConfig != nil && opt.TLSConfig.InsecureSkipVerify {
+		return errors.New("redis.address: skip_verify is not allowed: give the server's CA in redis.tls.caFile")
+	}
+	return nil
 }

@@ -39,6 +39,9 @@ type document struct {
 
 func openMongo(ctx context.Context, c *responsestore.MongoConfig, log *slog.Logger) (*mongoTier, error) {
 	opts := options.Client().ApplyURI(c.URI).SetTimeout(time.Duration(c.Timeout))
+	if err := mongoSecurity(opts, c); err != nil {
+		return nil, err
+	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongo.uri: %w", err)

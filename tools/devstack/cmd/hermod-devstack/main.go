@@ -50,6 +50,8 @@ func run() error {
 	fs.StringVar(&o.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (0: a free one)")
 	fs.Var(&etcd, "etcd-endpoints", "use this etcd instead of an embedded one (comma-separated endpoints)")
+	o.Etcd.RegisterFlags(fs) // TLS and credentials of an external etcd and NATS
+	o.NATS.RegisterFlags(fs)
 	fs.IntVar(&o.EtcdPort, "etcd-port", 2379, "client port of the embedded etcd (0: a free one)")
 	fs.StringVar(&o.ConfigFile, "config", "", "EndpointPickerConfig for the pool (default: reference/000's load-aware scorers)")
 	fs.StringVar(&o.BinDir, "bin-dir", "", "directory of the Hermod binaries (default: this binary's)")

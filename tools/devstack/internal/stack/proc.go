@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,7 +68,8 @@ func (w *lineWriter) line(prefix string, b []byte) {
 func childEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HERMOD_") {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(kv, "HERMOD_") || slices.Contains(secretEnv, name) {
 			env = append(env, kv)
 		}
 	}

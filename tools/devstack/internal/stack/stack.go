@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
@@ -93,6 +94,11 @@ type Options struct {
 	// (but for HERMOD_*), so OTEL_BSP_SCHEDULE_DELAY and the like reach
 	// their exporters.
 	OTLPEndpoint string
+
+	// Etcd and NATS are the TLS and credentials of an external etcd and
+	// NATS; the children get them too (secrets by their variables).
+	Etcd bootstrap.EtcdSecurity
+	NATS bootstrap.NATSSecurity
 
 	// Out receives the children's prefixed logs and the banner.
 	Out    io.Writer
@@ -237,7 +243,7 @@ func (s *stack) servers(ctx context.Context) error {
 		s.etcd = srv
 		s.state.EtcdEndpoints = srv.ClientURLs()
 	}
-	nc, err := bus.Connect(ctx, s.state.NATSURL, "hermod-devstack", bus.WithLogger(s.log))
+	nc, err := s.o.NATS.Connect(ctx, s.state.NATSURL, "hermod-devstack", bus.WithLogger(s.log))
 	if err != nil {
 		return err
 	}
@@ -270,7 +276,7 @@ func (s *stack) pushConfig(ctx context.Context) error {
 		return fmt.Errorf("config %s: %w", source, err)
 	}
 	_ = sched.Close()
-	cli, err := coord.NewClient(ctx, s.state.EtcdEndpoints)
+	cli, err := s.o.Etcd.NewClient(ctx, s.state.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
@@ -290,8 +296,8 @@ func (s *stack) children() error {
 	v := strconv.Itoa(s.o.Verbosity)
 	gateways := max(s.o.Gateways, 1)
 	// collector, indexer (2), responses (2), pickers (2 each), the
-	// gateways after the first, the in-flight server
-	addrs, err := s.planAddrs(3 + 2 + 2*s.o.Pickers + gateways - 1 + 1)
+	// gateways after the first, the gateways' ops, the in-flight server
+	addrs, err := s.planAddrs(3 + 2 + 2*s.o.Pickers + gateways - 1 + gateways + 1)
 	if err != nil {
 		return err
 	}
@@ -301,6 +307,7 @@ func (s *stack) children() error {
 		}
 	}
 	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
+	common = append(common, s.securityArgs(false)...)
 	common = slices.Clip(common) // each service's append(common, ...) gets its own array
 	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
 	if err := s.launch("collector", true, "hermod-collector", append(append(common, "--metrics-listen", s.state.Collector.Ops), s.o.CollectorArgs...)...); err != nil {
@@ -317,7 +324,7 @@ func (s *stack) children() error {
 	// runs background responses through the first gateway.
 	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
 	if err := s.launch("responses", true, "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, s.tracingArgs()...)...); err != nil {
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, append(s.tracingArgs(), s.securityArgs(true)...)...)...); err != nil {
 		return err
 	}
 	pickerExtra, err := s.startValkey(addrs.next())
@@ -357,6 +364,7 @@ func (s *stack) startPods(etcd, v string) error {
 			"--pod-speed", strconv.FormatFloat(speed, 'g', -1, 64), "--speed", strconv.FormatFloat(s.o.Speed, 'g', -1, 64),
 			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
 			"-v", v}
+		args = append(args, s.securityArgs(true)...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
 		if err := s.launch(name, false, "vllm-sim", append(args, s.o.SimArgs...)...); err != nil {
 			return err
@@ -421,7 +429,8 @@ func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pi
 		if s.o.PairGateways && len(pickerAddrs) > 0 {
 			pickers = pickerAddrs[i%len(pickerAddrs) : i%len(pickerAddrs)+1]
 		}
-		gwArgs := append(slices.Clip(common), "--listen", listen, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
+		ops := addrs.next() // /metrics is not on the API address
+		gwArgs := append(slices.Clip(common), "--listen", listen, "--metrics-listen", ops, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
 		if flow != "" {
 			gwArgs = append(gwArgs, "--flow-control", flow)
 		}
@@ -430,6 +439,7 @@ func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pi
 			return err
 		}
 		s.state.Gateways = append(s.state.Gateways, listen)
+		s.state.GatewayOps = append(s.state.GatewayOps, ops)
 	}
 	return nil
 }
@@ -580,7 +590,7 @@ Try it:
 Ctrl-C stops everything.
 
 `, s.o.Pool, s.o.Pods, s.o.Model, slow, s.o.Pickers,
-		s.state.Gateway, s.state.Gateway, s.state.Gateway, s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
+		s.state.Gateway, s.state.Gateway, s.state.GatewayOps[0], s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
 		s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","),
 		s.state.Gateway, body, ctl, flags, ctl, flags, ctl, flags)
 }

@@ -23,14 +23,23 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to serve the MongoDB wire protocol on")
 	dir := flag.String("dir", "", "directory of the SQLite files (created)")
 	verbose := flag.Bool("v", false, "log FerretDB's messages")
+	var tls ferretdb.ListenerConfig
+	flag.StringVar(&tls.TLSCertFile, "tls-cert-file", "", "serve TLS only, with this PEM certificate (and --tls-key-file)")
+	flag.StringVar(&tls.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	flag.StringVar(&tls.TLSCAFile, "tls-ca-file", "", "PEM CA that clients' certificates must be signed by (required of every client)")
 	flag.Parse()
-	if err := run(*listen, *dir, *verbose); err != nil {
+	listener := ferretdb.ListenerConfig{TCP: *listen}
+	if tls.TLSCertFile != "" {
+		tls.TLS = *listen
+		listener = tls
+	}
+	if err := run(listener, *dir, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "hermod-mongotest:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, dir string, verbose bool) error {
+func run(listener ferretdb.ListenerConfig, dir string, verbose bool) error {
 	if dir == "" {
 		return fmt.Errorf("--dir is required")
 	}
@@ -47,7 +56,7 @@ func run(listen, dir string, verbose bool) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: listen},
+		Listener:  listener,
 		Logger:    log,
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + abs + "/",

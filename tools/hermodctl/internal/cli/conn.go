@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/cmdline"
-	"github.com/hermod/hermod/libs/coord"
 )
 
 // Defaults of the connection flags: the addresses devstack (`make run`)
@@ -29,9 +29,11 @@ const (
 
 // target holds the flags naming the pool and where Hermod's state is.
 type target struct {
-	pool string
-	etcd cmdline.List
-	nats string
+	pool    string
+	etcd    cmdline.List
+	nats    string
+	etcdSec bootstrap.EtcdSecurity
+	natsSec bootstrap.NATSSecurity
 }
 
 func (t *target) registerPool(fs *flag.FlagSet) {
@@ -40,10 +42,12 @@ func (t *target) registerPool(fs *flag.FlagSet) {
 
 func (t *target) registerEtcd(fs *flag.FlagSet) {
 	fs.Var(&t.etcd, "etcd-endpoints", "etcd endpoints, comma-separated (default "+defaultEtcd+")")
+	t.etcdSec.RegisterFlags(fs)
 }
 
 func (t *target) registerNATS(fs *flag.FlagSet) {
 	fs.StringVar(&t.nats, "nats-url", defaultNATS, "NATS server URL")
+	t.natsSec.RegisterFlags(fs)
 }
 
 func (t *target) etcdClient(ctx context.Context) (*clientv3.Client, error) {
@@ -53,13 +57,13 @@ func (t *target) etcdClient(ctx context.Context) (*clientv3.Client, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	return coord.NewClient(ctx, eps)
+	return t.etcdSec.NewClient(ctx, eps)
 }
 
 func (t *target) natsConn(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	nc, err := bus.Connect(ctx, t.nats, "hermodctl", bus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	nc, err := t.natsSec.Connect(ctx, t.nats, "hermodctl", bus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,10 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 )
 
@@ -33,7 +35,12 @@ const (
 	flagContext   = "context"
 )
 
-var globalFlagNames = []string{flagPool, flagEtcd, flagNATS, flagStateFile, flagContext}
+// securityFlagNames are the TLS and credential settings of the
+// connections (bootstrap's flags; secrets themselves come from files or
+// HERMOD_ETCD_PASSWORD, HERMOD_NATS_PASSWORD, HERMOD_NATS_TOKEN).
+var securityFlagNames = slices.Concat(bootstrap.EtcdSecurityFlags, bootstrap.NATSSecurityFlags)
+
+var globalFlagNames = append([]string{flagPool, flagEtcd, flagNATS, flagStateFile, flagContext}, securityFlagNames...)
 
 // globals are the global flags given, by name.
 type globals map[string]string
@@ -96,11 +103,14 @@ func isGlobal(name string) bool {
 
 // connection is a saved set of connection settings: a devstack state file
 // (its pool, etcd_endpoints, nats_url) or a context file (pool,
-// etcd-endpoints, nats-url).
+// etcd-endpoints, nats-url, and the security flags by their names:
+// etcd-ca-file, nats-creds-file, ...; files, never secrets).
 type connection struct {
 	Pool    string   `json:"pool" yaml:"pool"`
 	Etcd    []string `json:"etcd_endpoints" yaml:"etcd-endpoints"`
 	NATSURL string   `json:"nats_url" yaml:"nats-url"`
+	// Security holds the security flags' values by flag name.
+	Security map[string]string `json:"-" yaml:",inline"`
 }
 
 // readStateFile reads a devstack state file.
@@ -130,6 +140,15 @@ func readContext(path string, explicit bool) (connection, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return c, fmt.Errorf("--%s %s: %w", flagContext, path, err)
+	}
+	for k, v := range c.Security {
+		if !slices.Contains(securityFlagNames, k) {
+			return c, fmt.Errorf("--%s %s: unknown setting %q (settings: pool, etcd-endpoints, nats-url, %s)", flagContext, path, k, strings.Join(securityFlagNames, ", "))
+		}
+		// a file named relative to the context file
+		if strings.HasSuffix(k, "-file") && v != "" && !filepath.IsAbs(v) {
+			c.Security[k] = filepath.Join(filepath.Dir(path), v)
+		}
 	}
 	return c, nil
 }
@@ -168,7 +187,11 @@ func applySettings(ctx context.Context, fs *flag.FlagSet) error {
 		return err
 	}
 	for _, c := range sources {
-		for _, kv := range [][2]string{{flagPool, c.Pool}, {flagEtcd, strings.Join(c.Etcd, ",")}, {flagNATS, c.NATSURL}} {
+		saved := [][2]string{{flagPool, c.Pool}, {flagEtcd, strings.Join(c.Etcd, ",")}, {flagNATS, c.NATSURL}}
+		for _, name := range securityFlagNames {
+			saved = append(saved, [2]string{name, c.Security[name]})
+		}
+		for _, kv := range saved {
 			name, v := kv[0], kv[1]
 			if v == "" || fs.Lookup(name) == nil || isSet(fs, name) {
 				continue

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
@@ -46,6 +47,7 @@ type Options struct {
 	Faults         server.Faults
 	LegacyMetrics  bool
 	EtcdEndpoints  []string
+	Etcd           bootstrap.EtcdSecurity
 	Pool           string
 	RegisterTTL    time.Duration
 	Advertise      string
@@ -230,6 +232,10 @@ func (o *Options) defineFaultsAndRegistry(fs *flag.FlagSet, sim func(string) str
 		o.EtcdEndpoints = splitList(v)
 		return nil
 	})
+	o.Etcd.RegisterFlags(fs)
+	for _, name := range bootstrap.EtcdSecurityFlags {
+		sim(name)
+	}
 	fs.StringVar(&o.Pool, sim("pool"), "default", "pool the pods register in")
 	fs.DurationVar(&o.RegisterTTL, sim("registration-ttl"), 10*time.Second, "lease TTL of each pod's registration")
 	fs.StringVar(&o.Advertise, sim("advertise-address"), "127.0.0.1", "address registered for the pods")

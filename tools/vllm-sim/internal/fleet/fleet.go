@@ -187,7 +187,7 @@ func offsetEndpoint(ep string, i int) (string, error) {
 // listens (when etcd endpoints are configured) and deregistering on exit.
 func (f *Fleet) Run(ctx context.Context) error {
 	if len(f.opts.EtcdEndpoints) > 0 {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: f.opts.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: nil})
+		cli, err := f.opts.Etcd.NewClient(ctx, f.opts.EtcdEndpoints)
 		if err != nil {
 			return fmt.Errorf("etcd: %w", err)
 		}

@@ -1,0 +1,34 @@
+package stack
+
+import (
+	"github.com/hermod/hermod/libs/bootstrap"
+)
+
+// secretEnv are the variables that hold backend secrets themselves: the
+// children reach the same external etcd and NATS, so they get them (every
+// other HERMOD_* variable is devstack's own).
+var secretEnv = []string{bootstrap.EnvEtcdPassword, bootstrap.EnvNATSPassword, bootstrap.EnvNATSToken}
+
+// securityArgs hands devstack's etcd (and, unless etcdOnly, NATS) TLS and
+// credential flags to a child: paths only, secrets go by secretEnv.
+func (s *stack) securityArgs(etcdOnly bool) []string {
+	e, n := s.o.Etcd, s.o.NATS
+	flags := [][2]string{
+		{"etcd-ca-file", e.TLS.CAFile}, {"etcd-cert-file", e.TLS.CertFile}, {"etcd-key-file", e.TLS.KeyFile},
+		{"etcd-server-name", e.TLS.ServerName}, {"etcd-username", e.Username}, {"etcd-password-file", e.PasswordFile},
+	}
+	if !etcdOnly {
+		flags = append(flags, [][2]string{
+			{"nats-ca-file", n.TLS.CAFile}, {"nats-cert-file", n.TLS.CertFile}, {"nats-key-file", n.TLS.KeyFile},
+			{"nats-user", n.User}, {"nats-password-file", n.PasswordFile}, {"nats-token-file", n.TokenFile},
+			{"nats-nkey-file", n.NKeyFile}, {"nats-creds-file", n.CredsFile},
+		}...)
+	}
+	var args []string
+	for _, f := range flags {
+		if f[1] != "" {
+			args = append(args, "--"+f[0], f[1])
+		}
+	}
+	return args
+}
