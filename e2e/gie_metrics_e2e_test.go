@@ -95,7 +95,7 @@ func TestGIEDashboardMetrics(t *testing.T) {
 		t.Fatalf("a malformed request: %d %s", r.status, r.body)
 	}
 	waitFor(t, 30*time.Second, "every GIE dashboard metric", func() bool {
-		got := metricFamilies(t, s.url("/metrics"))
+		got := metricFamilies(t, "http://"+s.state.GatewayOps[0]+"/metrics") // not on the API address
 		for name := range metricFamilies(t, "http://"+s.state.Pickers[0].Ops+"/metrics") {
 			got[name] = true
 		}

@@ -64,6 +64,17 @@ func (e *Error) Body() []byte {
 	return append(b, '\n')
 }
 
+// Event returns the error as a server-sent event, "data: {"error":
+// {...}}" and its blank line: how a stream that already began tells its
+// client that it failed.
+func (e *Error) Event() []byte {
+	b := e.Body()
+	out := make([]byte, 0, len(b)+8)
+	out = append(out, "data: "...)
+	out = append(out, b[:len(b)-1]...) // Body ends with a newline
+	return append(out, "\n\n"...)
+}
+
 // Write answers the error on w.
 func (e *Error) Write(w http.ResponseWriter) {
 	b := e.Body()

@@ -24,6 +24,9 @@ type Observed struct {
 	// Usage is the response's usage object, when HaveUsage.
 	Usage     Usage
 	HaveUsage bool
+	// Done: a stream's "[DONE]" sentinel arrived, so the stream ended as
+	// its server meant it to; a stream that ends without it broke off.
+	Done bool
 }
 
 // Accountant follows a response body as it passes to the client: the
@@ -139,6 +142,21 @@ func (a *Accountant) Finish() []byte {
 	return out
 }
 
+// Broken ends a stream that broke off before its "[DONE]" (its body
+// failed, or ended early) and returns what to pass on: e as an error
+// event. An event left incomplete is dropped, never passed on; one that
+// was passing unread (longer than MaxEventBytes) is ended first, so that
+// the error is an event of its own.
+func (a *Accountant) Broken(e *Error) []byte {
+	a.done = len(a.pending)
+	ev := e.Event()
+	if a.skipping {
+		a.skipping, a.edge = false, a.edge[:0]
+		ev = append([]byte("\n\n"), ev...)
+	}
+	return ev
+}
+
 // Observed returns what was seen so far.
 func (a *Accountant) Observed() Observed { return a.seen }
 
@@ -202,7 +220,8 @@ func (a *Accountant) event(ev []byte) (keep bool) {
 	}
 	data, ok := eventData(ev)
 	if !ok {
-		return true // [DONE]
+		a.seen.Done = true // [DONE]
+		return true
 	}
 	a.noteEvent()
 	if u, usageOnly, ok := ChunkUsage(data); ok {

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,25 @@ type PublisherConfig struct {
 	BufferSteps int
 	// Framing selects the replay framing.
 	Framing ReplayFraming
+	// BindHost, when set, replaces the wildcard host (*, 0.0.0.0, ::) of
+	// the endpoints the sockets bind, so that they listen there only (a
+	// server that serves on one address binds its event sockets there
+	// too); the endpoints still bind, as their wildcard says.
+	BindHost string
+}
+
+// bindAt returns a tcp:// endpoint with its wildcard host replaced by
+// host (nothing to replace, or no host: ep as it is).
+func bindAt(ep, host string) string {
+	rest, ok := strings.CutPrefix(ep, "tcp://")
+	if !ok || host == "" {
+		return ep
+	}
+	h, port, err := net.SplitHostPort(rest)
+	if err != nil || (h != "*" && h != "" && h != "0.0.0.0" && h != "::") {
+		return ep
+	}
+	return "tcp://" + net.JoinHostPort(host, port)
 }
 
 // Publisher publishes encoded batches with consecutive sequence numbers
@@ -102,7 +122,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		return nil, err
 	}
 	if ShouldBind(cfg.Endpoint) {
-		err = pub.Bind(cfg.Endpoint)
+		err = pub.Bind(bindAt(cfg.Endpoint, cfg.BindHost))
 	} else {
 		err = pub.Connect(cfg.Endpoint)
 	}
@@ -121,7 +141,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		// high-water mark); the replay buffer bounds what is queued.
 		err = setup(router, 0)
 		if err == nil {
-			err = router.Bind(cfg.ReplayEndpoint)
+			err = router.Bind(bindAt(cfg.ReplayEndpoint, cfg.BindHost))
 		}
 		if err != nil {
 			router.Close()

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/hermod/hermod/libs/reservedheaders"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -19,13 +20,14 @@ const (
 	ResponseHeaderType = "response-header-handler"
 )
 
-// Header names.
+// Header names: every one is reserved (only Hermod sets them; a client's
+// copies are removed at the ways in).
 const (
-	PrefillEndpoint     = "mif-prefill-endpoint"
-	EncodeEndpoints     = "mif-encode-endpoints"
-	DestinationEndpoint = "x-gateway-destination-endpoint"
-	DecoderHostPort     = "x-decoder-host-port"
-	PrefillerHostPort   = "x-prefiller-host-port"
+	PrefillEndpoint     = reservedheaders.PrefillEndpoint
+	EncodeEndpoints     = reservedheaders.EncodeEndpoints
+	DestinationEndpoint = reservedheaders.Destination
+	DecoderHostPort     = reservedheaders.DecoderHostPort
+	PrefillerHostPort   = reservedheaders.PrefillerHostPort
 )
 
 func init() {

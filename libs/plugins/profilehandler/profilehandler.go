@@ -16,6 +16,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/decider"
 	"github.com/hermod/hermod/libs/plugins/headers"
 	"github.com/hermod/hermod/libs/plugins/prefix"
+	"github.com/hermod/hermod/libs/reservedheaders"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 )
@@ -30,7 +31,7 @@ const (
 // HeaderDataParallelHostPort carries the decode endpoint's own address when
 // pd-profile-handler rewrites the target to primaryPort (data parallelism:
 // the rank behind primaryPort forwards to it).
-const HeaderDataParallelHostPort = "x-data-parallel-host-port"
+const HeaderDataParallelHostPort = reservedheaders.DataParallelHostPort
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: SingleType, New: newSingle})

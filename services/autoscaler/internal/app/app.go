@@ -35,8 +35,10 @@ import (
 	"github.com/hermod/hermod/services/autoscaler/internal/store"
 )
 
-// DefaultMetricsListen is the ops address.
-const DefaultMetricsListen = ":9099"
+// DefaultMetricsListen is the ops address: loopback, so that an
+// autoscaler started by hand serves nobody else; a deployment passes the
+// pod's address (the Helm chart does).
+const DefaultMetricsListen = "127.0.0.1:9099"
 
 // Config is the service's configuration.
 type Config struct {
@@ -130,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The engine persists its state on its way out: Serve waits for it,
 	// before the etcd client closes.
 	return svc.Serve(ctx, bootstrap.Run{
-		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: telemetry.OpsHandler(reg, func() error { return nil }), ReadHeaderTimeout: 5 * time.Second}}},
+		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: svc.Ops(telemetry.OpsHandler(reg, func() error { return nil })), ReadHeaderTimeout: 5 * time.Second}}},
 		Tasks:   []bootstrap.Task{e.Run},
 	})
 }

@@ -78,7 +78,7 @@ const (
 
 // Defaults.
 const (
-	DefaultMetricsListen = ":9091"
+	DefaultMetricsListen = "127.0.0.1:9091"
 	DefaultKVInterval    = time.Second
 	DefaultMemberTTL     = 10 * time.Second
 	// DefaultDiscoveryTargetPort is vLLM's default HTTP port.
@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("collector scraping", "interval", cfg.Interval)
 	return svc.Serve(ctx, bootstrap.Run{
-		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: telemetry.OpsHandler(svc.Registry, own.Ready), ReadHeaderTimeout: 5 * time.Second}}},
+		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: svc.Ops(telemetry.OpsHandler(svc.Registry, own.Ready)), ReadHeaderTimeout: 5 * time.Second}}},
 		OnReady: func(addrs map[string]string) {
 			if cfg.Ready != nil {
 				cfg.Ready(addrs["ops"])

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -20,10 +21,14 @@ func main() { cmdline.Main("hermod-gateway", run) }
 
 func run() error {
 	var cfg app.Config
-	var pickers cmdline.List
+	var pickers, forward cmdline.List
 	cmd := bootstrap.NewCommand("hermod-gateway", &cfg.Config, bootstrap.Flags{Pool: "the inference pool this gateway serves"})
 	fs := cmd.FlagSet
-	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "HTTP address of the OpenAI API (and /health, /ready, /metrics)")
+	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "HTTP address of the OpenAI API (and /health, /ready); a deployment gives the pod's address, e.g. 0.0.0.0:8080")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready; empty: none")
+	fs.BoolVar(&cfg.MetricsOnAPI, "metrics-on-api", false, "also serve /metrics on the API address (--listen), where API clients reach it")
+	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", proxy.DefaultBodyReadTimeout, "deadline of a request body's arrival, from the request's; a slower body gets 408 and its connection is closed")
+	fs.Var(&forward, "forward-headers", "client headers for the gateway's hop to forward to model servers anyway (Cookie, Proxy-*), comma-separated; routing headers only Hermod sets are never forwarded")
 	fs.Var(&pickers, "picker-addrs", "picker replicas (host:port), comma-separated (default 127.0.0.1:9002)")
 	fs.StringVar(&cfg.ResponsesAddr, "responses-address", "", "the responses service (gRPC host:port) behind /v1/responses; empty: those requests get 503")
 	fs.IntVar(&cfg.MaxChain, "max-conversation", 100, "most responses a /v1/responses conversation may chain (previous_response_id); longer gets 400")
@@ -34,6 +39,10 @@ func run() error {
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		cfg.PickerAddrs = pickers.Or("127.0.0.1:9002")
+		if err := proxy.CheckForwardHeaders(forward); err != nil {
+			return fmt.Errorf("--forward-headers: %w", err)
+		}
+		cfg.ForwardHeaders = forward
 		return app.Run(ctx, cfg, log)
 	})
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 	"github.com/hermod/hermod/services/gateway/internal/proxy"
 	"github.com/hermod/hermod/services/gateway/internal/report"
+	"github.com/hermod/hermod/services/gateway/internal/reqbody"
 	"github.com/hermod/hermod/services/gateway/internal/responses"
 )
 
@@ -35,12 +35,23 @@ import (
 type Config struct {
 	// Config is the pool, the replica, etcd, NATS and tracing.
 	bootstrap.Config
-	Listen       string
-	PickerAddrs  []string
-	APIKeysFile  string
-	MaxBodyBytes int64
-	MaxAttempts  int
-	PickTimeout  time.Duration
+	Listen string
+	// MetricsListen is the ops address (/metrics, /health, /ready);
+	// empty: no ops listener.
+	MetricsListen string
+	// MetricsOnAPI also serves /metrics on the API address (off: only
+	// /health and /ready are there, for probes and load balancers).
+	MetricsOnAPI bool
+	// BodyReadTimeout bounds the arrival of a request body.
+	BodyReadTimeout time.Duration
+	// ForwardHeaders are the client headers for the gateway's hop
+	// (Cookie, Proxy-*) that are forwarded to model servers anyway.
+	ForwardHeaders []string
+	PickerAddrs    []string
+	APIKeysFile    string
+	MaxBodyBytes   int64
+	MaxAttempts    int
+	PickTimeout    time.Duration
 	// FlowControlFile, when set, is the flow-control configuration
 	// (shedding, queueing by priority; flowcontrol.FileConfig).
 	FlowControlFile string
@@ -54,8 +65,13 @@ type Config struct {
 	Ready func(addr string)
 }
 
-// DefaultListen is the default address of the OpenAI API.
-const DefaultListen = ":8080"
+// Default addresses: loopback, so that a gateway started by hand serves
+// nobody else; a deployment passes the pod's address (the Helm chart
+// does).
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultMetricsListen = "127.0.0.1:9092"
+)
 
 // Run runs the gateway until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -81,8 +97,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	var store responsesv1.ResponsesStoreClient
 	if cfg.ResponsesAddr != "" {
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCClientOptions()...)
-		conn, err := grpc.NewClient(cfg.ResponsesAddr, opts...)
+		conn, err := grpc.NewClient(cfg.ResponsesAddr, svc.GRPCDialOptions()...)
 		if err != nil {
 			return fmt.Errorf("--responses-address: %w", err)
 		}
@@ -92,10 +107,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	rh := responses.New(responses.Options{Store: store, Chat: h.Completions(openai.APIChatCompletions), MaxChain: cfg.MaxChain,
 		MaxBodyBytes: cfg.MaxBodyBytes, Logger: g.log, Registerer: g.reg})
 	g.log.Info("gateway routing", "pickers", cfg.PickerAddrs)
-	api := &http.Server{Handler: routes(h, rh, g.models, guard, telemetry.OpsHandler(g.reg, g.ready)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	ops := svc.Ops(telemetry.OpsHandler(g.reg, g.ready)) // the ops token, if any, guards /metrics
+	// requests in flight, streams included, may finish for a while
+	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: apiServer(routes(h, rh, g.models, guard, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout), Grace: 30 * time.Second}}
+	if cfg.MetricsListen != "" {
+		servers = append(servers, bootstrap.Server{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}})
+	}
 	return svc.Serve(ctx, bootstrap.Run{
-		// requests in flight, streams included, may finish for a while
-		Servers: []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: api, Grace: 30 * time.Second}},
+		Servers: servers,
 		OnReady: func(addrs map[string]string) {
 			if cfg.Ready != nil {
 				cfg.Ready(addrs["api"])
@@ -140,7 +159,7 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.picker, err = pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: telemetry.GRPCClientOptions()})
+	g.picker, err = pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: svc.GRPCDialOptions()})
 	if err != nil {
 		return nil, err
 	}
@@ -181,11 +200,21 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 	}
 	svc.OnClose(w.Close)
 	return proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: g.picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxAttempts: cfg.MaxAttempts, Flow: flow, Logger: g.log, Metrics: proxy.NewMetrics(g.reg)}), nil
+		MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout, MaxAttempts: cfg.MaxAttempts, ForwardHeaders: cfg.ForwardHeaders,
+		Flow: flow, Logger: g.log, Metrics: proxy.NewMetrics(g.reg)}), nil
 }
 
-// routes is the gateway's HTTP surface.
-func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler) http.Handler {
+// apiServer is the server of the API address: every request body is
+// read under one deadline, bodyTimeout from the request's arrival
+// (reqbody.Bound).
+func apiServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
+	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
+// routes is the gateway's HTTP surface on the API address: the OpenAI
+// API, /health and /ready; the rest of ops (/metrics) only with
+// metricsOnAPI.
+func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler, metricsOnAPI bool) http.Handler {
 	api := http.NewServeMux()
 	rh.Register(api)
 	api.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
@@ -214,6 +243,11 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", proxy.RequestIDs(v1))
-	mux.Handle("/", ops)
+	if metricsOnAPI {
+		mux.Handle("/", ops)
+	} else {
+		mux.Handle("GET /health", ops)
+		mux.Handle("GET /ready", ops)
+	}
 	return mux
 }

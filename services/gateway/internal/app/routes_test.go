@@ -33,7 +33,8 @@ func TestRoutes(t *testing.T) {
 	list.Update(coord.Snapshot{Endpoints: map[string]*registryv1.Endpoint{"a": {Name: "a", Model: "llama"}}})
 	guard := auth.NewGuard([]auth.Key{{Name: "k", Secret: "sk-1"}}, nil)
 	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
-	srv := httptest.NewServer(routes(h, rh, list, guard, telemetry.OpsHandler(telemetry.NewRegistry(), nil)))
+	ops := telemetry.OpsHandler(telemetry.NewRegistry(), nil)
+	srv := httptest.NewServer(routes(h, rh, list, guard, ops, false))
 	defer srv.Close()
 
 	type answer struct {
@@ -78,7 +79,30 @@ func TestRoutes(t *testing.T) {
 	if resp, _ := do(http.MethodGet, "/health", ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("/health without a key: %d", resp.StatusCode)
 	}
-	if resp, body := do(http.MethodGet, "/metrics", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+	if resp, _ := do(http.MethodGet, "/ready", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("/ready without a key: %d", resp.StatusCode)
+	}
+	// /metrics is on the ops address, not where API clients are
+	for _, path := range []string{"/metrics", "/debug/pprof/"} {
+		if resp, body := do(http.MethodGet, path, ""); resp.StatusCode != http.StatusNotFound || strings.Contains(body, "go_goroutines") {
+			t.Errorf("%s on the API address: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// With --metrics-on-api the API address serves /metrics too.
+func TestRoutesMetricsOnAPI(t *testing.T) {
+	h := proxy.New(proxy.Options{Pool: "p", Reporter: noReports{}, Logger: slog.New(slog.DiscardHandler)})
+	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
+	srv := httptest.NewServer(routes(h, rh, models.New(), nil, telemetry.OpsHandler(telemetry.NewRegistry(), nil), true))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "go_goroutines") {
 		t.Errorf("/metrics: %d", resp.StatusCode)
 	}
 }

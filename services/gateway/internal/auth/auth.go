@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"net/http"
@@ -104,7 +105,16 @@ func LoadKeys(path string) ([]Key, error) {
 
 type entry struct {
 	name    string
+	label   string // the name's KeyLabel
 	limiter *rate.Limiter
+}
+
+// KeyLabel is how metrics name an API key: the first 8 hex digits of
+// the SHA-256 of its name, so that a scrape lists no key names (an
+// operator finds a key's label with `printf %s name | sha256sum`).
+func KeyLabel(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:4])
 }
 
 // Guard admits requests that carry a known key and are within its limit.
@@ -118,11 +128,11 @@ type Guard struct {
 func NewGuard(keys []Key, reg prometheus.Registerer) *Guard {
 	g := &Guard{
 		keys:    make(map[[32]byte]entry, len(keys)),
-		limited: telemetry.NewCounterVec("hermod_gateway_rate_limited_total", "Requests refused by their API key's rate limit, by key name.", "key"),
+		limited: telemetry.NewCounterVec("hermod_gateway_rate_limited_total", "Requests refused by their API key's rate limit, by key (the first 8 hex digits of the SHA-256 of its name).", "key"),
 		refused: telemetry.NewCounter("hermod_gateway_unauthorized_total", "Requests refused for a missing or unknown API key."),
 	}
 	for _, k := range keys {
-		e := entry{name: k.Name}
+		e := entry{name: k.Name, label: KeyLabel(k.Name)}
 		if k.RPS > 0 {
 			e.limiter = rate.NewLimiter(rate.Limit(k.RPS), k.Burst)
 		}
@@ -150,7 +160,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			res := e.limiter.Reserve()
 			if d := res.Delay(); d > 0 {
 				res.Cancel()
-				g.limited.WithLabelValues(e.name).Inc()
+				g.limited.WithLabelValues(e.label).Inc()
 				openai.WriteError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "rate_limit_exceeded", "",
 					fmt.Sprintf("Rate limit of API key %q exceeded; retry in %s.", e.name, d.Round(time.Millisecond)), int(math.Ceil(d.Seconds())))
 				return

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
@@ -28,6 +30,7 @@ import (
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
+	"github.com/hermod/hermod/services/gateway/internal/reqbody"
 )
 
 // Defaults of Options.
@@ -65,6 +68,11 @@ type Options struct {
 	// MaxAttempts bounds the endpoints tried per request (default
 	// DefaultMaxAttempts).
 	MaxAttempts int
+	// ForwardHeaders names request headers that are for the gateway's
+	// hop and not forwarded to model servers unless named here (Cookie,
+	// Proxy-*; see CheckForwardHeaders). Reserved routing headers are
+	// never forwarded from a client, whatever this says.
+	ForwardHeaders []string
 	// Flow, when set, admits requests before they are picked (shedding,
 	// queueing by priority); nil admits every request.
 	Flow    *Flow
@@ -84,11 +92,12 @@ type Flow struct {
 
 // Handler serves /v1/completions and /v1/chat/completions.
 type Handler struct {
-	o       Options
-	log     *slog.Logger
-	m       *Metrics
-	verbose bool
-	bufs    sync.Pool
+	o         Options
+	log       *slog.Logger
+	m         *Metrics
+	verbose   bool
+	bufs      sync.Pool
+	forwarded map[string]bool // canonical names
 }
 
 // New returns a Handler.
@@ -111,7 +120,10 @@ func New(o Options) *Handler {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
 	}
-	h := &Handler{o: o, log: o.Logger, m: o.Metrics, verbose: o.Logger.Enabled(context.Background(), telemetry.LevelRequest)}
+	h := &Handler{o: o, log: o.Logger, m: o.Metrics, verbose: o.Logger.Enabled(context.Background(), telemetry.LevelRequest), forwarded: map[string]bool{}}
+	for _, name := range o.ForwardHeaders {
+		h.forwarded[http.CanonicalHeaderKey(name)] = true
+	}
 	h.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	return h
 }
@@ -164,14 +176,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 	h.m.inflight.Inc()
 	defer h.m.inflight.Dec()
 
-	body, err := h.readBody(w, r)
+	body, err := reqbody.Read(w, r, h.o.MaxBodyBytes, h.o.BodyReadTimeout)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			h.fail(w, req, http.StatusRequestEntityTooLarge, "", "", fmt.Sprintf("request body is larger than %d bytes", h.o.MaxBodyBytes))
-			return
-		}
-		h.fail(w, req, http.StatusBadRequest, "", "", "reading the request body: "+err.Error())
+		h.log.LogAttrs(r.Context(), slog.LevelDebug, "request body refused", slog.String("request_id", req.id), slog.String("error", err.Error()))
+		h.answer(w, req, reqbody.Answer(err, h.o.MaxBodyBytes))
 		return
 	}
 	info, err := openai.Parse(api, body)
@@ -229,20 +237,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		}
 	}
 	h.forward(w, r, req, upstreamBody, stripUsage)
-}
-
-// readBody reads the request body within the body limit and the read
-// timeout.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(h.o.BodyReadTimeout))
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= h.o.MaxBodyBytes {
-		buf.Grow(int(n) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
-	return buf.Bytes(), err
 }
 
 // forward tries the decision's targets in order until one answers.
@@ -315,7 +309,7 @@ func (h *Handler) upstreamRequest(r *http.Request, req *request, t *pickerv1.Tar
 	if err != nil {
 		return nil, fmt.Errorf("build the request to %s: %w", t.GetAddress(), err)
 	}
-	copyHeaders(out.Header, r.Header)
+	h.upstreamHeaders(out.Header, r.Header)
 	// The relay reads the response (SSE events, usage): it must come as is.
 	out.Header.Del("Accept-Encoding")
 	for _, name := range req.decision.GetRemoveHeaders() {
@@ -395,6 +389,9 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 		flush()
 		return nil
 	}
+	// a stream that began well must end with [DONE]; one that breaks off
+	// ends with an error event, not with what looks like a short answer
+	framed := streamed && req.status < 400
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -403,19 +400,37 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			if err := write(acct.Finish()); err != nil {
-				return err
+			tail := acct.Finish()
+			if framed && !acct.Observed().Done {
+				err = errStreamCut // what Finish left is an incomplete event
+			} else {
+				if err := write(tail); err != nil {
+					return err
+				}
+				// The client has the whole answer before the completion
+				// is reported (the server would flush it only when the
+				// handler returns).
+				_ = http.NewResponseController(w).Flush()
+				return nil
 			}
-			// The client has the whole answer before the completion is
-			// reported (the server would flush it only when the handler
-			// returns).
-			_ = http.NewResponseController(w).Flush()
-			return nil
 		}
 		if err != nil {
+			if framed {
+				_ = write(acct.Broken(streamBroke(req.id)))
+			}
 			return err
 		}
 	}
+}
+
+// errStreamCut: a stream ended without its [DONE].
+var errStreamCut = errors.New("the stream ended without [DONE]")
+
+// streamBroke is the error event that ends a stream whose model server
+// failed during it: OpenAI's error shape, no internal address.
+func streamBroke(requestID string) *openai.Error {
+	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "stream_interrupted",
+		Message: "the model server stopped before the response was complete (request id " + requestID + ")"}
 }
 
 // complete reports the request's end, once. ctx is the request's: its log
@@ -465,7 +480,29 @@ func (h *Handler) pickFailed(w http.ResponseWriter, r *http.Request, req *reques
 		return // nobody to answer
 	}
 	rej := openai.PickRejection(err, req.keepable)
+	if !pickerAnswered(err) {
+		// the picker could not be asked, or failed: the detail names
+		// internal addresses; the client gets the request id
+		h.log.LogAttrs(r.Context(), slog.LevelWarn, "pick failed", slog.String("request_id", req.id), slog.String("error", err.Error()))
+		rej.Message = "no endpoint could take the request; retry later (request id " + req.id + ")"
+		if rej.Status != http.StatusServiceUnavailable {
+			rej.Message = "routing the request failed (request id " + req.id + ")"
+		}
+	}
 	h.answer(w, req, &rej.Error)
+}
+
+// pickerAnswered reports whether a Pick error is the picker's own
+// decision, whose message is for the client: a refused or unroutable
+// request, a shed one, a timeout; or a failure the picker gave a reason
+// (other than not being ready).
+func pickerAnswered(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.ResourceExhausted, codes.DeadlineExceeded:
+		return true
+	}
+	reason := pickerclient.FailureReason(err)
+	return reason != "" && reason != pickerv1.PickFailure_PICK_FAILURE_NOT_READY.String()
 }
 
 // admit runs the request through flow control; false when it was
@@ -523,38 +560,4 @@ func (h *Handler) answer(w http.ResponseWriter, req *request, e *openai.Error) {
 		h.m.objective.Refused(req.info.Model, giemetrics.ErrorCode(e.Status, false))
 	}
 	e.Write(w)
-}
-
-// pickHeaders are the request headers the picker sees (lower-case names,
-// first values); credentials stay out.
-func pickHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, v := range h {
-		switch k {
-		case "Authorization", "Cookie", "Proxy-Authorization", "Content-Length", "Content-Type", "Accept-Encoding", "User-Agent", "Accept":
-			continue
-		}
-		if len(v) > 0 {
-			out[strings.ToLower(k)] = v[0]
-		}
-	}
-	return out
-}
-
-// hopHeaders are meaningful for one connection only (RFC 9110 7.6.1).
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-// copyHeaders copies src into dst, without hop-by-hop headers.
-func copyHeaders(dst, src http.Header) {
-	for k, v := range src {
-		dst[k] = append(dst[k][:0:0], v...)
-	}
-	for _, f := range src.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			dst.Del(strings.TrimSpace(name))
-		}
-	}
-	for _, k := range hopHeaders {
-		dst.Del(k)
-	}
 }

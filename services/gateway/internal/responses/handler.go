@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
+	"github.com/hermod/hermod/services/gateway/internal/reqbody"
 )
 
 // Options configure the handler.
@@ -318,14 +318,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // readCreate reads and checks a create request; false when it was
 // answered (refused).
 func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, []InputItem, []byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	body, err := reqbody.Read(w, r, h.o.MaxBodyBytes, 0)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			openai.WriteError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", "", fmt.Sprintf("the request body is larger than %d bytes", h.o.MaxBodyBytes), 0)
-			return nil, nil, nil, false
-		}
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body: "+err.Error(), 0)
+		reqbody.Answer(err, h.o.MaxBodyBytes).Write(w)
 		return nil, nil, nil, false
 	}
 	var req Request

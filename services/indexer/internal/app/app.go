@@ -57,10 +57,12 @@ type Config struct {
 	Ready func(grpcAddr, opsAddr string)
 }
 
-// Defaults.
+// Defaults. The listen addresses are loopback, so that an indexer
+// started by hand serves nobody else; a deployment passes the pod's
+// address (the Helm chart does).
 const (
-	DefaultGRPCListen       = ":9095"
-	DefaultMetricsListen    = ":9096"
+	DefaultGRPCListen       = "127.0.0.1:9095"
+	DefaultMetricsListen    = "127.0.0.1:9096"
 	DefaultMemberTTL        = 10 * time.Second
 	DefaultSnapshotInterval = 5 * time.Minute
 	// servicePrefix names the membership group of a pool's indexer
@@ -99,7 +101,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	gsrv := grpc.NewServer(telemetry.GRPCServerOptions()...)
+	gopts, err := svc.GRPCServerOptions()
+	if err != nil {
+		return err
+	}
+	gsrv := grpc.NewServer(gopts...)
 	indexerv1.RegisterIndexerServiceServer(gsrv, service.New(cfg.Pool, i.proj))
 	ready := func() error {
 		select {
@@ -109,7 +115,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return own.Ready()
 	}
-	ops := &http.Server{Handler: debugHandler(telemetry.OpsHandler(svc.Registry, ready), i.proj, i.restoredAt), ReadHeaderTimeout: 5 * time.Second}
+	ops := &http.Server{Handler: svc.Ops(debugHandler(telemetry.OpsHandler(svc.Registry, ready), i.proj, i.restoredAt)), ReadHeaderTimeout: 5 * time.Second}
 	return svc.Serve(ctx, bootstrap.Run{
 		Servers: []bootstrap.Server{{Name: "grpc", Addr: cfg.GRPCListen, GRPC: gsrv}, {Name: "ops", Addr: cfg.MetricsListen, HTTP: ops}},
 		OnReady: func(addrs map[string]string) {

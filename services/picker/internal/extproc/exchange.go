@@ -24,6 +24,7 @@ import (
 	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
+	"github.com/hermod/hermod/libs/reservedheaders"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 )
@@ -107,7 +108,7 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 	api, ok := openai.APIOfPath(x.headers[":path"])
 	if !ok {
 		x.passthrough, x.outcome = true, outcomePassthrough
-		return x.send(headersResponse(true, x.stripDestination()))
+		return x.send(headersResponse(true, x.stripReserved()))
 	}
 	x.api = api
 	if h.GetEndOfStream() {
@@ -125,7 +126,7 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 			return nil
 		}
 	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL:
-		return x.send(headersResponse(true, x.stripDestination()))
+		return x.send(headersResponse(true, x.stripReserved()))
 	}
 	x.s.log.Warn("ext_proc: this filter configuration cannot route on the request body",
 		"request_body_mode", x.reqMode.String(), "send_body_without_waiting_for_header_response", !x.waitsForHeaders)
@@ -134,12 +135,14 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 		"hermod_extproc_misconfigured", 0))
 }
 
-// stripDestination removes a routing header the client sent itself.
-func (x *exchange) stripDestination() *extprocv3.HeaderMutation {
-	if _, ok := x.headers[DestinationHeader]; !ok {
+// stripReserved removes the routing headers only Hermod sets that the
+// client sent itself (reservedheaders), whatever the request is.
+func (x *exchange) stripReserved() *extprocv3.HeaderMutation {
+	names := reservedheaders.In(x.headers)
+	if len(names) == 0 {
 		return nil
 	}
-	return &extprocv3.HeaderMutation{RemoveHeaders: []string{DestinationHeader}}
+	return &extprocv3.HeaderMutation{RemoveHeaders: names}
 }
 
 func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
@@ -269,16 +272,16 @@ func (x *exchange) destination() string {
 }
 
 // routeMutation is the request header mutation of a decision: the pick's
-// headers removed and set, the routing header (a client's copies removed
-// first: Envoy applies the removals before the sets), the request id when
-// it was made here, and the body's length when asked.
+// headers removed and set, the routing header, the request id when it was
+// made here, and the body's length when asked. The client's copies of
+// every reserved routing header are removed first (Envoy applies the
+// removals before the sets).
 func (x *exchange) routeMutation(withLength bool) *extprocv3.HeaderMutation {
-	m := &extprocv3.HeaderMutation{}
+	m := &extprocv3.HeaderMutation{RemoveHeaders: reservedheaders.In(x.headers)}
 	for _, name := range x.pick.GetRemoveHeaders() {
-		m.RemoveHeaders = append(m.RemoveHeaders, strings.ToLower(name))
-	}
-	if _, ok := x.headers[DestinationHeader]; ok {
-		m.RemoveHeaders = append(m.RemoveHeaders, DestinationHeader)
+		if name = strings.ToLower(name); !slices.Contains(m.RemoveHeaders, name) {
+			m.RemoveHeaders = append(m.RemoveHeaders, name)
+		}
 	}
 	m.SetHeaders = sortedHeaders(x.pick.GetHeaders())
 	m.SetHeaders = append(m.SetHeaders, setHeader(DestinationHeader, x.destination()))

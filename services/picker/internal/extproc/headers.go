@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/hermod/hermod/libs/reservedheaders"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -19,11 +20,12 @@ const (
 	// takes one address: run the picker with --fallbacks=0 for it);
 	// DestinationNamespace and DestinationHeader name the same value in
 	// the dynamic metadata.
-	DestinationHeader    = "x-gateway-destination-endpoint"
+	DestinationHeader    = reservedheaders.Destination
 	DestinationNamespace = "envoy.lb"
 	// SubsetNamespace and SubsetKey name the subset hint in the request's
 	// metadata (a list of "ip:port"); SubsetKey is also a request header
-	// (comma-separated).
+	// (comma-separated), read here and never passed on: like every
+	// x-gateway-destination-endpoint* header it is reserved.
 	SubsetNamespace = "envoy.lb.subset_hint"
 	SubsetKey       = "x-gateway-destination-endpoint-subset"
 	// ServedKey, in the response's metadata namespace DestinationNamespace,
@@ -60,7 +62,7 @@ func headerMap(hm *corev3.HeaderMap) map[string]string {
 
 // pickHeaders are the request headers the picker's plugins see: no
 // pseudo-headers, credentials or transport headers, nor the routing
-// headers a client may not set.
+// headers a client may not set (reservedheaders).
 func pickHeaders(h map[string]string, requestID string) map[string]string {
 	out := make(map[string]string, len(h)+1)
 	for k, v := range h {
@@ -69,10 +71,12 @@ func pickHeaders(h map[string]string, requestID string) map[string]string {
 		}
 		switch k {
 		case "authorization", "cookie", "proxy-authorization", "content-length", "content-type", "accept-encoding",
-			"user-agent", "accept", "transfer-encoding", "host", DestinationHeader, SubsetKey:
+			"user-agent", "accept", "transfer-encoding", "host":
 			continue
 		}
-		out[k] = v
+		if !reservedheaders.Is(k) {
+			out[k] = v
+		}
 	}
 	out[RequestIDHeader] = requestID
 	return out

@@ -264,6 +264,16 @@ func (p *Pod) Crash(ctx context.Context, down time.Duration) error {
 	return nil
 }
 
+// specificHost returns host unless it is a wildcard (all interfaces),
+// for which it returns "".
+func specificHost(host string) string {
+	switch host {
+	case "", "*", "0.0.0.0", "::":
+		return ""
+	}
+	return host
+}
+
 // openPublisher opens the KV event publisher.
 func (p *Pod) openPublisher() error {
 	kc := p.cfg.KVEvents
@@ -273,6 +283,9 @@ func (p *Pod) openPublisher() error {
 	pub, err := kvzmq.NewPublisher(kvzmq.PublisherConfig{
 		Endpoint: kc.Endpoint, ReplayEndpoint: kc.ReplayEndpoint, Topic: kc.Topic,
 		HWM: kc.HWM, BufferSteps: kc.BufferSteps, Framing: p.cfg.ReplayFraming,
+		// a wildcard endpoint binds where the pod serves: --host 127.0.0.1
+		// keeps the event sockets on loopback too
+		BindHost: specificHost(p.cfg.Host),
 	})
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", p.cfg.Name, err)

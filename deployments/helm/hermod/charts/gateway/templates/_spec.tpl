@@ -35,12 +35,16 @@
 {{- $volumes = append $volumes (dict "name" "api-keys" "secret" (dict "secretName" $keys.existingSecret "items" (list (dict "key" $key "path" $key)))) -}}
 {{- $mounts = append $mounts (dict "name" "api-keys" "mountPath" "/etc/hermod/gateway/api-keys" "readOnly" true) -}}
 {{- end -}}
-opsPort: http
+opsPort: metrics
 ports:
   - name: http
     flag: listen
     appProtocol: http
     servicePort: {{ (.Values.service | default dict).port | default 8080 }}
+  - name: metrics
+    flag: metrics-listen
+    appProtocol: http
+    internal: true
 nats: true
 etcd: true
 kubeAPI: false

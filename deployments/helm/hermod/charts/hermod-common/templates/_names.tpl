@@ -44,7 +44,7 @@ component can address another without reading its values (a subchart sees
 only its own values and global).
 */}}
 {{- define "hermod-common.ports" -}}
-gateway: {http: 8080}
+gateway: {http: 8080, metrics: 9092}
 picker: {grpc: 9002, metrics: 9090}
 indexer: {grpc: 9095, metrics: 9096, zmq: 5557}
 collector: {metrics: 9091}

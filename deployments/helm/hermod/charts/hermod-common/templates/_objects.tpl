@@ -59,6 +59,7 @@ spec:
     {{- include "hermod-common.selectorLabels" . | nindent 4 }}
   ports:
     {{- range $spec.ports }}
+    {{- if not .internal }}
     - name: {{ .name }}
       port: {{ .servicePort | default (index $ports .name) }}
       targetPort: {{ .name }}
@@ -67,9 +68,37 @@ spec:
       appProtocol: {{ . }}
       {{- end }}
     {{- end }}
+    {{- end }}
+{{- /* internal ports (the gateway's ops port) are never on the client-facing Service, which may be a LoadBalancer: a ClusterIP "<name>-ops" Service carries them */ -}}
+{{- $internal := list -}}
+{{- range $spec.ports -}}{{- if .internal -}}{{- $internal = append $internal . -}}{{- end -}}{{- end -}}
+{{- if $internal }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "hermod-common.fullname" . }}-ops
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "hermod-common.labels" . | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "hermod-common.selectorLabels" . | nindent 4 }}
+  ports:
+    {{- range $internal }}
+    - name: {{ .name }}
+      port: {{ index $ports .name }}
+      targetPort: {{ .name }}
+      protocol: TCP
+      {{- with .appProtocol }}
+      appProtocol: {{ . }}
+      {{- end }}
+    {{- end }}
+{{- end }}
 {{- /* the headless Service leaves the ops port out: a ServiceMonitor finds it on one Service only */ -}}
 {{- $clientPorts := list -}}
-{{- range $spec.ports -}}{{- if ne .name $spec.opsPort -}}{{- $clientPorts = append $clientPorts . -}}{{- end -}}{{- end -}}
+{{- range $spec.ports -}}{{- if and (ne .name $spec.opsPort) (not .internal) -}}{{- $clientPorts = append $clientPorts . -}}{{- end -}}{{- end -}}
 {{- if and $svc.headless $clientPorts }}
 ---
 apiVersion: v1

@@ -82,7 +82,8 @@ a list is joined with commas. Returns a YAML list.
 {{- $args := list (printf "--pool=%s" (required "global.pool is required" $g.pool)) (printf "--v=%s" (include "hermod-common.verbosity" .)) (printf "--log-format=%s" ($log.format | default "json")) -}}
 {{- with ($g.otlp | default dict).endpoint -}}{{- $args = append $args (printf "--otlp-endpoint=%s" .) -}}{{- end -}}
 {{- range $spec.ports -}}
-{{- if .flag -}}{{- $args = append $args (printf "--%s=:%v" .flag (index $ports .name)) -}}{{- end -}}
+{{- /* the pod's addresses: the binaries listen on loopback by default */ -}}
+{{- if .flag -}}{{- $args = append $args (printf "--%s=0.0.0.0:%v" .flag (index $ports .name)) -}}{{- end -}}
 {{- end -}}
 {{- $env := list -}}
 {{- if $spec.nats -}}
