@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermod/hermod/libs/retry"
+	"github.com/hermod/hermod/libs/telemetry"
 
 	"github.com/nats-io/nats.go"
 )
@@ -71,7 +72,7 @@ func Connect(ctx context.Context, url, name string, opts ...Option) (*nats.Conn,
 // connOptions returns the options of Connect's connections: naming,
 // reconnects forever with backoff, no reconnect buffer, and logging.
 func connOptions(name string, dialer nats.CustomDialer, o options, log *slog.Logger) []nats.Option {
-	asyncErrs := &logLimiter{every: logInterval}
+	asyncErrs := &telemetry.LogLimiter{Every: logInterval}
 	var serverURL atomic.Value // the server connected to last, for the disconnect log
 	return []nats.Option{
 		nats.Name(name),
@@ -107,7 +108,7 @@ func connOptions(name string, dialer nats.CustomDialer, o options, log *slog.Log
 			log.Debug("nats connection closed")
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ok, suppressed := asyncErrs.allow()
+			ok, suppressed := asyncErrs.Allow()
 			if !ok {
 				return
 			}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hermod/hermod/libs/retry"
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Consumer tuning.
@@ -222,7 +223,7 @@ func (c *Consumer) run(ctx context.Context, handle func(jetstream.Msg)) {
 	stopIt := context.AfterFunc(ctx, c.it.Stop)
 	defer stopIt()
 	defer c.it.Stop()
-	errLog := logLimiter{every: logInterval}
+	errLog := telemetry.LogLimiter{Every: logInterval}
 	for {
 		msg, err := c.it.Next(jetstream.NextMaxWait(idleCheck))
 		if ctx.Err() != nil {
@@ -241,7 +242,7 @@ func (c *Consumer) run(ctx context.Context, handle func(jetstream.Msg)) {
 		default:
 			// The ordered consumer recreates itself on the errors it can
 			// recover from; what reaches here failed to. Try again shortly.
-			if ok, suppressed := errLog.allow(); ok {
+			if ok, suppressed := errLog.Allow(); ok {
 				c.log.Warn("consumer error; retrying", "error", err, "suppressed", suppressed)
 			}
 			if !retry.Sleep(ctx, idleCheck) {

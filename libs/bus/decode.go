@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // decoder decodes payloads into new messages of type T, counts what it
@@ -18,7 +20,7 @@ type decoder[T proto.Message] struct {
 	failed   prometheus.Counter
 	errors   atomic.Uint64
 	log      *slog.Logger
-	limiter  logLimiter
+	limiter  telemetry.LogLimiter
 }
 
 // newDecoder returns a decoder for T; label names the stream (or core
@@ -34,7 +36,7 @@ func newDecoder[T proto.Message](label string, reg prometheus.Registerer, log *s
 		consumed: m.consumed.WithLabelValues(label),
 		failed:   m.decodeErrors.WithLabelValues(label),
 		log:      log,
-		limiter:  logLimiter{every: logInterval},
+		limiter:  telemetry.LogLimiter{Every: logInterval},
 	}, nil
 }
 
@@ -45,7 +47,7 @@ func (d *decoder[T]) decode(subject string, data []byte) (msg T, ok bool) {
 	if err := proto.Unmarshal(data, msg); err != nil {
 		d.errors.Add(1)
 		d.failed.Inc()
-		if ok, suppressed := d.limiter.allow(); ok {
+		if ok, suppressed := d.limiter.Allow(); ok {
 			d.log.Warn("skipping message that does not decode", "subject", subject,
 				"type", string(d.mt.Descriptor().FullName()), "bytes", len(data), "error", err, "suppressed", suppressed)
 		}

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -149,31 +148,6 @@ func (o options) backoff() *backoff.ExponentialBackOff {
 // nthBackoff returns the delay before the n-th retry (n >= 1) without state, for
 // callbacks that get an attempt count.
 func (o options) nthBackoff(n int) time.Duration { return retry.Nth(o.minBackoff, o.maxBackoff, n) }
-
-// logLimiter lets through one log line per interval and counts the ones it
-// held back.
-type logLimiter struct {
-	every time.Duration
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// allow says whether to log now and how many lines were held back since the
-// last one that was let through.
-func (l *logLimiter) allow() (ok bool, suppressed int) {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	l.last = now
-	suppressed, l.suppressed = l.suppressed, 0
-	return true, suppressed
-}
 
 // logInterval is the least time between two rate-limited log lines of one
 // kind.

@@ -21,19 +21,3 @@ func TestBackoffOptions(t *testing.T) {
 		t.Fatalf("options %+v", o)
 	}
 }
-
-func TestLogLimiter(t *testing.T) {
-	l := logLimiter{every: time.Hour}
-	if ok, n := l.allow(); !ok || n != 0 {
-		t.Fatalf("first: %v %d", ok, n)
-	}
-	for range 3 {
-		if ok, _ := l.allow(); ok {
-			t.Fatal("let through within the interval")
-		}
-	}
-	l.last = time.Now().Add(-2 * time.Hour)
-	if ok, n := l.allow(); !ok || n != 3 {
-		t.Fatalf("after the interval: %v, %d suppressed, want 3", ok, n)
-	}
-}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // connPollInterval is how often a Publisher waiting for the connection looks
@@ -64,7 +66,7 @@ type Publisher struct {
 	closeErr  error // written by run before done is closed
 
 	published, duplicates, failed, dropped atomic.Uint64
-	dropLog, failLog                       logLimiter
+	dropLog, failLog                       telemetry.LogLimiter
 }
 
 // event is one queued publish.
@@ -111,8 +113,8 @@ func NewPublisher(nc *nats.Conn, opts ...Option) (*Publisher, error) {
 		replyPrefix: nc.NewInbox() + ".",
 		stop:        make(chan context.Context, 1),
 		done:        make(chan struct{}),
-		dropLog:     logLimiter{every: logInterval},
-		failLog:     logLimiter{every: logInterval},
+		dropLog:     telemetry.LogLimiter{Every: logInterval},
+		failLog:     telemetry.LogLimiter{Every: logInterval},
 	}
 	// A channel subscription has no goroutine of its own: the acks are
 	// handled on the Publisher's. If the channel ever overflowed, the acks
@@ -181,7 +183,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 func (p *Publisher) drop(reason string, n int, subject string, err error) {
 	p.dropped.Add(uint64(n))
 	p.m.dropped.WithLabelValues(reason).Add(float64(n))
-	if ok, suppressed := p.dropLog.allow(); ok {
+	if ok, suppressed := p.dropLog.Allow(); ok {
 		attrs := []any{"reason", reason, "events", n, "suppressed", suppressed}
 		if subject != "" {
 			attrs = append(attrs, "subject", subject)

@@ -290,7 +290,7 @@ func (p *Publisher) fail(st *publisherState, ev event, err error, unsent bool) {
 			return
 		}
 	}
-	if ok, suppressed := p.failLog.allow(); ok {
+	if ok, suppressed := p.failLog.Allow(); ok {
 		p.log.Warn("publish failed; retrying", "subject", ev.subject, "msg_id", ev.id, "error", err,
 			"attempts", ev.attempts, "suppressed", suppressed)
 	}

@@ -15,16 +15,22 @@ const (
 	KindInternal ErrorKind = iota
 	// KindNoCandidates: the pool has no ready endpoint for the request (503).
 	KindNoCandidates
-	// KindShed: every candidate was filtered out, the request is shed (429).
+	// KindShed: the request is shed: an admission plugin refused it (the
+	// pool is saturated) or a picker chose no endpoint (429).
 	KindShed
 	// KindBadRequest: the request cannot be scheduled as sent (400).
 	KindBadRequest
+	// KindNoMatch: a profile's filters left none of the ready endpoints.
+	// It is not load: the config matches no endpoint of the fleet (a
+	// selector names labels no endpoint has, say) and retrying does not
+	// help until the config or the fleet changes (503).
+	KindNoMatch
 )
 
 // HTTPStatus is the status code a front door answers with for this kind.
 func (k ErrorKind) HTTPStatus() int {
 	switch k {
-	case KindNoCandidates:
+	case KindNoCandidates, KindNoMatch:
 		return http.StatusServiceUnavailable
 	case KindShed:
 		return http.StatusTooManyRequests
@@ -42,6 +48,8 @@ func (k ErrorKind) String() string {
 		return "shed"
 	case KindBadRequest:
 		return "bad_request"
+	case KindNoMatch:
+		return "no_match"
 	}
 	return "internal"
 }
@@ -50,8 +58,9 @@ func (k ErrorKind) String() string {
 // sentinel of its kind.
 var (
 	ErrNoCandidates = &Error{Kind: KindNoCandidates, Msg: "no ready endpoints"}
-	ErrShed         = &Error{Kind: KindShed, Msg: "every endpoint was filtered out"}
+	ErrShed         = &Error{Kind: KindShed, Msg: "the request was shed"}
 	ErrBadRequest   = &Error{Kind: KindBadRequest, Msg: "bad request"}
+	ErrNoMatch      = &Error{Kind: KindNoMatch, Msg: "the filters left no endpoint"}
 )
 
 // Error is a scheduling failure with its kind.
@@ -59,8 +68,10 @@ type Error struct {
 	Kind ErrorKind
 	// Profile is the scheduling profile that failed, if one did.
 	Profile string
-	Msg     string
-	Err     error
+	// Filter is the filter that removed the last candidates, if one did.
+	Filter string
+	Msg    string
+	Err    error
 }
 
 func (e *Error) Error() string {
@@ -79,7 +90,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is matches the sentinel of the same kind.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Kind == e.Kind && (t == ErrNoCandidates || t == ErrShed || t == ErrBadRequest)
+	return ok && t.Kind == e.Kind && (t == ErrNoCandidates || t == ErrShed || t == ErrBadRequest || t == ErrNoMatch)
 }
 
 // HTTPStatus is the status for this error.

@@ -44,7 +44,7 @@ func NewSchedulerMetrics(reg prometheus.Registerer) *SchedulerMetrics {
 		pluginDuration: telemetry.NewHistogramVec("inference_extension_plugin_duration_seconds", "[ALPHA] Plugin processing latency distribution in seconds for each extension point, plugin type and plugin name.", giemetrics.FastBuckets, "extension_point", "plugin_type", "plugin_name"),
 		attempts: telemetry.NewCounterVec("inference_extension_scheduler_attempts_total", "[ALPHA] Total number of successful and failed scheduling attempts.",
 			"status", "target_model_name", "pod_name", "namespace", "port"),
-		failures: telemetry.NewCounterVec("hermod_scheduler_failures_total", "Scheduling cycles that chose no endpoint, by kind: no_candidates, shed, bad_request, internal.", "kind"),
+		failures: telemetry.NewCounterVec("hermod_scheduler_failures_total", "Scheduling cycles that chose no endpoint, by kind: no_candidates, no_match (the filters left no endpoint), shed, bad_request, internal.", "kind"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.e2e, m.pluginDuration, m.attempts, m.failures)

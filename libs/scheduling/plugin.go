@@ -80,6 +80,17 @@ type Filter interface {
 	Filter(ctx context.Context, cs *CycleState, req *Request, in, dst []*Endpoint) []*Endpoint
 }
 
+// LoadShedder is implemented by a Filter that removes endpoints by load
+// (saturation, predicted latency): when it removes the last candidates the
+// request is shed (KindShed, 429). When any other filter does, no endpoint
+// matched the profile (KindNoMatch, 503): that is a fault of the config or
+// of the fleet, which waiting does not mend.
+type LoadShedder interface {
+	Filter
+	// ShedsLoad marks the filter; it does nothing.
+	ShedsLoad()
+}
+
 // Scorer rates the endpoints a profile's filters left. Higher is better;
 // the scheduler clamps every score to [0, 1].
 type Scorer interface {
@@ -101,7 +112,7 @@ type Picker interface {
 type ProfileRunner interface {
 	// RunProfile runs the named profile (filters, scorers, picker) over the
 	// cycle's candidates. A profile whose filters leave nothing returns a
-	// KindShed error.
+	// KindNoMatch error.
 	RunProfile(ctx context.Context, name string) (*ProfileResult, error)
 }
 

@@ -96,8 +96,8 @@ func (s *Scheduler) Plugins() []Plugin { return s.plugins }
 
 // Schedule picks the endpoints that serve req among candidates. On success
 // the Result's Primary target serves the request. Errors are *Error values
-// whose kind maps to 503 (no candidates), 429 (every endpoint filtered out)
-// or 400 (bad request). The caller may Release the result when done with it.
+// whose kind maps to 503 (no candidates, or a profile's filters left none),
+// 429 (shed) or 400 (bad request). The caller may Release the result when done with it.
 func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*Endpoint) (*Result, error) {
 	var start time.Time
 	if s.metrics != nil {
@@ -402,7 +402,7 @@ func (c *cycle) RunProfile(ctx context.Context, name string) (*ProfileResult, er
 			eps = f.Filter(ctx, cs, req, eps, dst)
 			p.filterTimers[i].done(t)
 			if len(eps) == 0 {
-				pr.Err = &Error{Kind: KindShed, Profile: name, Msg: fmt.Sprintf("filter %s left no endpoints", f.TypedName())}
+				pr.Err = filteredOut(name, f, len(c.candidates))
 				return pr, pr.Err
 			}
 		}
@@ -452,6 +452,22 @@ func (c *cycle) RunProfile(ctx context.Context, name string) (*ProfileResult, er
 		pr.Targets = append(pr.Targets, Target{Endpoint: eps[i], Port: eps[i].Port})
 	}
 	return pr, nil
+}
+
+// filteredOut is the error of a profile whose filter f removed the last of
+// the endpoints (ready is how many the cycle started with): the request is
+// shed when f filters by load (LoadShedder), else no endpoint matched.
+func filteredOut(profile string, f Filter, ready int) *Error {
+	tn := f.TypedName()
+	name := tn.Name
+	if name == "" {
+		name = tn.Type
+	}
+	if _, ok := f.(LoadShedder); ok {
+		return &Error{Kind: KindShed, Profile: profile, Filter: name, Msg: fmt.Sprintf("filter %s left no endpoints", tn)}
+	}
+	return &Error{Kind: KindNoMatch, Profile: profile, Filter: name,
+		Msg: fmt.Sprintf("no endpoint matched: filter %s left none of the %d ready endpoints", tn, ready)}
 }
 
 // grow returns s resized to n zeroed elements, reusing its array if it fits.

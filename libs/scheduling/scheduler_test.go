@@ -119,14 +119,14 @@ plugins:
 		t.Errorf("no candidates: %v (status %d)", err, scheduling.HTTPStatus(err))
 	}
 	_, err = s.Schedule(ctx, req, schedulingtest.Endpoints(3))
-	if !errors.Is(err, scheduling.ErrShed) || scheduling.HTTPStatus(err) != http.StatusTooManyRequests {
+	if !errors.Is(err, scheduling.ErrNoMatch) || scheduling.HTTPStatus(err) != http.StatusServiceUnavailable {
 		t.Errorf("all filtered: %v (status %d)", err, scheduling.HTTPStatus(err))
 	}
-	if !strings.Contains(err.Error(), `profile "default": filter by-label left no endpoints`) {
+	if !strings.Contains(err.Error(), `profile "default": no endpoint matched: filter by-label left none of the 3 ready endpoints`) {
 		t.Errorf("message = %q", err)
 	}
-	if errors.Is(err, scheduling.ErrNoCandidates) {
-		t.Error("a shed error matches ErrNoCandidates")
+	if errors.Is(err, scheduling.ErrNoCandidates) || errors.Is(err, scheduling.ErrShed) {
+		t.Error("a no-match error matches ErrNoCandidates or ErrShed")
 	}
 	bad := scheduling.BadRequestf("messages[0].content: must be a string")
 	if !errors.Is(bad, scheduling.ErrBadRequest) || scheduling.HTTPStatus(bad) != http.StatusBadRequest {
@@ -136,8 +136,43 @@ plugins:
 		t.Error("plain errors should map to 500")
 	}
 	wrapped := fmt.Errorf("pick: %w", err)
-	if scheduling.HTTPStatus(wrapped) != http.StatusTooManyRequests {
+	if scheduling.HTTPStatus(wrapped) != http.StatusServiceUnavailable {
 		t.Error("wrapped errors keep their status")
+	}
+}
+
+// A valid config whose filters match no endpoint is not shedding: the
+// cycle fails with KindNoMatch (503) naming the profile and the filter
+// that removed the last candidates, and counts under kind no_match.
+func TestFiltersMatchingNoEndpointAreNotShedding(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: by-label, name: gpu-a100, parameters: {label: gpu, validValues: [a100]}}
+- {type: queue-scorer}
+schedulingProfiles:
+- name: big
+  plugins: [{pluginRef: gpu-a100}, {pluginRef: queue-scorer}]
+`, scheduling.WithMetrics(scheduling.NewSchedulerMetrics(reg)))
+	eps := schedulingtest.Endpoints(2)
+	for _, e := range eps {
+		e.Labels = map[string]string{"gpu": "h100"}
+	}
+	_, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), eps)
+	var se *scheduling.Error
+	if !errors.As(err, &se) || se.Kind != scheduling.KindNoMatch || se.HTTPStatus() != http.StatusServiceUnavailable {
+		t.Fatalf("every endpoint filtered out: %v (status %d), want a 503 no-match", err, scheduling.HTTPStatus(err))
+	}
+	if se.Profile != "big" || se.Filter != "gpu-a100" || errors.Is(err, scheduling.ErrShed) {
+		t.Errorf("error %+v: want profile big, filter gpu-a100, not shed", se)
+	}
+	expected := `
+# HELP hermod_scheduler_failures_total Scheduling cycles that chose no endpoint, by kind: no_candidates, no_match (the filters left no endpoint), shed, bad_request, internal.
+# TYPE hermod_scheduler_failures_total counter
+hermod_scheduler_failures_total{kind="no_match"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "hermod_scheduler_failures_total"); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -227,7 +262,7 @@ func TestCycleMetrics(t *testing.T) {
 		res.Release()
 	}
 	if _, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), eps[:1]); err == nil {
-		t.Fatal("expected shed")
+		t.Fatal("expected no match")
 	}
 	if _, err := s.Schedule(ctx, schedulingtest.Completion("r", "m", "x"), nil); err == nil {
 		t.Fatal("expected no candidates")
@@ -237,10 +272,10 @@ func TestCycleMetrics(t *testing.T) {
 # TYPE inference_extension_scheduler_attempts_total counter
 inference_extension_scheduler_attempts_total{namespace="",pod_name="",port="",status="failure",target_model_name="m"} 2
 inference_extension_scheduler_attempts_total{namespace="",pod_name="pod-1",port="8000",status="success",target_model_name="m"} 3
-# HELP hermod_scheduler_failures_total Scheduling cycles that chose no endpoint, by kind: no_candidates, shed, bad_request, internal.
+# HELP hermod_scheduler_failures_total Scheduling cycles that chose no endpoint, by kind: no_candidates, no_match (the filters left no endpoint), shed, bad_request, internal.
 # TYPE hermod_scheduler_failures_total counter
 hermod_scheduler_failures_total{kind="no_candidates"} 1
-hermod_scheduler_failures_total{kind="shed"} 1
+hermod_scheduler_failures_total{kind="no_match"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "inference_extension_scheduler_attempts_total", "hermod_scheduler_failures_total"); err != nil {
 		t.Error(err)

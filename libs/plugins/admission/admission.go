@@ -117,6 +117,10 @@ func (u *Utilization) Saturation(_ context.Context, candidates []*scheduling.End
 	return u.limits.mean(candidates, u.now(), u.params.MetricsStalenessThreshold.Std())
 }
 
+// ShedsLoad implements scheduling.LoadShedder: the filter removes the
+// endpoints past their thresholds, and a request it leaves none is shed.
+func (u *Utilization) ShedsLoad() {}
+
 // Filter implements scheduling.Filter.
 func (u *Utilization) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, dst []*scheduling.Endpoint) []*scheduling.Endpoint {
 	now, stale := u.now(), u.params.MetricsStalenessThreshold.Std()

@@ -72,6 +72,10 @@ func newByLabel(name string, raw json.RawMessage, h scheduling.Handle) (scheduli
 // Parameters implements scheduling.ParameterReporter.
 func (f *ByLabel) Parameters() any { return f.params }
 
+// FiltersByEndpoint implements scheduling.EndpointFilter: the filter reads
+// only the endpoints' labels.
+func (f *ByLabel) FiltersByEndpoint() {}
+
 // Filter implements scheduling.Filter.
 func (f *ByLabel) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, dst []*scheduling.Endpoint) []*scheduling.Endpoint {
 	for _, e := range in {
@@ -125,6 +129,10 @@ func newRole(typ string, noLabel bool, heimdall, llmd []string) scheduling.Facto
 
 // Parameters implements scheduling.ParameterReporter.
 func (f *Role) Parameters() any { return f.params }
+
+// FiltersByEndpoint implements scheduling.EndpointFilter: the filter reads
+// only the endpoints' labels.
+func (f *Role) FiltersByEndpoint() {}
 
 // Filter implements scheduling.Filter.
 func (f *Role) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, dst []*scheduling.Endpoint) []*scheduling.Endpoint {
@@ -246,6 +254,10 @@ func (f *Selector) Matches(labels map[string]string) bool {
 	}
 	return true
 }
+
+// FiltersByEndpoint implements scheduling.EndpointFilter: the filter reads
+// only the endpoints' labels.
+func (f *Selector) FiltersByEndpoint() {}
 
 // Filter implements scheduling.Filter.
 func (f *Selector) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, in, dst []*scheduling.Endpoint) []*scheduling.Endpoint {

@@ -65,6 +65,9 @@ type Plugin struct {
 	key     scheduling.StateKey
 	pool    sync.Pool
 	metrics indexerMetrics
+	// down logs the indexer's failures (the first, then one line per
+	// interval) and its recovery, not one line per request.
+	down telemetry.FailureLog
 }
 
 // New builds the plugin.
@@ -92,6 +95,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		Named: scheduling.Named{Type: Type, Name: name}, params: p, ttl: ttl, keyer: keyer, indexer: idx, prompts: prompts,
 		log: h.Logger().With("plugin", name), key: scheduling.StateKey(Type + "/" + name), metrics: newIndexerMetrics(h),
 	}
+	pl.down.Log = pl.log
 	pl.agree = newAgreement(h, pl.log)
 	pl.pool.New = func() any { return &match{plugin: pl} }
 	return pl, nil
@@ -178,9 +182,11 @@ func (p *Plugin) match(ctx context.Context, cs *scheduling.CycleState, req *sche
 	p.metrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		p.metrics.failOpen.Inc()
-		p.log.Warn("the indexer did not answer: scoring every endpoint alike", "request_id", req.ID, "error", err)
+		p.down.Failed(ctx, "the indexer did not answer: scoring every endpoint alike",
+			slog.String("request_id", req.ID), slog.String("error", err.Error()))
 		return m
 	}
+	p.down.Succeeded(ctx, "the indexer answers again: scoring by its prefix matches", slog.String("request_id", req.ID))
 	byName := make(map[string]*scheduling.Endpoint, len(candidates))
 	for _, e := range candidates {
 		byName[e.Name] = e

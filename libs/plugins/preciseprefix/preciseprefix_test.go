@@ -2,7 +2,9 @@ package preciseprefix_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -301,4 +303,68 @@ func gathered(t *testing.T, h *schedulingtest.Handle, name string) prometheus.Co
 		t.Fatalf("%s is not registered (%v)", name, err)
 	}
 	return taken.ExistingCollector
+}
+
+// During an indexer outage the plugin logs the first failure, not one line
+// per request, and one Info line when the indexer answers again.
+func TestIndexerOutageIsLoggedOncePerInterval(t *testing.T) {
+	idx := &fakeIndexer{err: errors.New("unavailable")}
+	var buf lockedBuffer
+	h := schedulingtest.NewHandle()
+	h.Log = slog.New(slog.NewJSONHandler(&buf, nil))
+	h.Services = map[string]any{string(preciseprefix.IndexerService): idx}
+	p := schedulingtest.New[*preciseprefix.Plugin](t, h, preciseprefix.Type, "", params)
+	req := schedulingtest.Completion("r", "m", strings.Repeat("words ", 40))
+	eps := schedulingtest.Endpoints(3)
+	for range 199 {
+		schedulingtest.Score(p, schedulingtest.CycleState(1), req, eps)
+	}
+	idx.mu.Lock()
+	idx.err = nil
+	idx.mu.Unlock()
+	for range 3 {
+		schedulingtest.Score(p, schedulingtest.CycleState(1), req, eps)
+	}
+	var warns, infos []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if !strings.Contains(m["msg"].(string), "indexer") {
+			continue
+		}
+		switch m["level"] {
+		case "WARN":
+			warns = append(warns, m)
+		case "INFO":
+			infos = append(infos, m)
+		}
+	}
+	if len(warns) != 1 || warns[0]["request_id"] != "r" || warns[0]["error"] != "unavailable" {
+		t.Fatalf("%d indexer warnings for 199 failures in one interval, want 1: %v", len(warns), warns)
+	}
+	if len(infos) != 1 || infos[0]["failures"] != 199.0 {
+		t.Fatalf("recovery lines %v, want one counting 199 failures", infos)
+	}
+	if got := testutil.ToFloat64(gathered(t, h, "hermod_picker_indexer_fail_open_total")); got != 199 {
+		t.Fatalf("fail-open counter %v, want 199 (every failure counts)", got)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

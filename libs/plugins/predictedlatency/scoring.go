@@ -229,6 +229,10 @@ func waiting(e *scheduling.Endpoint) float64 {
 	return float64(e.Metrics.WaitingRequests)
 }
 
+// ShedsLoad implements scheduling.LoadShedder: the requests Filter leaves
+// no endpoint are shed (429), not unmatched.
+func (p *Plugin) ShedsLoad() {}
+
 // Filter implements scheduling.Filter: a sheddable request (priority
 // below 0) with an SLO that no endpoint is predicted to meet is shed (the
 // profile is left with no endpoint: 429), unless an endpoint is idle or

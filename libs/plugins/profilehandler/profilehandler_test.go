@@ -98,20 +98,22 @@ func imageChat(id string) *scheduling.Request {
 	return req
 }
 
-func checkShed(t *testing.T, err error) {
+// checkNoMatch says that err is the failure of a profile whose filters left
+// no endpoint: 503, not shedding (429).
+func checkNoMatch(t *testing.T, err error) {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("Schedule succeeded; want a shed error")
+		t.Fatalf("Schedule succeeded; want a no-match error")
 	}
 	var se *scheduling.Error
-	if !errors.As(err, &se) || se.Kind != scheduling.KindShed {
-		t.Errorf("error %v (%T), want a *scheduling.Error of kind KindShed", err, err)
+	if !errors.As(err, &se) || se.Kind != scheduling.KindNoMatch {
+		t.Errorf("error %v (%T), want a *scheduling.Error of kind KindNoMatch", err, err)
 	}
-	if !errors.Is(err, scheduling.ErrShed) {
-		t.Errorf("errors.Is(%v, ErrShed) = false", err)
+	if !errors.Is(err, scheduling.ErrNoMatch) || errors.Is(err, scheduling.ErrShed) {
+		t.Errorf("errors.Is(%v, ErrNoMatch) = false or errors.Is(ErrShed) = true", err)
 	}
-	if got := scheduling.HTTPStatus(err); got != http.StatusTooManyRequests {
-		t.Errorf("HTTPStatus = %d, want 429", got)
+	if got := scheduling.HTTPStatus(err); got != http.StatusServiceUnavailable {
+		t.Errorf("HTTPStatus = %d, want 503", got)
 	}
 }
 
@@ -176,7 +178,7 @@ schedulingProfiles:
 `, "single-profile-handler")
 }
 
-func TestSingleProfileHandlerShed(t *testing.T) {
+func TestSingleProfileHandlerNoMatch(t *testing.T) {
 	s := schedulingtest.Scheduler(t, `
 plugins:
   - type: single-profile-handler
@@ -187,7 +189,7 @@ schedulingProfiles:
       - pluginRef: prefill-filter
 `)
 	_, err := s.Schedule(context.Background(), schedulingtest.Completion("r1", "m", "hi"), []*scheduling.Endpoint{decodePod})
-	checkShed(t, err)
+	checkNoMatch(t, err)
 }
 
 // ---- disagg-profile-handler ----
@@ -317,10 +319,10 @@ func TestDisaggFailedPrefillOnly(t *testing.T) {
 	}
 }
 
-func TestDisaggDecodeFailureIsShed(t *testing.T) {
+func TestDisaggDecodeFailureIsNoMatch(t *testing.T) {
 	s := schedulingtest.Scheduler(t, disaggAll)
 	_, err := s.Schedule(context.Background(), imageChat("r1"), []*scheduling.Endpoint{prefillPod, encodePod})
-	checkShed(t, err)
+	checkNoMatch(t, err)
 }
 
 func TestDisaggWithoutDecidersIsDecodeOnly(t *testing.T) {
@@ -1021,10 +1023,10 @@ func TestPDFailedPrefillServesDecodeOnly(t *testing.T) {
 	}
 }
 
-func TestPDDecodeFailureIsShed(t *testing.T) {
+func TestPDDecodeFailureIsNoMatch(t *testing.T) {
 	s := schedulingtest.Scheduler(t, pdConfig("", ""))
 	_, err := s.Schedule(context.Background(), schedulingtest.Chat("r1", "m", "hi"), []*scheduling.Endpoint{prefillPod})
-	checkShed(t, err)
+	checkNoMatch(t, err)
 }
 
 func TestPDPrimaryPort(t *testing.T) {

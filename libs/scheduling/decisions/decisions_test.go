@@ -144,7 +144,7 @@ schedulingProfiles:
 		t.Fatalf("profiles = %d", n)
 	}
 	failed := d.GetProfiles()[1]
-	if failed.GetRole() != eventsv1.ProfileRole_PROFILE_ROLE_UNUSED || !strings.Contains(failed.GetError(), "filter prefill-filter left no endpoints") || len(failed.GetEndpoints()) != 0 {
+	if failed.GetRole() != eventsv1.ProfileRole_PROFILE_ROLE_UNUSED || !strings.Contains(failed.GetError(), "no endpoint matched: filter prefill-filter left none") || len(failed.GetEndpoints()) != 0 {
 		t.Errorf("failed stage = %v", failed)
 	}
 	if d.GetPrefillEndpoint() != "" {

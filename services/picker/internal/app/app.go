@@ -73,10 +73,12 @@ type Config struct {
 	Ready func(grpcAddr, metricsAddr string)
 }
 
-// Defaults.
+// Defaults. The listen addresses are loopback, so that a picker started
+// by hand serves nobody else; a deployment passes the pod's address (the
+// Helm chart does).
 const (
-	DefaultListen        = ":9002"
-	DefaultMetricsListen = ":9090"
+	DefaultListen        = "127.0.0.1:9002"
+	DefaultMetricsListen = "127.0.0.1:9090"
 	DefaultReplayWindow  = 10 * time.Minute
 )
 
@@ -228,13 +230,16 @@ func (a *app) watchConfig(ctx context.Context) error {
 		a.boot.OnClose(w.Close)
 		return nil
 	}
+	history := schedconfig.EtcdHistory(a.etcd, a.cfg.Pool)
 	w, err := coord.WatchConfig(ctx, a.etcd, a.cfg.Pool, func(v coord.ConfigVersion) {
 		if v.Deleted {
 			a.log.Info("the pool has no config in etcd; using the default", "key", coord.ConfigKey(a.cfg.Pool))
 			a.apply(schedconfig.Version{Source: schedconfig.SourceDefault})
 			return
 		}
-		a.apply(schedconfig.Version{Source: schedconfig.SourceEtcd, Revision: v.Revision, Data: v.Data})
+		// An invalid newest version: the newest valid one from the
+		// history, not the default, as the other replicas serve.
+		a.applied(a.loader.ApplyLatest(ctx, schedconfig.Version{Source: schedconfig.SourceEtcd, Revision: v.Revision, Data: v.Data}, history))
 	}, coord.WithLogger(a.log))
 	if err != nil {
 		return err
@@ -243,9 +248,13 @@ func (a *app) watchConfig(ctx context.Context) error {
 	return nil
 }
 
-func (a *app) apply(v schedconfig.Version) {
-	err := a.loader.Apply(v)
-	if err != nil && !errors.Is(err, schedconfig.ErrUnchanged) && !a.configLoaded.Load() {
+func (a *app) apply(v schedconfig.Version) { a.applied(a.loader.Apply(v)) }
+
+// applied follows the loader's Apply or ApplyLatest of a version: the
+// first one marks the config loaded, whatever became of it.
+func (a *app) applied(err error) {
+	if err != nil && !errors.Is(err, schedconfig.ErrUnchanged) && !a.configLoaded.Load() &&
+		a.loader.Current().Source == schedconfig.SourceDefault {
 		a.log.Error("the first config is invalid: serving with the default config until a valid one arrives")
 	}
 	if !a.configLoaded.Swap(true) {
@@ -312,13 +321,17 @@ func (a *app) ready() error {
 }
 
 func (a *app) serve(ctx context.Context) error {
-	gs := grpc.NewServer(append(telemetry.GRPCServerOptions(), grpc.MaxRecvMsgSize(grpcMaxRecv(a.extproc.MaxBodyBytes())))...)
+	gopts, err := a.boot.GRPCServerOptions(grpc.MaxRecvMsgSize(grpcMaxRecv(a.extproc.MaxBodyBytes())))
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer(gopts...)
 	pickerv1.RegisterPickerServiceServer(gs, a.svc)
 	// Envoy deployments call the same port (GIE endpoint-picker protocol).
 	extprocv3.RegisterExternalProcessorServer(gs, a.extproc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	ops := &http.Server{Handler: a.debugHandler(telemetry.OpsHandler(a.reg, a.ready)), ReadHeaderTimeout: 5 * time.Second}
+	ops := &http.Server{Handler: a.boot.Ops(a.debugHandler(telemetry.OpsHandler(a.reg, a.ready))), ReadHeaderTimeout: 5 * time.Second}
 	return a.boot.Serve(ctx, bootstrap.Run{
 		Servers: []bootstrap.Server{{Name: "grpc", Addr: a.cfg.Listen, GRPC: gs}, {Name: "ops", Addr: a.cfg.MetricsListen, HTTP: ops}},
 		// Health follows readiness.

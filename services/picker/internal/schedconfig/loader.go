@@ -135,19 +135,39 @@ var ErrUnchanged = errors.New("configuration unchanged")
 func (l *Loader) Apply(v Version) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	err := l.apply(v, true)
+	switch {
+	case err == nil:
+		l.metrics.newestInvalid.Set(0)
+	case !errors.Is(err, ErrUnchanged):
+		l.metrics.newestInvalid.Set(1)
+		l.metrics.newestRevision.Set(float64(v.Revision))
+	}
+	return err
+}
+
+// apply puts v in force if it builds; newest says that v is the newest
+// version (not an older one recovered from the history), whose rejection
+// is logged and reported. l.mu is held.
+func (l *Loader) apply(v Version, newest bool) error {
 	prev := l.cur.Load()
 	if bytes.Equal(prev.version.Data, v.Data) {
 		return ErrUnchanged
 	}
 	s, err := l.build(v, prev.sched)
 	if err != nil {
-		l.log.Error("endpoint picker config rejected; keeping the previous one", "pool", l.pool, "source", v.Source,
-			"revision", v.Revision, "in_force_revision", prev.version.Revision, "error", err)
-		l.report(v, err, nil)
+		if newest {
+			l.log.Error("endpoint picker config rejected; keeping the previous one", "pool", l.pool, "source", v.Source,
+				"revision", v.Revision, "in_force_revision", prev.version.Revision, "error", err)
+			l.report(v, err, nil)
+		}
 		return err
 	}
 	l.cur.Store(&active{sched: s, version: v})
 	l.log.Info("endpoint picker config loaded", "pool", l.pool, "source", v.Source, "revision", v.Revision)
+	if newest {
+		l.metrics.newestRevision.Set(float64(v.Revision))
+	}
 	l.report(v, nil, s)
 	l.retire(prev)
 	if l.onApplied != nil {

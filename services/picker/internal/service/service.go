@@ -362,6 +362,8 @@ func toStatus(err error) error {
 		return failure(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NO_READY_ENDPOINTS, err.Error())
 	case scheduling.KindShed:
 		return failure(codes.ResourceExhausted, pickerv1.PickFailure_PICK_FAILURE_SHED, err.Error())
+	case scheduling.KindNoMatch:
+		return failure(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NO_MATCH, err.Error())
 	case scheduling.KindBadRequest:
 		return status.Error(codes.InvalidArgument, err.Error())
 	}

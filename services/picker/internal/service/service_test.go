@@ -7,9 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,6 +22,7 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/plugins/activerequest"
 	_ "github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -194,7 +198,7 @@ func TestPickErrorsMapToCodes(t *testing.T) {
 		{"empty body", pick(``), codes.InvalidArgument},
 		{"other pool", &pickerv1.PickRequest{Pool: "other", Api: pickerv1.Api_API_COMPLETIONS, Body: []byte(`{"prompt":"x"}`)}, codes.FailedPrecondition},
 		{"no api", &pickerv1.PickRequest{Body: []byte(`{"prompt":"x"}`)}, codes.InvalidArgument},
-		{"every endpoint filtered", pick(`{"model": "zmodel", "prompt": "hi"}`), codes.ResourceExhausted},
+		{"every endpoint filtered", pick(`{"model": "zmodel", "prompt": "hi"}`), codes.Unavailable},
 		{"subset excludes all", &pickerv1.PickRequest{Api: pickerv1.Api_API_COMPLETIONS, Body: []byte(`{"model":"llama","prompt":"x"}`), Subset: []string{"10.9.9.9:1"}}, codes.Unavailable},
 	}
 	for _, c := range cases {
@@ -202,6 +206,15 @@ func TestPickErrorsMapToCodes(t *testing.T) {
 		if status.Code(err) != c.code {
 			t.Errorf("%s: %v, want %s", c.name, err, c.code)
 		}
+	}
+	// Filters that leave no endpoint are not shedding: UNAVAILABLE with
+	// reason NO_MATCH (a 503 that names the filter), not RESOURCE_EXHAUSTED.
+	_, err := f.client.Pick(ctx, pick(`{"model": "zmodel", "prompt": "hi"}`))
+	if reason := pickReason(err); reason != pickerv1.PickFailure_PICK_FAILURE_NO_MATCH.String() || !strings.Contains(err.Error(), "no endpoint matched: filter") {
+		t.Errorf("every endpoint filtered: %v (reason %q)", err, reason)
+	}
+	if rej := openai.PickRejection(err, false); rej.Status != http.StatusServiceUnavailable || rej.Code != openai.CodeNoEndpointMatched {
+		t.Errorf("every endpoint filtered answers %+v", rej)
 	}
 	out, err := f.client.Pick(ctx, pick(`{"model": "sql-lora", "prompt": "hi"}`))
 	if err != nil || out.GetTargets()[0].GetName() != "pod-a" || f.sink.events[len(f.sink.events)-1].GetAdapter() != "sql-lora" {
@@ -233,4 +246,14 @@ func TestSubsetHintRestrictsCandidates(t *testing.T) {
 			t.Fatalf("targets %v", out.GetTargets())
 		}
 	}
+}
+
+// pickReason is the PickFailure name of a Pick error's ErrorInfo.
+func pickReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
 }

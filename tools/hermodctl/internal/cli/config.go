@@ -72,18 +72,24 @@ func validateFile(path string) (*scheduling.Resolved, error) {
 // validateConfig parses and builds a config; the result lists its
 // warnings.
 func validateConfig(data []byte) (*scheduling.Resolved, error) {
+	s, err := buildConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.Close() }()
+	return s.Describe(), nil
+}
+
+// buildConfig parses a config and builds its scheduler as a picker would
+// (without the picker's services); the caller closes it.
+func buildConfig(data []byte) (*scheduling.Scheduler, error) {
 	cfg, err := scheduling.ParseConfig(data)
 	if err != nil {
 		return nil, err
 	}
 	// Warnings are part of the output; do not also log them.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(quiet))...)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = s.Close() }()
-	return s.Describe(), nil
+	return scheduling.New(cfg, append(standard.ValidationOptions(), scheduling.WithLogger(quiet))...)
 }
 
 func printResolved(w io.Writer, r *scheduling.Resolved, format string) error {

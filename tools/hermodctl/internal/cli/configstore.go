@@ -115,7 +115,9 @@ func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	c.usage("Usage: hermodctl config set [--pool P] [--etcd-endpoints E] [--nats-url U] [-strict] [--if-revision N] [--wait D] FILE\n\n" +
 		"Validates FILE as config validate does and, if it is valid, stores it as the pool's\n" +
 		"EndpointPickerConfig in etcd: every picker of the pool loads it without a restart.\n" +
-		"An invalid file is refused and nothing is written. Then waits for the pickers to say\n" +
+		"An invalid file is refused and nothing is written. It warns about every profile whose\n" +
+		"label or role filters match none of the pool's registered endpoints (requests that\n" +
+		"profile serves would fail with 503 no_endpoint_matched). Then waits for the pickers to say\n" +
 		"that they loaded it (or why they refused it).\n\n")
 	if ok, code := c.parse(args, func(n int) bool { return n == 1 }); !ok {
 		return code
@@ -145,6 +147,10 @@ func configSet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return c.fail(err)
 	}
 	defer func() { _ = cli.Close() }()
+	if n := warnUnmatched(ctx, cli, t.pool, data, stderr); n > 0 && *strict {
+		fmt.Fprintf(stderr, "%s: warnings are errors with -strict; nothing was written\n", path)
+		return ExitFailure
+	}
 
 	// Listen for the pickers' reports before writing, so none is missed.
 	var statuses *statusCollector

@@ -30,11 +30,16 @@ const (
 	PickFailure_PICK_FAILURE_UNSPECIFIED PickFailure = 0
 	// The pool has no ready endpoint for the request.
 	PickFailure_PICK_FAILURE_NO_READY_ENDPOINTS PickFailure = 1
-	// Every endpoint was filtered out: the request is shed.
+	// The request was shed (the pool is saturated, or a picker chose no
+	// endpoint).
 	PickFailure_PICK_FAILURE_SHED PickFailure = 2
 	// This replica cannot pick yet (config not loaded, projections not
 	// rebuilt): another replica may.
 	PickFailure_PICK_FAILURE_NOT_READY PickFailure = 3
+	// A scheduling profile's filters left no endpoint of the ready ones: the
+	// config matches none (a fault of the config or of the fleet, not load).
+	// The message names the profile and the filter.
+	PickFailure_PICK_FAILURE_NO_MATCH PickFailure = 4
 )
 
 // Enum value maps for PickFailure.
@@ -44,12 +49,14 @@ var (
 		1: "PICK_FAILURE_NO_READY_ENDPOINTS",
 		2: "PICK_FAILURE_SHED",
 		3: "PICK_FAILURE_NOT_READY",
+		4: "PICK_FAILURE_NO_MATCH",
 	}
 	PickFailure_value = map[string]int32{
 		"PICK_FAILURE_UNSPECIFIED":        0,
 		"PICK_FAILURE_NO_READY_ENDPOINTS": 1,
 		"PICK_FAILURE_SHED":               2,
 		"PICK_FAILURE_NOT_READY":          3,
+		"PICK_FAILURE_NO_MATCH":           4,
 	}
 )
 
@@ -734,12 +741,13 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\n" +
 	"completion\x18\x01 \x01(\v2\".hermod.events.v1.RequestCompletedR\n" +
 	"completion\"\x12\n" +
-	"\x10CompleteResponse*\x83\x01\n" +
+	"\x10CompleteResponse*\x9e\x01\n" +
 	"\vPickFailure\x12\x1c\n" +
 	"\x18PICK_FAILURE_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fPICK_FAILURE_NO_READY_ENDPOINTS\x10\x01\x12\x15\n" +
 	"\x11PICK_FAILURE_SHED\x10\x02\x12\x1a\n" +
-	"\x16PICK_FAILURE_NOT_READY\x10\x03*I\n" +
+	"\x16PICK_FAILURE_NOT_READY\x10\x03\x12\x19\n" +
+	"\x15PICK_FAILURE_NO_MATCH\x10\x04*I\n" +
 	"\x03Api\x12\x13\n" +
 	"\x0fAPI_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fAPI_COMPLETIONS\x10\x01\x12\x18\n" +

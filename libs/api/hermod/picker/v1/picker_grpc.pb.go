@@ -33,8 +33,9 @@ const (
 // projections of the decision and completion streams of every replica.
 //
 // Pick fails with gRPC status UNAVAILABLE when the pool has no ready
-// endpoint (HTTP 503) or the replica is not ready yet, RESOURCE_EXHAUSTED
-// when every endpoint was filtered out or the request was shed (HTTP 429),
+// endpoint, when a profile's filters left no endpoint (the config matches
+// none: HTTP 503) or the replica is not ready yet, RESOURCE_EXHAUSTED when
+// the request was shed (HTTP 429),
 // NOT_FOUND for a model no endpoint serves (HTTP 404), INVALID_ARGUMENT for
 // a malformed request (HTTP 400), FAILED_PRECONDITION when the request
 // names another pool, and INTERNAL for a failure of the picker itself
@@ -85,8 +86,9 @@ func (c *pickerServiceClient) Complete(ctx context.Context, in *CompleteRequest,
 // projections of the decision and completion streams of every replica.
 //
 // Pick fails with gRPC status UNAVAILABLE when the pool has no ready
-// endpoint (HTTP 503) or the replica is not ready yet, RESOURCE_EXHAUSTED
-// when every endpoint was filtered out or the request was shed (HTTP 429),
+// endpoint, when a profile's filters left no endpoint (the config matches
+// none: HTTP 503) or the replica is not ready yet, RESOURCE_EXHAUSTED when
+// the request was shed (HTTP 429),
 // NOT_FOUND for a model no endpoint serves (HTTP 404), INVALID_ARGUMENT for
 // a malformed request (HTTP 400), FAILED_PRECONDITION when the request
 // names another pool, and INTERNAL for a failure of the picker itself
