@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
+.PHONY: images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
 
 all: build
 
@@ -45,6 +45,9 @@ help:
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
 	@echo "make chart        helm lint and template the chart deployments/helm/hermod (default and ci/values-full.yaml)"
+	@echo "make images       OCI images of the services, hermodctl, hermod-loadgen and vllm-sim into bin/images, no engine"
+	@echo "                  needed (IMAGES=a,b  VERSION=  REGISTRY=localhost:5000 pushes  PODMAN=1 loads into podman)"
+	@echo "make images-test  make images, then unpack each image and run its binary's --version"
 
 deps: apt-deps tools
 
@@ -170,6 +173,27 @@ chart: tools
 	helm lint --strict $(CHART) -f $(CHART)/ci/values-full.yaml
 	helm template hermod $(CHART) > /dev/null
 	helm template hermod $(CHART) -f $(CHART)/ci/values-full.yaml > /dev/null
+
+# Container images without a container engine or a base image
+# (tools/imagebuild): bin/images/<name> (OCI layout) and <name>.tar (OCI
+# archive), named ghcr.io/hermod/<name>:<chart appVersion> as the chart
+# expects. Two runs on one tree give the same digests (bin/images/images.txt).
+IMAGES   ?=
+VERSION  ?=
+REGISTRY ?=
+PODMAN   ?=
+images: apt-deps
+	$(GO) run ./tools/imagebuild/cmd/hermod-imagebuild --root $(CURDIR) --out $(BIN)/images \
+		$(if $(IMAGES),--images $(IMAGES)) $(if $(VERSION),--version $(VERSION)) \
+		$(if $(REGISTRY),--push $(REGISTRY)) $(if $(filter 1 true yes,$(PODMAN)),--podman)
+
+images-test: images
+	cd tools/imagebuild && HERMOD_IMAGES_DIR=$(BIN)/images HERMOD_IMAGES_VERSION=$(VERSION) \
+		$(GO) test -count=1 -run '^TestBuiltImages$$' -v .
+
+# deployments/images/<name>/Containerfile, generated from tools/imagebuild.
+containerfiles:
+	$(GO) run ./tools/imagebuild/cmd/hermod-imagebuild --containerfiles deployments/images
 
 clean:
 	rm -rf $(BIN)

@@ -16,13 +16,29 @@ type Build struct {
 	Go string
 }
 
+// Link-time stamps. A release build (make images, the Containerfile) sets
+// them with -ldflags "-X github.com/hermod/hermod/libs/telemetry.<name>=..."
+// and builds with -buildvcs=false, so that a binary says the same whether
+// or not its build saw the .git directory; each one set wins over what
+// the Go toolchain recorded in the build information.
+var (
+	stampVersion  string // e.g. 0.1.0
+	stampCommit   string // the full commit hash
+	stampTime     string // the commit's time, RFC 3339
+	stampModified string // "true" when the tree differed from the commit
+)
+
 // BuildInfo returns the running binary's build information.
 func BuildInfo() Build {
 	b := Build{Version: "unknown", Commit: "unknown", Time: "unknown", Go: "unknown"}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		b = fromBuildInfo(b, bi)
 	}
+	return applyStamps(b, stampVersion, stampCommit, stampTime, stampModified)
+}
+
+// fromBuildInfo fills b from what the toolchain recorded.
+func fromBuildInfo(b Build, bi *debug.BuildInfo) Build {
 	b.Go = bi.GoVersion
 	if bi.Main.Version != "" {
 		b.Version = bi.Main.Version
@@ -36,6 +52,21 @@ func BuildInfo() Build {
 		case "vcs.modified":
 			b.Modified = s.Value == "true"
 		}
+	}
+	return b
+}
+
+// applyStamps overrides b's fields with the link-time stamps that are set.
+func applyStamps(b Build, version, commit, time, modified string) Build {
+	if version != "" {
+		b.Version = version
+	}
+	if commit != "" {
+		b.Commit = commit
+		b.Modified = modified == "true"
+	}
+	if time != "" {
+		b.Time = time
 	}
 	return b
 }
