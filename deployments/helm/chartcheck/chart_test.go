@@ -110,13 +110,15 @@ func TestFullValues(t *testing.T) {
 	}
 
 	t.Run("stores by secret reference", func(t *testing.T) {
+		// NATS: a URL without credentials, the user's password a mounted
+		// file (the URL-from-a-Secret way is TestVariants')
 		for _, svc := range []string{"gateway", "picker", "indexer", "collector", "autoscaler"} {
 			_, c := container(t, r, svc)
-			if e := envVar(c, "HERMOD_NATS_URL"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "hermod-nats" {
-				t.Errorf("%s: HERMOD_NATS_URL is not from Secret hermod-nats: %s", svc, describe(e))
+			if v, _ := argValue(c.Args, "nats-url"); v != "tls://nats.infra.svc:4222" {
+				t.Errorf("%s: --nats-url=%q", svc, v)
 			}
-			if _, ok := argValue(c.Args, "nats-url"); ok {
-				t.Errorf("%s: --nats-url given besides the Secret", svc)
+			if e := envVar(c, "HERMOD_NATS_URL"); e != nil {
+				t.Errorf("%s: HERMOD_NATS_URL besides --nats-url: %s", svc, describe(e))
 			}
 		}
 		_, picker := container(t, r, "picker")
@@ -141,7 +143,8 @@ func TestFullValues(t *testing.T) {
 		if err := json.Unmarshal([]byte(e.Value), &store); err != nil {
 			t.Fatalf("responses: HERMOD_STORE_CONFIG is not JSON: %v", err)
 		}
-		if store.TieredConfig.Redis["password"] != "$(SECRET_VALKEY_PASSWORD)" || store.TieredConfig.Mongo["uri"] != "$(SECRET_MONGODB_URI)" {
+		if store.TieredConfig.Redis["passwordFile"] != "/etc/hermod/secrets/valkey/password" || store.TieredConfig.Redis["password"] != nil ||
+			store.TieredConfig.Mongo["uri"] != "$(SECRET_MONGODB_URI)" || store.TieredConfig.Mongo["passwordFile"] != "/etc/hermod/secrets/mongodb/password" {
 			t.Errorf("responses: store config does not take its secrets by reference: %s", e.Value)
 		}
 		// the variables a $(NAME) refers to come first (the kubelet expands only those)
@@ -476,7 +479,8 @@ func TestValuesSchema(t *testing.T) {
 // TestVariants: the alternatives the full values do not take
 // (testdata/values-variants.yaml): a name override, addresses from the
 // values, configs given as strings, gRPC probes, the responses store from
-// a Secret, an inline index config, an existing ServiceAccount.
+// a Secret, an inline index config, an existing ServiceAccount, the NATS
+// URL from a Secret.
 func TestVariants(t *testing.T) {
 	t.Parallel()
 	repo := needRepo(t)
@@ -494,6 +498,14 @@ func TestVariants(t *testing.T) {
 	}
 
 	_, gw := get("gateway")
+	// the older NATS way: the whole URL, credentials included, from a Secret
+	if e := envVar(gw, "HERMOD_NATS_URL"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != "nats-url" || e.ValueFrom.SecretKeyRef.Key != "nats-url" {
+		t.Errorf("gateway: HERMOD_NATS_URL is not from Secret nats-url: %s", describe(e))
+	}
+	if _, ok := argValue(gw.Args, "nats-url"); ok {
+		t.Error("gateway: --nats-url given besides the Secret")
+	}
 	for flag, want := range map[string]string{"picker-addrs": "picker-a.example:9002,picker-b.example:9002", "responses-address": "responses.elsewhere:9097", "etcd-endpoints": "etcd-a:2379,etcd-b:2379", "pool": "other-pool"} {
 		if v, _ := argValue(gw.Args, flag); v != want {
 			t.Errorf("gateway --%s=%q, want %q", flag, v, want)

@@ -34,6 +34,7 @@ func check(t *testing.T, r *rendered) {
 		checkPodReferences(t, r, o, d)
 		checkFlags(t, o, &d.Spec.Template.Spec)
 		checkAddresses(t, r, o, &d.Spec.Template.Spec)
+		checkFileArgs(t, o, d)
 	}
 	checkServices(t, r)
 	checkSelectors(t, r)

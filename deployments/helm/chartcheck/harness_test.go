@@ -278,6 +278,13 @@ func decode(doc []byte) (*object, error) {
 		return o, nil
 	}
 	switch gvk {
+	case certificateGVK:
+		var c certificate
+		if err := yaml.UnmarshalStrict(doc, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", gvk, err)
+		}
+		o.Obj, o.Meta = &c, &c.ObjectMeta
+		return o, nil
 	case serviceMonitorGVK:
 		var sm serviceMonitor
 		if err := yaml.UnmarshalStrict(doc, &sm); err != nil {
@@ -313,14 +320,52 @@ type namespaceSelector struct {
 }
 
 type monitorEndpoint struct {
-	Port              string       `json:"port,omitempty"`
-	Path              string       `json:"path,omitempty"`
-	Scheme            string       `json:"scheme,omitempty"`
-	Interval          string       `json:"interval,omitempty"`
-	ScrapeTimeout     string       `json:"scrapeTimeout,omitempty"`
-	HonorLabels       bool         `json:"honorLabels,omitempty"`
-	Relabelings       []relabeling `json:"relabelings,omitempty"`
-	MetricRelabelings []relabeling `json:"metricRelabelings,omitempty"`
+	Port              string        `json:"port,omitempty"`
+	Path              string        `json:"path,omitempty"`
+	Scheme            string        `json:"scheme,omitempty"`
+	Interval          string        `json:"interval,omitempty"`
+	ScrapeTimeout     string        `json:"scrapeTimeout,omitempty"`
+	HonorLabels       bool          `json:"honorLabels,omitempty"`
+	Relabelings       []relabeling  `json:"relabelings,omitempty"`
+	MetricRelabelings []relabeling  `json:"metricRelabelings,omitempty"`
+	BearerTokenSecret *secretKeyRef `json:"bearerTokenSecret,omitempty"`
+}
+
+// secretKeyRef is a key of a Secret of the object's namespace.
+type secretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// certificateGVK is cert-manager's Certificate.
+var certificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+
+// certificate is the part of cert-manager.io/v1 Certificate the chart may
+// render; any other field fails the strict decode.
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              certificateSpec `json:"spec"`
+}
+
+type certificateSpec struct {
+	SecretName  string   `json:"secretName"`
+	CommonName  string   `json:"commonName,omitempty"`
+	DNSNames    []string `json:"dnsNames,omitempty"`
+	URIs        []string `json:"uris,omitempty"`
+	Usages      []string `json:"usages,omitempty"`
+	Duration    string   `json:"duration,omitempty"`
+	RenewBefore string   `json:"renewBefore,omitempty"`
+	PrivateKey  *struct {
+		Algorithm      string `json:"algorithm,omitempty"`
+		Size           int    `json:"size,omitempty"`
+		RotationPolicy string `json:"rotationPolicy,omitempty"`
+	} `json:"privateKey,omitempty"`
+	IssuerRef struct {
+		Name  string `json:"name"`
+		Kind  string `json:"kind,omitempty"`
+		Group string `json:"group,omitempty"`
+	} `json:"issuerRef"`
 }
 
 type relabeling struct {

@@ -5,7 +5,7 @@ of them; each is also a template of its own.
 
 {{- define "hermod-common.all" -}}
 {{- $docs := list -}}
-{{- range $t := list "serviceAccount" "service" "deployment" "pdb" "hpa" "serviceMonitor" -}}
+{{- range $t := list "serviceAccount" "service" "deployment" "pdb" "hpa" "serviceMonitor" "certificate" "grpcAuthzConfigMap" -}}
 {{- $doc := include (printf "hermod-common.%s" $t) $ | trim -}}
 {{- if $doc -}}{{- $docs = append $docs $doc -}}{{- end -}}
 {{- end -}}
@@ -227,6 +227,14 @@ spec:
       scheme: http
       interval: {{ $sm.interval | default $gsm.interval | default "30s" }}
       scrapeTimeout: {{ $sm.scrapeTimeout | default $gsm.scrapeTimeout | default "10s" }}
+      {{- with ($.Values.global.opsToken | default dict) }}
+      {{- if .existingSecret }}
+      {{- /* /metrics asks for the ops token (global.opsToken) */}}
+      bearerTokenSecret:
+        name: {{ .existingSecret | quote }}
+        key: {{ .key | default "token" | quote }}
+      {{- end }}
+      {{- end }}
       {{- with $sm.relabelings }}
       relabelings:
         {{- toYaml . | nindent 8 }}

@@ -2,7 +2,10 @@
 The external stores: NATS, etcd, Valkey/Redis and MongoDB (global values).
 
 Credentials are never rendered: they stay in Secrets the operator created
-(existingSecret + key). A secret reaches a container as an environment
+(existingSecret + key). Where a binary takes a secret from a file (etcd, NATS,
+the ops token, the responses store's passwords and TLS files), the Secret's
+key is mounted and a --*-file flag or a config's *File key names it
+(_security.tpl). Otherwise a secret reaches a container as an environment
 variable (valueFrom.secretKeyRef); where a flag needs it inside a larger
 value (a URL, a JSON store config), that value is itself an environment
 variable HERMOD_<FLAG> whose text names the secret variable as $(NAME),

@@ -9,8 +9,8 @@ A service subchart defines "<chart>.spec", which returns YAML:
       flag: listen          # the flag that takes ":<port>" (optional)
       appProtocol: grpc     # optional
       servicePort: 8080     # the Service's port, when not the container's (optional)
-  nats: true                # pass global.nats (--nats-url or HERMOD_NATS_URL)
-  etcd: true                # pass global.etcd (--etcd-endpoints)
+  nats: true                # pass global.nats (--nats-url or HERMOD_NATS_URL, its TLS and auth)
+  etcd: true                # pass global.etcd (--etcd-endpoints, its TLS and auth)
   kubeAPI: false            # the pods call the Kubernetes API: mount a token
   args: []                  # the service's own flags (--name=value)
   env: []                   # the service's own environment (secret variables first)
@@ -91,17 +91,20 @@ a list is joined with commas. Returns a YAML list.
 {{- $env = concat $env (include "hermod-common.natsEnv" . | fromYamlArray) -}}
 {{- end -}}
 {{- if $spec.etcd -}}{{- $args = concat $args (include "hermod-common.etcdArgs" . | fromYamlArray) -}}{{- end -}}
+{{- /* TLS and credentials (_security.tpl): files mounted from Secrets, flags naming them */ -}}
+{{- $sec := include "hermod-common.security" (dict "ctx" . "spec" $spec) | fromYaml -}}
+{{- $args = concat $args $sec.args -}}
 {{- $args = concat $args ($spec.args | default list) (include "hermod-common.flagArgs" . | fromYamlArray) (.Values.extraArgs | default list) -}}
 {{- /* environment: the stores' secrets, the replica name, the service's own, extraEnv */ -}}
 {{- $env = append $env (dict "name" "HERMOD_REPLICA" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) -}}
 {{- $env = concat $env ($spec.env | default list) ($g.extraEnv | default list) (.Values.extraEnv | default list) -}}
 {{- /* volumes: a writable /tmp (the root file system is read-only), the service's own, extra */ -}}
-{{- $volumes := concat (list (dict "name" "tmp" "emptyDir" (dict "sizeLimit" "256Mi"))) ($spec.volumes | default list) (.Values.extraVolumes | default list) -}}
-{{- $mounts := concat (list (dict "name" "tmp" "mountPath" "/tmp")) ($spec.volumeMounts | default list) (.Values.extraVolumeMounts | default list) -}}
+{{- $volumes := concat (list (dict "name" "tmp" "emptyDir" (dict "sizeLimit" "256Mi"))) $sec.volumes ($spec.volumes | default list) (.Values.extraVolumes | default list) -}}
+{{- $mounts := concat (list (dict "name" "tmp" "mountPath" "/tmp")) $sec.mounts ($spec.volumeMounts | default list) (.Values.extraVolumeMounts | default list) -}}
 {{- /* security contexts: global defaults, then the service's overrides */ -}}
 {{- $podSC := mergeOverwrite (deepCopy ($g.podSecurityContext | default dict)) (deepCopy (.Values.podSecurityContext | default dict)) -}}
 {{- $containerSC := mergeOverwrite (deepCopy ($g.containerSecurityContext | default dict)) (deepCopy (.Values.containerSecurityContext | default dict)) -}}
-{{- $annotations := mergeOverwrite (deepCopy ($g.podAnnotations | default dict)) (deepCopy (.Values.podAnnotations | default dict)) ($spec.podAnnotations | default dict) -}}
+{{- $annotations := mergeOverwrite (deepCopy ($g.podAnnotations | default dict)) (deepCopy (.Values.podAnnotations | default dict)) ($spec.podAnnotations | default dict) $sec.annotations -}}
 {{- $tsc := list -}}
 {{- range .Values.topologySpreadConstraints -}}
 {{- $c := deepCopy . -}}
