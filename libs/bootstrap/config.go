@@ -25,6 +25,11 @@ type Config struct {
 	// environment, never flags).
 	Etcd EtcdSecurity
 	NATS NATSSecurity
+	// StreamReplicas is the replica count JetStream gives Hermod's streams
+	// and metrics bucket (--stream-replicas; bus.Limits.Replicas): 3 on a
+	// cluster of 3 or more JetStream servers keeps them through the loss of
+	// any one; 0 keeps the count the streams have (1 when creating them).
+	StreamReplicas int
 	// OTLPEndpoint is where traces go (host:port); empty: nowhere.
 	OTLPEndpoint string
 	// OpsTokenFile holds the bearer token the ops port's /metrics and
@@ -54,6 +59,9 @@ type Flags struct {
 	Etcd         string
 	// NoNATS: the service does not use NATS (no --nats-url).
 	NoNATS bool
+	// NoStreams: the service uses NATS but not Hermod's streams, so it
+	// does not create them (no --stream-replicas).
+	NoStreams bool
 	// NoGRPC: the service neither serves nor calls gRPC (no --grpc-tls-*
 	// or --grpc-authz-file).
 	NoGRPC bool
@@ -88,6 +96,10 @@ func NewCommand(name string, cfg *Config, f Flags) *Command {
 	if !f.NoNATS {
 		fs.StringVar(&cfg.NATSURL, "nats-url", DefaultNATSURL, "NATS server URL(s)")
 		cfg.NATS.RegisterFlags(fs)
+		if !f.NoStreams {
+			fs.IntVar(&cfg.StreamReplicas, "stream-replicas", 0,
+				"replicas of Hermod's JetStream streams, 1 to 5 (at most the cluster's JetStream servers; 3 survives the loss of one); 0 keeps what they have (1 when created)")
+		}
 	}
 	if !f.NoGRPC {
 		cfg.GRPC.RegisterFlags(fs)

@@ -49,7 +49,8 @@ func (s *Service) NATS(ctx context.Context) (*nats.Conn, error) {
 }
 
 // JetStream returns the JetStream of a connection with Hermod's streams
-// and buckets in place (created or updated).
+// and buckets in place (created or updated, with --stream-replicas
+// replicas).
 func (s *Service) JetStream(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -57,7 +58,9 @@ func (s *Service) JetStream(ctx context.Context, nc *nats.Conn) (jetstream.JetSt
 	}
 	sctx, cancel := context.WithTimeout(ctx, streamsTimeout)
 	defer cancel()
-	if err := bus.EnsureStreams(sctx, js, bus.DefaultLimits()); err != nil {
+	limits := bus.DefaultLimits()
+	limits.Replicas = s.config.StreamReplicas
+	if err := bus.EnsureStreams(sctx, js, limits); err != nil {
 		return nil, err
 	}
 	return js, nil

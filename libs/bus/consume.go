@@ -23,9 +23,20 @@ const (
 	// consumerInactiveThreshold is how long the server keeps the ephemeral
 	// consumer of a Consumer that stopped pulling (closed, or cut off).
 	consumerInactiveThreshold = 30 * time.Second
-	// idleCheck is how long a Consumer that is not caught up waits for a
-	// message before it checks the stream again (see CaughtUp).
-	idleCheck = time.Second
+	// consumerHeartbeat is how often the server tells an idle consumer it
+	// is alive. Two missed ones make the client recreate the consumer from
+	// the last delivered sequence: that is how a Consumer survives the loss
+	// of the server its consumer lived on while its own connection, to
+	// another server of a cluster, stays up.
+	consumerHeartbeat = time.Second
+	// idleCheck is how long one wait for a message lasts; a Consumer that
+	// is not caught up checks the stream again after it (see CaughtUp). It
+	// must exceed two heartbeats: the client notices missed heartbeats only
+	// within one wait.
+	idleCheck = 2*consumerHeartbeat + 500*time.Millisecond
+	// errorRetry is the pause after an error the consumer did not recover
+	// from by itself.
+	errorRetry = time.Second
 	// infoTimeout bounds the stream look-ups a Consumer makes on its own.
 	infoTimeout = 5 * time.Second
 )
@@ -92,10 +103,13 @@ type Consumer struct {
 // then new ones as they are stored, in stream order, one call at a time on
 // a goroutine owned by the Consumer. handler must not call Close.
 //
-// Consume uses an ordered consumer: an ephemeral consumer that the client
-// recreates from the last delivered sequence whenever it fails (server
-// restart, reconnect, consumer lost), so that no message is delivered twice
-// or skipped (unless the stream's limits removed it meanwhile).
+// Consume uses an ordered consumer: an ephemeral consumer (R1, in memory)
+// that the client recreates from the last delivered sequence whenever it
+// fails (server restart, reconnect, consumer lost, or two heartbeats missed
+// because the cluster node it lived on went away), so that no message is
+// delivered twice or skipped (unless the stream's limits removed it
+// meanwhile). It needs no replicas of its own: on a replicated stream it
+// comes back on a surviving replica.
 //
 // Messages that do not decode into T are skipped: counted in
 // hermod_bus_decode_errors_total{stream} and logged as warnings, at most one
@@ -151,7 +165,7 @@ func Consume[T proto.Message](ctx context.Context, js jetstream.JetStream, o Con
 	if info := cons.CachedInfo(); c.target == 0 || (info != nil && info.NumPending == 0) {
 		c.markCaughtUp()
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(consumerHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", o.Stream, err)
 	}
@@ -245,7 +259,7 @@ func (c *Consumer) run(ctx context.Context, handle func(jetstream.Msg)) {
 			if ok, suppressed := errLog.Allow(); ok {
 				c.log.Warn("consumer error; retrying", "error", err, "suppressed", suppressed)
 			}
-			if !retry.Sleep(ctx, idleCheck) {
+			if !retry.Sleep(ctx, errorRetry) {
 				return
 			}
 		}

@@ -35,7 +35,11 @@ const (
 	DefaultMetricsTTL          = time.Minute
 	DefaultMetricsMaxBytes     = 64 * mib
 	DefaultDuplicateWindow     = 2 * time.Minute
-	DefaultReplicas            = 1
+	// DefaultReplicas is the replica count of a stream EnsureStreams
+	// creates when Limits.Replicas is 0.
+	DefaultReplicas = 1
+	// MaxReplicas is the largest replica count JetStream allows.
+	MaxReplicas = 5
 )
 
 // StreamLimits bound one stream: the oldest messages are discarded when
@@ -55,7 +59,21 @@ type StreamLimits struct {
 //	HERMOD_KV           1h, 1 GiB    (KV-cache events; the index is rebuilt from the tail)
 //	HERMOD_SCALING      30 days, 64 MiB
 //	HERMOD_METRICS      TTL 1m, 64 MiB, history 1 (latest PodMetrics per endpoint)
-//	replicas 1, duplicate window 2m, file storage
+//	replicas: kept (1 when created), duplicate window 2m, file storage
+//
+// Replicas and placement: with Replicas R, every stream and the bucket are
+// stored on R JetStream servers of the cluster (R ≤ the number of
+// servers, at most MaxReplicas; JetStream picks the servers and one of
+// them leads). A publish is acknowledged once a majority of the R replicas
+// stored it, so an acknowledged event survives the loss of a minority: an
+// R3 stream keeps serving with 2 of its 3 servers (a new leader is elected
+// within seconds when the leader goes, and the publishers retry
+// meanwhile), and a server that comes back catches up before it counts
+// again. With 1 of 3 left the stream refuses writes (no quorum) until
+// another returns; nothing acknowledged is lost. R1 streams are lost while
+// their one server is down. Consumers of the bus are ordered consumers:
+// ephemeral, R1 in memory, and recreated by the client from the last
+// delivered sequence when their server goes, so they need no replicas.
 type Limits struct {
 	Decisions   StreamLimits
 	Completions StreamLimits
@@ -68,7 +86,11 @@ type Limits struct {
 	MetricsTTL      time.Duration
 	MetricsMaxBytes int64
 
-	// Replicas of every stream and of the bucket (clustered JetStream).
+	// Replicas of every stream and of the bucket (clustered JetStream,
+	// 1..MaxReplicas). 0 keeps the replica count of the streams that exist
+	// and creates missing ones with DefaultReplicas, so that a service
+	// started without the setting does not undo it; any other value
+	// scales the streams up or down in place.
 	Replicas int
 	// DuplicateWindow is how long a stream remembers the Nats-Msg-Id of the
 	// messages it stored, so that a republished event is dropped (capped at
@@ -103,17 +125,22 @@ func (l Limits) withDefaults() Limits {
 	if l.MetricsMaxBytes <= 0 {
 		l.MetricsMaxBytes = DefaultMetricsMaxBytes
 	}
-	if l.Replicas <= 0 {
-		l.Replicas = DefaultReplicas
-	}
 	if l.DuplicateWindow <= 0 {
 		l.DuplicateWindow = DefaultDuplicateWindow
 	}
 	return l
 }
 
-// StreamConfigs returns the configurations EnsureStreams gives the streams,
-// in a fixed order.
+// replicas returns the replica count of the streams EnsureStreams creates.
+func (l Limits) replicas() int {
+	if l.Replicas <= 0 {
+		return DefaultReplicas
+	}
+	return l.Replicas
+}
+
+// StreamConfigs returns the configurations EnsureStreams gives the streams
+// it creates, in a fixed order.
 func StreamConfigs(l Limits) []jetstream.StreamConfig {
 	l = l.withDefaults()
 	cfg := func(name, desc, subjects string, s StreamLimits) jetstream.StreamConfig {
@@ -127,7 +154,7 @@ func StreamConfigs(l Limits) []jetstream.StreamConfig {
 			MaxBytes:    s.MaxBytes,
 			MaxMsgs:     -1,
 			Storage:     l.Storage,
-			Replicas:    l.Replicas,
+			Replicas:    l.replicas(),
 			Duplicates:  min(l.DuplicateWindow, s.MaxAge),
 			AllowDirect: true,
 		}
@@ -141,7 +168,7 @@ func StreamConfigs(l Limits) []jetstream.StreamConfig {
 }
 
 // MetricsBucketConfig returns the configuration EnsureStreams gives the
-// metrics bucket.
+// metrics bucket when it creates it.
 func MetricsBucketConfig(l Limits) jetstream.KeyValueConfig {
 	l = l.withDefaults()
 	return jetstream.KeyValueConfig{
@@ -151,7 +178,7 @@ func MetricsBucketConfig(l Limits) jetstream.KeyValueConfig {
 		TTL:         l.MetricsTTL,
 		MaxBytes:    l.MetricsMaxBytes,
 		Storage:     l.Storage,
-		Replicas:    l.Replicas,
+		Replicas:    l.replicas(),
 	}
 }
 
@@ -162,20 +189,30 @@ const ensureAttempts = 5
 // EnsureStreams creates Hermod's streams and metrics bucket, or updates
 // those whose configuration differs from the one the limits give. It is
 // idempotent and safe when several services call it at once. A stream's
-// storage type cannot change in place: that fails with the server's error.
+// storage type cannot change in place: that fails with the server's error;
+// so do more replicas than the cluster has JetStream servers.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Limits) error {
 	if js == nil {
 		return errors.New("ensure streams: nil JetStream")
 	}
+	if l.Replicas < 0 || l.Replicas > MaxReplicas {
+		return fmt.Errorf("ensure streams: replicas %d: %w", l.Replicas, ErrInvalidReplicas)
+	}
+	keep := l.Replicas == 0
 	for _, cfg := range StreamConfigs(l) {
-		if err := ensureStream(ctx, js, cfg); err != nil {
+		if err := ensureStream(ctx, js, cfg, keep); err != nil {
 			return err
 		}
 	}
-	return ensureBucket(ctx, js, MetricsBucketConfig(l))
+	return ensureBucket(ctx, js, MetricsBucketConfig(l), keep)
 }
 
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+// ErrInvalidReplicas reports a replica count outside 0..MaxReplicas.
+var ErrInvalidReplicas = errors.New("stream replicas must be 1 to 5, or 0 to keep them")
+
+// ensureStream creates or updates a stream; keepReplicas leaves an
+// existing stream's replica count as it is.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keepReplicas bool) error {
 	for range ensureAttempts {
 		s, err := js.Stream(ctx, want.Name)
 		switch {
@@ -185,18 +222,25 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 				continue // created meanwhile with another config: compare again
 			}
 			if err != nil {
-				return fmt.Errorf("create stream %s: %w", want.Name, err)
+				return fmt.Errorf("create stream %s with %d replicas: %w", want.Name, want.Replicas, err)
 			}
 			return nil
 		case err != nil:
 			return fmt.Errorf("look up stream %s: %w", want.Name, err)
 		}
-		if streamMatches(s.CachedInfo().Config, want) {
+		have := s.CachedInfo().Config
+		if keepReplicas {
+			want.Replicas = have.Replicas
+		}
+		if streamMatches(have, want) {
 			return nil
 		}
 		_, err = js.UpdateStream(ctx, want)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue // deleted meanwhile
+		}
+		if err != nil && have.Replicas != want.Replicas {
+			return fmt.Errorf("update stream %s (replicas %d to %d): %w", want.Name, have.Replicas, want.Replicas, err)
 		}
 		if err != nil {
 			return fmt.Errorf("update stream %s: %w", want.Name, err)
@@ -222,7 +266,9 @@ func streamMatches(have, want jetstream.StreamConfig) bool {
 		have.AllowDirect == want.AllowDirect
 }
 
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+// ensureBucket creates or updates the bucket; keepReplicas leaves an
+// existing bucket's replica count as it is.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, keepReplicas bool) error {
 	for range ensureAttempts {
 		kv, err := js.KeyValue(ctx, want.Bucket)
 		switch {
@@ -232,7 +278,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+				return fmt.Errorf("create bucket %s with %d replicas: %w", want.Bucket, want.Replicas, err)
 			}
 			return nil
 		case err != nil:
@@ -241,6 +287,9 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		st, err := kv.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("read bucket %s: %w", want.Bucket, err)
+		}
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && keepReplicas && bs.StreamInfo() != nil {
+			want.Replicas = bs.StreamInfo().Config.Replicas
 		}
 		if bucketMatches(st, want) {
 			return nil

@@ -45,6 +45,9 @@ func (s suite) Run() int {
 	if srv2 != nil {
 		srv2.Close()
 	}
+	// The peer connections of the cluster tests' etcd clusters end a few
+	// seconds after them.
+	coordtest.SettleGoroutines()
 	return code
 }
 

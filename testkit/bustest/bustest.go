@@ -6,11 +6,18 @@
 //	bustest.Stop(t, srv)              // the server goes away...
 //	bustest.Restart(t, srv)           // ...and comes back on the same port and store
 //
+// and clusters of them, for replicated streams:
+//
+//	c := bustest.StartCluster(t, 3)      // 3 servers routed together, JetStream clustered
+//	nc, js := bustest.ConnectCluster(t, c) // to every server's URL
+//	c.Stop(c.StreamLeader("HERMOD_DECISIONS")); c.Restart(i)
+//
 // Servers are cheap (tens of milliseconds), so every test can have its own
 // and use the real stream names. Only tests import this package.
 package bustest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -43,7 +50,14 @@ func Start(tb testing.TB) *natsembed.Server {
 // the same test).
 func Connect(tb testing.TB, srv *natsembed.Server) (*nats.Conn, jetstream.JetStream) {
 	tb.Helper()
-	nc, err := nats.Connect(srv.ClientURL(),
+	return connect(tb, srv.ClientURL())
+}
+
+// connect connects to url (a comma-separated list is allowed) as Connect
+// does.
+func connect(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(url,
 		nats.Name(tb.Name()),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(ReconnectWait),
@@ -55,7 +69,7 @@ func Connect(tb testing.TB, srv *natsembed.Server) (*nats.Conn, jetstream.JetStr
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
 	)
 	if err != nil {
-		tb.Fatalf("bustest: connect to %s: %v", srv.ClientURL(), err)
+		tb.Fatalf("bustest: connect to %s: %v", url, err)
 	}
 	tb.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -78,4 +92,31 @@ func Restart(tb testing.TB, srv *natsembed.Server) {
 	if err := srv.Restart(); err != nil {
 		tb.Fatalf("bustest: %v", err)
 	}
+}
+
+// clusterStartTimeout bounds StartCluster.
+const clusterStartTimeout = 60 * time.Second
+
+// StartCluster starts a cluster of size NATS servers with clustered
+// JetStream (file storage in a temporary directory) on free loopback
+// ports, waits for its JetStream meta leader, and shuts it down and
+// removes its stores when the test ends.
+func StartCluster(tb testing.TB, size int) *natsembed.Cluster {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
+	defer cancel()
+	c, err := natsembed.StartCluster(ctx, natsembed.ClusterOptions{Size: size})
+	if err != nil {
+		tb.Fatalf("bustest: %v", err)
+	}
+	tb.Cleanup(c.Shutdown)
+	return c
+}
+
+// ConnectCluster connects to every server of c as Connect does (the client
+// picks one and fails over to the others) and closes the connection when
+// the test ends.
+func ConnectCluster(tb testing.TB, c *natsembed.Cluster) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	return connect(tb, c.ClientURL())
 }

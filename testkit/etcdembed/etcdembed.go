@@ -115,6 +115,10 @@ type Server struct {
 	clientURL string
 	quiet     atomic.Bool // silences etcd's logs while stopping
 
+	// initialCluster and clusterToken are the initial cluster of a member
+	// of a Cluster ("" for a single member).
+	initialCluster, clusterToken string
+
 	mu      sync.Mutex
 	cfg     *embed.Config
 	etcd    *embed.Etcd // nil while stopped
@@ -125,6 +129,40 @@ type Server struct {
 
 // Start starts a server and waits until it serves clients, or ctx ends.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	s, err := newServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		if err = s.configure(); err != nil {
+			break
+		}
+		if err = s.start(ctx); err == nil {
+			return s, nil
+		}
+		// A picked port can be taken by someone else before etcd binds it
+		// (etcd binds before it writes any data): pick again.
+		autoPorts := opts.ClientPort == 0 || opts.PeerPort == 0
+		if !autoPorts || !isAddrInUse(err) || attempt == startAttempts || ctx.Err() != nil {
+			break
+		}
+	}
+	s.removeTempDir()
+	return nil, err
+}
+
+// removeTempDir removes the data directory if newServer made it.
+func (s *Server) removeTempDir() {
+	if s.tempDir {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// newServer applies opts' defaults and returns a server not started yet,
+// with its data directory.
+func newServer(opts Options) (*Server, error) {
 	if opts.Name == "" {
 		opts.Name = DefaultName
 	}
@@ -148,27 +186,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		s.dir, s.tempDir = dir, true
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var err error
-	for attempt := 1; ; attempt++ {
-		if err = s.configure(); err != nil {
-			break
-		}
-		if err = s.start(ctx); err == nil {
-			return s, nil
-		}
-		// A picked port can be taken by someone else before etcd binds it
-		// (etcd binds before it writes any data): pick again.
-		autoPorts := opts.ClientPort == 0 || opts.PeerPort == 0
-		if !autoPorts || !isAddrInUse(err) || attempt == startAttempts || ctx.Err() != nil {
-			break
-		}
-	}
-	if s.tempDir {
-		_ = os.RemoveAll(s.dir)
-	}
-	return nil, err
+	return s, nil
 }
 
 func isAddrInUse(err error) bool {
@@ -209,12 +227,16 @@ func (s *Server) configure() error {
 	cfg.ListenPeerUrls = []url.URL{peer}
 	cfg.AdvertisePeerUrls = []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if s.initialCluster != "" {
+		cfg.InitialCluster, cfg.InitialClusterToken = s.initialCluster, s.clusterToken
+	}
 	cfg.LogLevel = zapLevel(s.opts.LogLevel.Level()).String()
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(s.logCore()))
 	cfg.EnableGRPCGateway = false
 	cfg.UnsafeNoFsync = s.opts.UnsafeNoFsync
 	cfg.SnapshotCount = s.opts.SnapshotCount
-	// Entries kept for followers to catch up from: a single member has none.
+	// Entries kept for followers to catch up from (a single member has
+	// none; a restarted member of a cluster past them gets a snapshot).
 	cfg.SnapshotCatchUpEntries = max(100, s.opts.SnapshotCount/10)
 	cfg.TickMs = 50
 	cfg.ElectionMs = 500
@@ -303,6 +325,35 @@ func (s *Server) stopLocked() {
 		s.etcd.Close()
 		s.etcd = nil
 	}
+}
+
+// Kill stops the server as a crash would, as far as its peers can tell: it
+// stops its raft member at once, without handing its leadership over (Stop
+// hands it to a peer first), then closes it as Stop does. Restart brings
+// it back.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.etcd == nil {
+		return
+	}
+	s.quiet.Store(true)
+	s.etcd.Server.HardStop()
+	s.stopLocked()
+}
+
+// Name returns the member's name.
+func (s *Server) Name() string { return s.opts.Name }
+
+// IsLeader says whether the server runs and is its cluster's raft leader
+// (a single member is its own).
+func (s *Server) IsLeader() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.etcd == nil {
+		return false
+	}
+	return s.etcd.Server.Leader() == s.etcd.Server.MemberID()
 }
 
 // Restart starts a stopped server again on the same ports with the same

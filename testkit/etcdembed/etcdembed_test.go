@@ -17,7 +17,19 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(settled{m}) }
+
+// settled runs the tests, then gives the peers' HTTP connections of closed
+// clusters up to PeerConnLinger to end before the leak check.
+type settled struct{ m *testing.M }
+
+func (s settled) Run() int {
+	code := s.m.Run()
+	for deadline := time.Now().Add(PeerConnLinger); goleak.Find() != nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return code
+}
 
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()

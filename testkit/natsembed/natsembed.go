@@ -72,6 +72,20 @@ type Server struct {
 
 // Start starts a server and waits until it accepts connections.
 func Start(o Options) (*Server, error) {
+	s, err := newServer(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		s.removeTempDir()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer applies o's defaults and builds a stopped Server (with its
+// temporary store directory, if any).
+func newServer(o Options) (*Server, error) {
 	if o.Name == "" {
 		o.Name = "hermod-nats"
 	}
@@ -114,23 +128,22 @@ func Start(o Options) (*Server, error) {
 		s.opts.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 		s.opts.TLSTimeout = 5 // seconds: handshakes under -race are slow
 	}
-	if err := s.start(); err != nil {
-		s.removeTempDir()
-		return nil, err
-	}
 	return s, nil
 }
 
 // start starts the server with s.opts; s.mu is held or s is not shared yet.
 func (s *Server) start() error {
+	// The server only reports a port it cannot listen on once its
+	// readiness wait times out: find out first.
 	if s.opts.Port != server.RANDOM_PORT {
-		// The server only reports a port it cannot listen on once its
-		// readiness wait times out: find out first.
-		l, err := net.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)))
-		if err != nil {
+		if err := checkPortFree(s.opts.Host, s.opts.Port); err != nil {
 			return fmt.Errorf("start nats server: %w", err)
 		}
-		_ = l.Close()
+	}
+	if s.opts.Cluster.Port > 0 {
+		if err := checkPortFree(s.opts.Cluster.Host, s.opts.Cluster.Port); err != nil {
+			return fmt.Errorf("start nats server %s: cluster port: %w", s.opts.ServerName, err)
+		}
 	}
 	opts := s.opts // the server keeps and modifies its copy
 	srv, err := server.NewServer(&opts)
@@ -153,6 +166,18 @@ func (s *Server) start() error {
 	s.srv = srv
 	return nil
 }
+
+// checkPortFree says whether host:port can be listened on.
+func checkPortFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("listen on %s:%d: %w", host, port, err)
+	}
+	return l.Close()
+}
+
+// Name returns the server's name (in a cluster, unique per node).
+func (s *Server) Name() string { return s.opts.ServerName }
 
 // ClientURL returns the URL clients connect to, nats://host:port. It stays
 // the same across Stop and Restart.
