@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
+.PHONY: test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e-tls vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
 
 all: build
 
@@ -33,6 +33,8 @@ help:
 	@echo "                  (RUN_ARGS='--pods 8 --pickers 2' passes flags to hermod-devstack)"
 	@echo "make deps         install Debian packages and the pinned Go tools (bin/)"
 	@echo "make test         vet, lint, proto check, unit + integration tests, fuzz smoke"
+	@echo "make test-cluster NATS (R3 streams) and etcd clusters of 3 with nodes and leaders restarted under load"
+	@echo "make e2e-tls      the e2e suite with every devstack under --tls (mutual TLS, etcd and NATS users)"
 	@echo "make build        build every module and the binaries into bin/"
 	@echo "make proto        regenerate libs/api from proto/"
 	@echo "make lint         golangci-lint over every module"
@@ -121,6 +123,20 @@ fmt: tools
 unit: mongotest
 	@for m in $(MODULES); do echo "test $$m"; (cd "$$m" && $(GO) test -race -count=1 ./...); done
 	@for m in $(MODULES); do echo "timing tests $$m"; (cd "$$m" && $(GO) test -count=1 -run '^TestTiming' ./... > .timing.log 2>&1 || { cat .timing.log; rm -f .timing.log; exit 1; }; rm -f .timing.log); done
+
+# The e2e suite with every devstack under --tls: a generated CA, mutual TLS
+# on gRPC, etcd (client certificates, RBAC) and NATS (client certificates,
+# a user); the tests connect with the state file's security settings.
+e2e-tls: mongotest
+	cd e2e && HERMOD_E2E_TLS=1 $(GO) test -race -count=1 ./...
+
+# The heavy cluster tests: a 3-node NATS cluster with R3 streams and a
+# 3-member etcd cluster, a node, a member and the leaders stopped and
+# restarted under load (libs/bus, libs/coord, testkit; about 2 minutes).
+# `make test` runs only their quick part.
+test-cluster:
+	cd libs && HERMOD_CLUSTER_TESTS=1 $(GO) test -race -count=1 -v -run 'Cluster' ./bus/ ./coord/
+	cd testkit && $(GO) test -race -count=1 -run 'Cluster' ./natsembed/ ./etcdembed/
 
 # Every fuzz target briefly, from its committed seed corpus.
 fuzz-smoke:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,11 +34,7 @@ func (l *scalingLog) all() []*eventsv1.ScalingDecision {
 func (s *devstack) followScaling(t *testing.T) *scalingLog {
 	t.Helper()
 	ctx := context.Background()
-	nc, err := bus.Connect(ctx, s.state.NATSURL, "e2e-scaling", bus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := s.connectNATS(t, "e2e-scaling")
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +56,7 @@ func (s *devstack) followScaling(t *testing.T) *scalingLog {
 // replicaTargets returns the local actuator's targets per variant.
 func (s *devstack) replicaTargets(t *testing.T) map[string]string {
 	t.Helper()
-	cli, err := coord.NewClient(context.Background(), s.state.EtcdEndpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
+	cli := s.etcdClient(t)
 	resp, err := cli.Get(context.Background(), coord.ReplicaTargetsPrefix(s.state.Pool), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +99,7 @@ func TestAutoscaleLoadStepScaleToZeroAndBack(t *testing.T) {
 		}
 		t.Logf("targets %v\nautoscaler log:\n%s", s.replicaTargets(t), grepLines(s.logs.String(), "autoscaler", 40))
 	})
-	cli, err := coord.NewClient(context.Background(), s.state.EtcdEndpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
+	cli := s.etcdClient(t)
 	const retention = 8 * time.Second
 	stz := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: wva-model-scale-to-zero-config\ndata:\n  default: |\n    enable_scale_to_zero: true\n    retention_period: %q\n", retention.String())
 	if _, err := cli.Put(context.Background(), coord.AutoscalerConfigMapsPrefix(s.state.Pool)+"wva-model-scale-to-zero-config", stz); err != nil {

@@ -15,7 +15,7 @@ func devstackFails(t *testing.T, args ...string) string {
 	t.Helper()
 	sim, kv := freePorts(t, 4), freePorts(t, 8)
 	cmd := exec.Command(bin("hermod-devstack"), append([]string{"--bin-dir", binDir, "--nats-port", "0", "--etcd-port", "0",
-		"--listen", fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)), "--sim-base-port", fmt.Sprint(sim), "--kv-base-port", fmt.Sprint(kv)}, args...)...)
+		"--listen", fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)), "--sim-base-port", fmt.Sprint(sim), "--kv-base-port", fmt.Sprint(kv)}, append(tlsArgs(), args...)...)...)
 	done := make(chan struct{})
 	var out []byte
 	var err error

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,7 +24,6 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 )
@@ -40,7 +40,7 @@ func TestExtProcEnvoyMode(t *testing.T) {
 	ev := s.follow(t)
 	model := s.state.Model
 	picker := s.state.Pickers[0]
-	envoy := newEnvoyStandIn(t, picker.GRPC)
+	envoy := newEnvoyStandIn(t, s, picker.GRPC)
 	viaEnvoy := *s
 	viaEnvoy.state.Gateway = envoy.addr
 
@@ -115,7 +115,7 @@ func TestExtProcEnvoyMode(t *testing.T) {
 	t.Run("a picker that sees no endpoint answers 503", func(t *testing.T) {
 		empty := startPicker(t, s, "extproc-empty")
 		viaEmpty := *s
-		viaEmpty.state.Gateway = newEnvoyStandIn(t, empty.grpc).addr
+		viaEmpty.state.Gateway = newEnvoyStandIn(t, s, empty.grpc).addr
 		r := viaEmpty.send(context.Background(), "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"nobody home"}`, model), false)
 		if r.status != http.StatusServiceUnavailable || r.err != nil {
 			t.Fatalf("status %d, %v: %s", r.status, r.err, r.body)
@@ -151,8 +151,11 @@ func startPicker(t *testing.T, s *devstack, pool string) pickerProc {
 	t.Helper()
 	base := freePorts(t, 2)
 	p := pickerProc{grpc: fmt.Sprintf("127.0.0.1:%d", base), ops: fmt.Sprintf("127.0.0.1:%d", base+1)}
-	cmd := exec.Command(bin("hermod-picker"), "--pool", pool, "--replica", pool, "--listen", p.grpc, "--metrics-listen", p.ops,
-		"--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL)
+	args := []string{"--pool", pool, "--replica", pool, "--listen", p.grpc, "--metrics-listen", p.ops,
+		"--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL}
+	// under --tls: the stack's etcd and NATS settings, and the picker's
+	// own identity on gRPC
+	cmd := exec.Command(bin("hermod-picker"), slices.Concat(args, s.securityArgs(), s.grpcServerArgs("picker"))...)
 	logs := &childproc.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -196,9 +199,9 @@ type envoyStandIn struct {
 	maxChunk atomic.Int64
 }
 
-func newEnvoyStandIn(t *testing.T, pickerAddr string) *envoyStandIn {
+func newEnvoyStandIn(t *testing.T, s *devstack, pickerAddr string) *envoyStandIn {
 	t.Helper()
-	conn, err := grpc.NewClient(pickerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(pickerAddr, s.grpcCreds(t, "envoy")) // Envoy's identity may call ext_proc
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/openai"
@@ -62,7 +61,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	conn, err := grpc.NewClient(s.state.Pickers[0].GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.state.Pickers[0].GRPC, s.grpcCreds(b, "gateway")) // Pick as the gateway does
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,11 +30,7 @@ type events struct {
 func (s *devstack) follow(t *testing.T) *events {
 	t.Helper()
 	ctx := context.Background()
-	nc, err := bus.Connect(ctx, s.state.NATSURL, "e2e", bus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := s.connectNATS(t, "e2e")
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -263,11 +258,7 @@ func TestStack(t *testing.T) {
 		}
 		// Written behind hermodctl's back, the pickers refuse it and keep
 		// the queue-only config.
-		cli, err := coord.NewClient(context.Background(), s.state.EtcdEndpoints)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
+		cli := s.etcdClient(t)
 		v, err := coord.PutConfig(context.Background(), cli, s.state.Pool, []byte("plugins: [{type: no-such-scorer}]\n"))
 		if err != nil {
 			t.Fatal(err)

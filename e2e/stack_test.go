@@ -6,20 +6,34 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/hermod/hermod/testkit/childproc"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/bootstrap"
+	"github.com/hermod/hermod/libs/bus"
+	"github.com/hermod/hermod/libs/tlsconfig"
 	"github.com/hermod/hermod/tools/devstack/stackstate"
 )
 
@@ -46,9 +60,9 @@ func startStack(t testing.TB, extra ...string) *devstack {
 	simBase := freePorts(t, 8)
 	kvBase := freePorts(t, 16)
 	gw := freePorts(t, 1)
-	args := append([]string{"--bin-dir", binDir, "--state-file", stateFile, "--data-dir", filepath.Join(dir, "data"),
+	args := slices.Concat([]string{"--bin-dir", binDir, "--state-file", stateFile, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gw), "--nats-port", "0", "--etcd-port", "0",
-		"--sim-base-port", fmt.Sprint(simBase), "--kv-base-port", fmt.Sprint(kvBase)}, extra...)
+		"--sim-base-port", fmt.Sprint(simBase), "--kv-base-port", fmt.Sprint(kvBase)}, tlsArgs(), extra)
 	cmd := exec.Command(bin("hermod-devstack"), args...)
 	logs := &childproc.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -61,6 +75,9 @@ func startStack(t testing.TB, extra ...string) *devstack {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if st, err := stackstate.Read(stateFile); err == nil {
+			if e2eTLS && (st.TLS == nil || len(st.Security) == 0) {
+				t.Fatalf("HERMOD_E2E_TLS=1 but the devstack's state has no security settings")
+			}
 			s.state = *st
 			return s
 		} else if !errors.Is(err, fs.ErrNotExist) {
@@ -104,7 +121,97 @@ func tail(s string, lines int) string {
 
 // hermodctl flags reaching this stack.
 func (s *devstack) ctlFlags() []string {
-	return []string{"--pool", s.state.Pool, "--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL}
+	return append([]string{"--pool", s.state.Pool, "--etcd-endpoints", strings.Join(s.state.EtcdEndpoints, ","), "--nats-url", s.state.NATSURL}, s.securityArgs()...)
+}
+
+// e2eTLS: with HERMOD_E2E_TLS=1 (make e2e-tls) every devstack runs with
+// --tls, and the tests reach its etcd, NATS and gRPC servers with the
+// state file's security settings and certificates.
+var e2eTLS = os.Getenv("HERMOD_E2E_TLS") == "1"
+
+// tlsArgs are the devstack flags of the run's mode.
+func tlsArgs() []string {
+	if e2eTLS {
+		return []string{"--tls"}
+	}
+	return nil
+}
+
+// security returns the state's etcd and NATS settings (hermodctl's
+// identity under --tls; none without).
+func (s *devstack) security(t testing.TB) (bootstrap.EtcdSecurity, bootstrap.NATSSecurity) {
+	t.Helper()
+	var e bootstrap.EtcdSecurity
+	var n bootstrap.NATSSecurity
+	fs := flag.NewFlagSet("security", flag.ContinueOnError)
+	e.RegisterFlags(fs)
+	n.RegisterFlags(fs)
+	for name, v := range s.state.Security {
+		if err := fs.Set(name, v); err != nil {
+			t.Fatalf("state security %s: %v", name, err)
+		}
+	}
+	return e, n
+}
+
+// securityArgs are the state's security settings as flags.
+func (s *devstack) securityArgs() []string {
+	var args []string
+	for _, name := range slices.Sorted(maps.Keys(s.state.Security)) {
+		args = append(args, "--"+name, s.state.Security[name])
+	}
+	return args
+}
+
+// connectNATS connects to the stack's NATS; the connection closes when
+// the test ends.
+func (s *devstack) connectNATS(t testing.TB, name string) *nats.Conn {
+	t.Helper()
+	_, n := s.security(t)
+	nc, err := n.Connect(context.Background(), s.state.NATSURL, name, bus.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// etcdClient connects to the stack's etcd; the client closes when the
+// test ends.
+func (s *devstack) etcdClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	e, _ := s.security(t)
+	cli, err := e.NewClient(context.Background(), s.state.EtcdEndpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// grpcServerArgs are the gRPC TLS flags of a service the test starts as
+// identity (none without --tls).
+func (s *devstack) grpcServerArgs(identity string) []string {
+	if s.state.TLS == nil {
+		return nil
+	}
+	f := s.state.TLS.Identities[identity]
+	return []string{"--grpc-tls-ca-file", s.state.TLS.CAFile, "--grpc-tls-cert-file", f.CertFile, "--grpc-tls-key-file", f.KeyFile, "--grpc-tls-client-auth", "require"}
+}
+
+// grpcCreds are a gRPC client's credentials as identity: mutual TLS
+// under --tls, plaintext without.
+func (s *devstack) grpcCreds(t testing.TB, identity string) grpc.DialOption {
+	t.Helper()
+	if s.state.TLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	f := s.state.TLS.Identities[identity]
+	cfg, err := tlsconfig.ClientFiles{CAFile: s.state.TLS.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
 }
 
 func (s *devstack) url(path string) string { return "http://" + s.state.Gateway + path }

@@ -32,6 +32,31 @@ type State struct {
 	Autoscaler Service        `json:"autoscaler,omitempty"`
 	Pods       []Pod          `json:"pods"`
 	PIDs       map[string]int `json:"pids"`
+	// Security is set when the stack runs with --tls: the settings a
+	// client (hermodctl's identity) needs to reach etcd and NATS, keyed by
+	// the flag names of bootstrap.EtcdSecurityFlags and NATSSecurityFlags
+	// (files, never secrets). hermodctl --state-file reads it.
+	Security map[string]string `json:"security,omitempty"`
+	// TLS is set when the stack runs with --tls: the CA and each
+	// identity's certificate, for tests that call the services' gRPC
+	// servers themselves (as envoy, as the gateway, ...).
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TLS is the material devstack --tls generated.
+type TLS struct {
+	// CAFile is the PEM CA that signed every certificate.
+	CAFile string `json:"ca_file"`
+	// Identities are the certificates by identity (spiffe://hermod/<name>):
+	// gateway, picker, envoy, hermodctl, ...; each has the server and the
+	// client usages.
+	Identities map[string]CertFiles `json:"identities"`
+}
+
+// CertFiles are a certificate and its key.
+type CertFiles struct {
+	CertFile string `json:"cert_file"`
+	KeyFile  string `json:"key_file"`
 }
 
 // Service is a child service's addresses.

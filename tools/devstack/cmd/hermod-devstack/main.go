@@ -52,6 +52,7 @@ func run() error {
 	fs.Var(&etcd, "etcd-endpoints", "use this etcd instead of an embedded one (comma-separated endpoints)")
 	o.Etcd.RegisterFlags(fs) // TLS and credentials of an external etcd and NATS
 	o.NATS.RegisterFlags(fs)
+	fs.BoolVar(&o.TLS, "tls", false, "secure every hop the stack owns with generated material (<data-dir>/tls): mutual TLS on gRPC (default policy), embedded etcd with client certificates and RBAC, embedded NATS with client certificates and a user; the state file's security section reaches it (hermodctl --state-file)")
 	fs.IntVar(&o.EtcdPort, "etcd-port", 2379, "client port of the embedded etcd (0: a free one)")
 	fs.StringVar(&o.ConfigFile, "config", "", "EndpointPickerConfig for the pool (default: reference/000's load-aware scorers)")
 	fs.StringVar(&o.BinDir, "bin-dir", "", "directory of the Hermod binaries (default: this binary's)")

@@ -194,7 +194,7 @@ func (f *fleet) startPod(v Variant) (*proc, error) {
 		"--pod-speed", strconv.FormatFloat(v.Speed, 'g', -1, 64), "--speed", strconv.FormatFloat(f.s.o.Speed, 'g', -1, 64),
 		"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, ports[1], ports[2]),
 		"-v", strconv.Itoa(f.s.o.Verbosity)}
-	args = append(append(args, f.s.securityArgs(true)...), f.s.o.SimArgs...)
+	args = append(append(args, f.s.securityArgs("vllm-sim", true)...), f.s.o.SimArgs...)
 	p, err := start(name, false, f.s.out, filepath.Join(f.s.o.BinDir, "vllm-sim"), args...)
 	if err != nil {
 		return nil, err
@@ -265,7 +265,7 @@ func (s *stack) startFleet(ctx context.Context) error {
 	if len(s.o.Variants) == 0 {
 		return nil
 	}
-	cli, err := s.o.Etcd.NewClient(ctx, s.state.EtcdEndpoints)
+	cli, err := s.etcdSecurity("devstack").NewClient(ctx, s.state.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
@@ -287,6 +287,6 @@ func (s *stack) startFleet(ctx context.Context) error {
 		"-v", strconv.Itoa(s.o.Verbosity), "--log-format", "text", "--metrics-listen", s.state.Autoscaler.Ops,
 		"--replica", "autoscaler", "--actuator", "local"}
 	args = append(args, s.tracingArgs()...)
-	args = append(args, s.securityArgs(false)...)
+	args = append(args, s.serviceArgs("autoscaler", false)...)
 	return s.launch("autoscaler", true, "hermod-autoscaler", append(args, s.o.AutoscalerArgs...)...)
 }

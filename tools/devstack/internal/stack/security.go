@@ -9,10 +9,12 @@ import (
 // other HERMOD_* variable is devstack's own).
 var secretEnv = []string{bootstrap.EnvEtcdPassword, bootstrap.EnvNATSPassword, bootstrap.EnvNATSToken}
 
-// securityArgs hands devstack's etcd (and, unless etcdOnly, NATS) TLS and
-// credential flags to a child: paths only, secrets go by secretEnv.
-func (s *stack) securityArgs(etcdOnly bool) []string {
-	e, n := s.o.Etcd, s.o.NATS
+// securityArgs hands a child of identity its etcd (and, unless etcdOnly,
+// NATS) TLS and credential flags: devstack's own for an external etcd or
+// NATS, the generated ones of the embedded servers under --tls. Paths
+// only: secrets go by files or secretEnv.
+func (s *stack) securityArgs(identity string, etcdOnly bool) []string {
+	e, n := s.etcdSecurity(identity), s.natsSecurity(identity)
 	flags := [][2]string{
 		{"etcd-ca-file", e.TLS.CAFile}, {"etcd-cert-file", e.TLS.CertFile}, {"etcd-key-file", e.TLS.KeyFile},
 		{"etcd-server-name", e.TLS.ServerName}, {"etcd-username", e.Username}, {"etcd-password-file", e.PasswordFile},

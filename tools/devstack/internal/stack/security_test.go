@@ -24,10 +24,10 @@ func TestSecurityArgsAndSecretEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &stack{o: o}
-	if got := s.securityArgs(false); !slices.Equal(got, args) {
+	if got := s.securityArgs("gateway", false); !slices.Equal(got, args) {
 		t.Errorf("securityArgs(false) = %v, want %v", got, args)
 	}
-	if got := s.securityArgs(true); len(got) != 2*len(bootstrap.EtcdSecurityFlags) || slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--nats") }) {
+	if got := s.securityArgs("vllm-sim", true); len(got) != 2*len(bootstrap.EtcdSecurityFlags) || slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--nats") }) {
 		t.Errorf("securityArgs(true) = %v", got)
 	}
 	t.Setenv("HERMOD_ETCD_PASSWORD", "x")

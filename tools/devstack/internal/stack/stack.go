@@ -99,6 +99,12 @@ type Options struct {
 	// NATS; the children get them too (secrets by their variables).
 	Etcd bootstrap.EtcdSecurity
 	NATS bootstrap.NATSSecurity
+	// TLS runs the embedded etcd and NATS and every gRPC hop with
+	// certificates and credentials generated into <data dir>/tls: etcd with
+	// client certificates and RBAC (a hermod user on /hermod/), NATS with
+	// client certificates and a hermod user, gRPC with mutual TLS under the
+	// default authorisation policy.
+	TLS bool
 
 	// Out receives the children's prefixed logs and the banner.
 	Out    io.Writer
@@ -188,6 +194,7 @@ type stack struct {
 	state stackstate.State
 
 	tmpDir string
+	tls    *tlsMaterial // --tls
 	nats   *natsembed.Server
 	etcd   *etcdembed.Server
 	procs  []*proc // in start order
@@ -206,6 +213,15 @@ func (s *stack) servers(ctx context.Context) error {
 		}
 		s.tmpDir = dir
 	}
+	dir, err := filepath.Abs(dir) // the state file's paths are absolute
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if s.o.TLS {
+		if s.tls, err = generateTLS(filepath.Join(dir, "tls")); err != nil {
+			return err
+		}
+	}
 	// Free ports asked for (0) are chosen outside the pods' port ranges,
 	// which the pods bind later.
 	backendPorts, err := s.planAddrs(3)
@@ -219,31 +235,13 @@ func (s *stack) servers(ctx context.Context) error {
 	if s.o.EtcdPort == 0 {
 		s.o.EtcdPort = backendPorts.port()
 	}
-	s.state.NATSURL = s.o.NATSURL
-	if s.state.NATSURL == "" {
-		if err := portFree("127.0.0.1", s.o.NATSPort, "--nats-port"); err != nil {
-			return err
-		}
-		srv, err := natsembed.Start(natsembed.Options{Name: "hermod-devstack", Port: s.o.NATSPort, JetStream: true, StoreDir: filepath.Join(dir, "nats")})
-		if err != nil {
-			return fmt.Errorf("embedded NATS: %w", err)
-		}
-		s.nats = srv
-		s.state.NATSURL = srv.ClientURL()
+	if err := s.startNATS(dir); err != nil {
+		return err
 	}
-	s.state.EtcdEndpoints = s.o.EtcdEndpoints
-	if len(s.state.EtcdEndpoints) == 0 {
-		if err := portFree("127.0.0.1", s.o.EtcdPort, "--etcd-port"); err != nil {
-			return err
-		}
-		srv, err := etcdembed.Start(ctx, etcdembed.Options{Name: "hermod-devstack", Dir: filepath.Join(dir, "etcd"), ClientPort: s.o.EtcdPort, PeerPort: etcdPeerPort})
-		if err != nil {
-			return fmt.Errorf("embedded etcd: %w", err)
-		}
-		s.etcd = srv
-		s.state.EtcdEndpoints = srv.ClientURLs()
+	if err := s.startEtcd(ctx, dir, etcdPeerPort); err != nil {
+		return err
 	}
-	nc, err := s.o.NATS.Connect(ctx, s.state.NATSURL, "hermod-devstack", bus.WithLogger(s.log))
+	nc, err := s.natsSecurity("devstack").Connect(ctx, s.state.NATSURL, "hermod-devstack", bus.WithLogger(s.log))
 	if err != nil {
 		return err
 	}
@@ -255,6 +253,64 @@ func (s *stack) servers(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return bus.EnsureStreams(sctx, js, bus.DefaultLimits())
+}
+
+// startNATS starts the embedded NATS unless --nats-url names one; under
+// --tls it requires TLS with client certificates and the hermod user, and
+// its URL is tls://.
+func (s *stack) startNATS(dir string) error {
+	s.state.NATSURL = s.o.NATSURL
+	if s.state.NATSURL != "" {
+		return nil
+	}
+	if err := portFree("127.0.0.1", s.o.NATSPort, "--nats-port"); err != nil {
+		return err
+	}
+	o := natsembed.Options{Name: "hermod-devstack", Port: s.o.NATSPort, JetStream: true, StoreDir: filepath.Join(dir, "nats")}
+	if s.tls != nil {
+		cfg, err := s.tls.natsServerTLS()
+		if err != nil {
+			return err
+		}
+		o.TLS, o.Users = cfg, s.tls.natsUsers()
+	}
+	srv, err := natsembed.Start(o)
+	if err != nil {
+		return fmt.Errorf("embedded NATS: %w", err)
+	}
+	s.nats = srv
+	s.state.NATSURL = srv.ClientURL()
+	if s.tls != nil {
+		s.state.NATSURL = "tls://" + strings.TrimPrefix(s.state.NATSURL, "nats://")
+	}
+	return nil
+}
+
+// startEtcd starts the embedded etcd unless --etcd-endpoints names one;
+// under --tls it serves https with client certificates required and
+// RBAC on.
+func (s *stack) startEtcd(ctx context.Context, dir string, peerPort int) error {
+	s.state.EtcdEndpoints = s.o.EtcdEndpoints
+	if len(s.state.EtcdEndpoints) > 0 {
+		return nil
+	}
+	if err := portFree("127.0.0.1", s.o.EtcdPort, "--etcd-port"); err != nil {
+		return err
+	}
+	o := etcdembed.Options{Name: "hermod-devstack", Dir: filepath.Join(dir, "etcd"), ClientPort: s.o.EtcdPort, PeerPort: peerPort}
+	if s.tls != nil {
+		o.ClientTLS = s.tls.etcdServerTLS()
+	}
+	srv, err := etcdembed.Start(ctx, o)
+	if err != nil {
+		return fmt.Errorf("embedded etcd: %w", err)
+	}
+	s.etcd = srv
+	s.state.EtcdEndpoints = srv.ClientURLs()
+	if s.tls != nil {
+		return s.tls.setupEtcdAuth(ctx, s.state.EtcdEndpoints)
+	}
+	return nil
 }
 
 // pushConfig validates the pool's config and writes it to etcd.
@@ -276,7 +332,7 @@ func (s *stack) pushConfig(ctx context.Context) error {
 		return fmt.Errorf("config %s: %w", source, err)
 	}
 	_ = sched.Close()
-	cli, err := s.o.Etcd.NewClient(ctx, s.state.EtcdEndpoints)
+	cli, err := s.etcdSecurity("devstack").NewClient(ctx, s.state.EtcdEndpoints)
 	if err != nil {
 		return err
 	}
@@ -307,16 +363,16 @@ func (s *stack) children() error {
 		}
 	}
 	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
-	common = append(common, s.securityArgs(false)...)
 	common = slices.Clip(common) // each service's append(common, ...) gets its own array
 	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
-	if err := s.launch("collector", true, "hermod-collector", append(append(common, "--metrics-listen", s.state.Collector.Ops), s.o.CollectorArgs...)...); err != nil {
+	if err := s.launch("collector", true, "hermod-collector", slices.Concat(common, s.serviceArgs("collector", false), []string{"--metrics-listen", s.state.Collector.Ops}, s.o.CollectorArgs)...); err != nil {
 		return err
 	}
 	// The indexer is not core: routing goes on without it (precise prefix
 	// scoring fails open), so the stack outlives it.
 	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
-	if err := s.launch("indexer", false, "hermod-indexer", append(append(common, "--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer"), s.o.IndexerArgs...)...); err != nil {
+	if err := s.launch("indexer", false, "hermod-indexer", slices.Concat(common, s.serviceArgs("indexer", false),
+		[]string{"--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer"}, s.o.IndexerArgs)...); err != nil {
 		return err
 	}
 	// The responses store behind /v1/responses: the pool config's
@@ -324,7 +380,7 @@ func (s *stack) children() error {
 	// runs background responses through the first gateway.
 	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
 	if err := s.launch("responses", true, "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, append(s.tracingArgs(), s.securityArgs(true)...)...)...); err != nil {
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, append(s.tracingArgs(), s.serviceArgs("responses", true)...)...)...); err != nil {
 		return err
 	}
 	pickerExtra, err := s.startValkey(addrs.next())
@@ -364,7 +420,7 @@ func (s *stack) startPods(etcd, v string) error {
 			"--pod-speed", strconv.FormatFloat(speed, 'g', -1, 64), "--speed", strconv.FormatFloat(s.o.Speed, 'g', -1, 64),
 			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
 			"-v", v}
-		args = append(args, s.securityArgs(true)...)
+		args = append(args, s.securityArgs("vllm-sim", true)...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
 		if err := s.launch(name, false, "vllm-sim", append(args, s.o.SimArgs...)...); err != nil {
 			return err
@@ -389,6 +445,9 @@ func (s *stack) startValkey(addr string) ([]string, error) {
 		return nil, err
 	}
 	s.state.Valkey = addr
+	if s.tls != nil {
+		s.log.Warn("--tls: the pickers reach valkey in plaintext without a password (the in-flight option takes no TLS files yet)", "valkey", addr)
+	}
 	if err := waitPong(addr, 10*time.Second); err != nil {
 		return nil, fmt.Errorf("valkey: %w", err)
 	}
@@ -402,8 +461,8 @@ func (s *stack) startPickers(common []string, addrs *addrPlan, extra []string) (
 	for i := range s.o.Pickers {
 		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: addrs.next(), Ops: addrs.next()}
 		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
-		args := append(append([]string(nil), common...), "--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
-			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin")
+		args := slices.Concat(common, s.serviceArgs("picker", false), []string{"--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
+			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin"})
 		if err := s.launch(svc.Name, true, "hermod-picker", append(args, extra...)...); err != nil {
 			return nil, err
 		}
@@ -430,7 +489,7 @@ func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pi
 			pickers = pickerAddrs[i%len(pickerAddrs) : i%len(pickerAddrs)+1]
 		}
 		ops := addrs.next() // /metrics is not on the API address
-		gwArgs := append(slices.Clip(common), "--listen", listen, "--metrics-listen", ops, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
+		gwArgs := append(slices.Concat(common, s.serviceArgs("gateway", false)), "--listen", listen, "--metrics-listen", ops, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
 		if flow != "" {
 			gwArgs = append(gwArgs, "--flow-control", flow)
 		}
@@ -508,6 +567,7 @@ func (s *stack) exited() *proc {
 }
 
 func (s *stack) writeState() error {
+	s.stateSecurity()
 	if s.o.StateFile == "" {
 		return nil
 	}
@@ -555,18 +615,7 @@ func (s *stack) banner() {
 	if rel, err := filepath.Rel(mustGetwd(), ctl); err == nil && !strings.HasPrefix(rel, "..") {
 		ctl = rel
 	}
-	// hermodctl's global flags, before the command: each command takes
-	// the ones it uses
-	flags := ""
-	switch {
-	case s.o.StateFile != "":
-		flags = " --state-file " + s.o.StateFile
-	case s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0:
-		flags = fmt.Sprintf(" --nats-url %s --etcd-endpoints %s", s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","))
-	}
-	if s.o.Pool != "default" && s.o.StateFile == "" {
-		flags += " --pool " + s.o.Pool
-	}
+	flags := s.ctlFlags()
 	body := fmt.Sprintf(`{"model": %q, "messages": [{"role": "user", "content": "Hello! What is Hermod?"}]}`, s.o.Model)
 	s.out.mu.Lock()
 	defer s.out.mu.Unlock()
@@ -577,7 +626,7 @@ Hermod is running: pool %q, %d vllm-sim pods serving %s%s, %d picker(s), a colle
   metrics      http://%s/metrics (gateway), http://%s/metrics (picker-0), http://%s/metrics (collector), http://%s/metrics (indexer)
   NATS         %s
   etcd         %s
-
+%s
 Try it:
 
   curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \
@@ -591,8 +640,42 @@ Ctrl-C stops everything.
 
 `, s.o.Pool, s.o.Pods, s.o.Model, slow, s.o.Pickers,
 		s.state.Gateway, s.state.Gateway, s.state.GatewayOps[0], s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
-		s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","),
+		s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","), s.tlsBanner(),
 		s.state.Gateway, body, ctl, flags, ctl, flags, ctl, flags)
+}
+
+// ctlFlags are hermodctl's global flags reaching this stack, before the
+// command (each command takes the ones it uses): the state file, which
+// holds the addresses and under --tls the security settings, or else
+// the addresses and the security flags themselves.
+func (s *stack) ctlFlags() string {
+	if s.o.StateFile != "" {
+		return " --state-file " + s.o.StateFile
+	}
+	flags := ""
+	if s.tls != nil || s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0 {
+		flags = fmt.Sprintf(" --nats-url %s --etcd-endpoints %s", s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","))
+	}
+	if s.tls != nil {
+		flags += " " + strings.Join(s.securityArgs("hermodctl", false), " ")
+	}
+	if s.o.Pool != "default" {
+		flags += " --pool " + s.o.Pool
+	}
+	return flags
+}
+
+// tlsBanner is the banner's TLS line ("" without --tls).
+func (s *stack) tlsBanner() string {
+	if s.tls == nil {
+		return ""
+	}
+	line := fmt.Sprintf("  TLS          on: mutual TLS on gRPC, etcd (users, RBAC) and NATS (user); CA %s, certificates and passwords in %s\n", s.tls.CAFile, s.tls.Dir)
+	line += "               (plaintext still: the OpenAI API, the ops ports, KV events over ZeroMQ, OTLP"
+	if s.o.Valkey {
+		line += ", valkey: the pickers' in-flight option takes no TLS files yet"
+	}
+	return line + ")\n"
 }
 
 // wait runs until ctx ends or a core service dies.

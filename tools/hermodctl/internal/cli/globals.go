@@ -102,15 +102,16 @@ func isGlobal(name string) bool {
 }
 
 // connection is a saved set of connection settings: a devstack state file
-// (its pool, etcd_endpoints, nats_url) or a context file (pool,
-// etcd-endpoints, nats-url, and the security flags by their names:
-// etcd-ca-file, nats-creds-file, ...; files, never secrets).
+// (its pool, etcd_endpoints, nats_url and, from devstack --tls, its
+// security section) or a context file (pool, etcd-endpoints, nats-url);
+// both hold the security flags by their names (etcd-ca-file,
+// nats-creds-file, ...; files, never secrets).
 type connection struct {
 	Pool    string   `json:"pool" yaml:"pool"`
 	Etcd    []string `json:"etcd_endpoints" yaml:"etcd-endpoints"`
 	NATSURL string   `json:"nats_url" yaml:"nats-url"`
 	// Security holds the security flags' values by flag name.
-	Security map[string]string `json:"-" yaml:",inline"`
+	Security map[string]string `json:"security,omitempty" yaml:",inline"`
 }
 
 // readStateFile reads a devstack state file.

@@ -107,3 +107,17 @@ COMP_WORDS=(hermodctl version -o y); COMP_CWORD=3; _hermodctl; echo "${COMPREPLY
 		t.Errorf("fish does not complete config get's -o:\n%s", fish)
 	}
 }
+
+// A devstack --tls state file's security section gives the security
+// flags by name.
+func TestStateFileSecurity(t *testing.T) {
+	state := writeFile(t, `{"pool":"p","etcd_endpoints":["https://127.0.0.1:1"],"nats_url":"tls://127.0.0.1:2",
+"security":{"etcd-ca-file":"/tls/ca.crt","etcd-username":"hermod","nats-password-file":"/tls/nats-password"},"tls":{"ca_file":"/tls/ca.crt"}}`)
+	c, err := readStateFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Security["etcd-ca-file"] != "/tls/ca.crt" || c.Security["etcd-username"] != "hermod" || c.Security["nats-password-file"] != "/tls/nats-password" || c.NATSURL != "tls://127.0.0.1:2" {
+		t.Errorf("read %+v", c)
+	}
+}
