@@ -32,7 +32,7 @@ help:
 	@echo "make run          run Hermod on this machine: embedded NATS and etcd, every service, a vllm-sim fleet"
 	@echo "                  (RUN_ARGS='--pods 8 --pickers 2' passes flags to hermod-devstack)"
 	@echo "make deps         install Debian packages and the pinned Go tools (bin/)"
-	@echo "make test         vet, lint, proto check, unit + integration tests, fuzz smoke"
+	@echo "make test         vet, lint, proto check, unit + integration tests, the e2e suite again under --tls, fuzz smoke"
 	@echo "make test-cluster NATS (R3 streams) and etcd clusters of 3 with nodes and leaders restarted under load"
 	@echo "make e2e-tls      the e2e suite with every devstack under --tls (mutual TLS, etcd and NATS users)"
 	@echo "make build        build every module and the binaries into bin/"
@@ -144,7 +144,7 @@ fuzz-smoke:
 
 fuzz: fuzz-smoke
 
-test: vet lint proto-check build unit fuzz-smoke
+test: vet lint proto-check build unit e2e-tls fuzz-smoke
 
 # The routing benchmark: round-robin, reference/000's load-aware and the
 # recommended predicted-latency config, each on five arrival orders of
