@@ -288,5 +288,6 @@ func (s *stack) startFleet(ctx context.Context) error {
 		"--replica", "autoscaler", "--actuator", "local"}
 	args = append(args, s.tracingArgs()...)
 	args = append(args, s.serviceArgs("autoscaler", false)...)
+	args = append(args, s.streamArgs()...)
 	return s.launch("autoscaler", true, "hermod-autoscaler", append(args, s.o.AutoscalerArgs...)...)
 }

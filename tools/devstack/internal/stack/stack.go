@@ -1,5 +1,6 @@
 // Package stack runs Hermod's embedded default on one machine: an embedded
-// NATS server (JetStream) and etcd server, a fleet of vllm-sim pods, the
+// NATS server (JetStream) and etcd server (or clusters of them on
+// loopback, clusters.go), a fleet of vllm-sim pods, the
 // collector, the picker replicas and the gateway as child processes with
 // prefixed logs, and the pool's EndpointPickerConfig in etcd.
 package stack
@@ -82,12 +83,17 @@ type Options struct {
 	NATSPort      int
 	EtcdEndpoints []string // external etcd; empty embeds one on EtcdPort
 	EtcdPort      int
-	ConfigFile    string // EndpointPickerConfig; empty = DefaultConfig
-	BinDir        string // where the binaries are
-	DataDir       string // NATS and etcd data; empty = a temporary directory
-	StateFile     string // where to write the running stack's addresses (JSON); empty = none
-	Verbosity     int
-	SimArgs       []string // more vllm-sim arguments
+	// NATSCluster and EtcdCluster are the sizes of the embedded NATS and
+	// etcd (0 or 1: one server, as before; 3: a cluster on loopback, see
+	// clusters.go). NATS server i listens on NATSPort+i and etcd member i
+	// on EtcdPort+i (peer port EtcdPort+1000+i).
+	NATSCluster, EtcdCluster int
+	ConfigFile               string // EndpointPickerConfig; empty = DefaultConfig
+	BinDir                   string // where the binaries are
+	DataDir                  string // NATS and etcd data; empty = a temporary directory
+	StateFile                string // where to write the running stack's addresses (JSON); empty = none
+	Verbosity                int
+	SimArgs                  []string // more vllm-sim arguments
 	// OTLPEndpoint, when set, is handed to every Hermod service
 	// (--otlp-endpoint): each exports its spans there (host:port of an
 	// OTLP/gRPC collector). The children inherit devstack's environment
@@ -164,6 +170,9 @@ func (o *Options) check() error {
 	case o.Pickers < 1:
 		return fmt.Errorf("--pickers: at least 1 (got %d)", o.Pickers)
 	}
+	if err := o.checkClusters(); err != nil {
+		return err
+	}
 	for i := range o.Pods {
 		if err := portFree("127.0.0.1", o.SimBasePort+i, "--sim-base-port"); err != nil {
 			return err
@@ -197,10 +206,14 @@ type stack struct {
 	tls    *tlsMaterial // --tls
 	nats   *natsembed.Server
 	etcd   *etcdembed.Server
-	procs  []*proc // in start order
-	fleet  *fleet
-	fleetW *coord.PrefixWatcher
-	cli    *clientv3.Client
+	// natsCluster and etcdCluster replace nats and etcd with
+	// --nats-cluster and --etcd-cluster above 1.
+	natsCluster *natsembed.Cluster
+	etcdCluster *etcdembed.Cluster
+	procs       []*proc // in start order
+	fleet       *fleet
+	fleetW      *coord.PrefixWatcher
+	cli         *clientv3.Client
 }
 
 // servers starts (or reaches) NATS and etcd and creates the streams.
@@ -224,21 +237,31 @@ func (s *stack) servers(ctx context.Context) error {
 	}
 	// Free ports asked for (0) are chosen outside the pods' port ranges,
 	// which the pods bind later.
-	backendPorts, err := s.planAddrs(3)
+	backendPorts, err := s.planAddrs(s.o.natsSize() + 2*s.o.etcdSize())
 	if err != nil {
 		return err
 	}
-	if s.o.NATSPort == 0 {
-		s.o.NATSPort = backendPorts.port()
+	if s.o.natsSize() > 1 {
+		err = s.startNATSCluster(ctx, dir, backendPorts)
+	} else {
+		if s.o.NATSPort == 0 {
+			s.o.NATSPort = backendPorts.port()
+		}
+		err = s.startNATS(dir)
 	}
-	etcdPeerPort := backendPorts.port()
-	if s.o.EtcdPort == 0 {
-		s.o.EtcdPort = backendPorts.port()
-	}
-	if err := s.startNATS(dir); err != nil {
+	if err != nil {
 		return err
 	}
-	if err := s.startEtcd(ctx, dir, etcdPeerPort); err != nil {
+	if s.o.etcdSize() > 1 {
+		err = s.startEtcdCluster(ctx, dir, backendPorts)
+	} else {
+		etcdPeerPort := backendPorts.port()
+		if s.o.EtcdPort == 0 {
+			s.o.EtcdPort = backendPorts.port()
+		}
+		err = s.startEtcd(ctx, dir, etcdPeerPort)
+	}
+	if err != nil {
 		return err
 	}
 	nc, err := s.natsSecurity("devstack").Connect(ctx, s.state.NATSURL, "hermod-devstack", bus.WithLogger(s.log))
@@ -252,7 +275,12 @@ func (s *stack) servers(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return bus.EnsureStreams(sctx, js, bus.DefaultLimits())
+	limits := bus.DefaultLimits()
+	limits.Replicas = s.streamReplicas()
+	if err := bus.EnsureStreams(sctx, js, limits); err != nil {
+		return fmt.Errorf("create the streams: %w", err)
+	}
+	return nil
 }
 
 // startNATS starts the embedded NATS unless --nats-url names one; under
@@ -307,10 +335,16 @@ func (s *stack) startEtcd(ctx context.Context, dir string, peerPort int) error {
 	}
 	s.etcd = srv
 	s.state.EtcdEndpoints = srv.ClientURLs()
-	if s.tls != nil {
-		return s.tls.setupEtcdAuth(ctx, s.state.EtcdEndpoints)
+	return s.setupEtcdAuth(ctx)
+}
+
+// setupEtcdAuth turns on the embedded etcd's RBAC under --tls (through
+// every member's URL).
+func (s *stack) setupEtcdAuth(ctx context.Context) error {
+	if s.tls == nil {
+		return nil
 	}
-	return nil
+	return s.tls.setupEtcdAuth(ctx, s.state.EtcdEndpoints)
 }
 
 // pushConfig validates the pool's config and writes it to etcd.
@@ -365,13 +399,13 @@ func (s *stack) children() error {
 	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
 	common = slices.Clip(common) // each service's append(common, ...) gets its own array
 	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
-	if err := s.launch("collector", true, "hermod-collector", slices.Concat(common, s.serviceArgs("collector", false), []string{"--metrics-listen", s.state.Collector.Ops}, s.o.CollectorArgs)...); err != nil {
+	if err := s.launch("collector", true, "hermod-collector", slices.Concat(common, s.serviceArgs("collector", false), s.streamArgs(), []string{"--metrics-listen", s.state.Collector.Ops}, s.o.CollectorArgs)...); err != nil {
 		return err
 	}
 	// The indexer is not core: routing goes on without it (precise prefix
 	// scoring fails open), so the stack outlives it.
 	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
-	if err := s.launch("indexer", false, "hermod-indexer", slices.Concat(common, s.serviceArgs("indexer", false),
+	if err := s.launch("indexer", false, "hermod-indexer", slices.Concat(common, s.serviceArgs("indexer", false), s.streamArgs(),
 		[]string{"--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer"}, s.o.IndexerArgs)...); err != nil {
 		return err
 	}
@@ -461,7 +495,7 @@ func (s *stack) startPickers(common []string, addrs *addrPlan, extra []string) (
 	for i := range s.o.Pickers {
 		svc := stackstate.Service{Name: fmt.Sprintf("picker-%d", i), GRPC: addrs.next(), Ops: addrs.next()}
 		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
-		args := slices.Concat(common, s.serviceArgs("picker", false), []string{"--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
+		args := slices.Concat(common, s.serviceArgs("picker", false), s.streamArgs(), []string{"--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
 			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin"})
 		if err := s.launch(svc.Name, true, "hermod-picker", append(args, extra...)...); err != nil {
 			return nil, err
@@ -624,8 +658,8 @@ Hermod is running: pool %q, %d vllm-sim pods serving %s%s, %d picker(s), a colle
 
   OpenAI API   http://%s/v1   (models: http://%s/v1/models)
   metrics      http://%s/metrics (gateway), http://%s/metrics (picker-0), http://%s/metrics (collector), http://%s/metrics (indexer)
-  NATS         %s
-  etcd         %s
+  NATS         %s%s
+  etcd         %s%s
 %s
 Try it:
 
@@ -640,7 +674,7 @@ Ctrl-C stops everything.
 
 `, s.o.Pool, s.o.Pods, s.o.Model, slow, s.o.Pickers,
 		s.state.Gateway, s.state.Gateway, s.state.GatewayOps[0], s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
-		s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","), s.tlsBanner(),
+		s.state.NATSURL, s.natsBanner(), strings.Join(s.state.EtcdEndpoints, ","), s.etcdBanner(), s.tlsBanner(),
 		s.state.Gateway, body, ctl, flags, ctl, flags, ctl, flags)
 }
 
@@ -653,7 +687,7 @@ func (s *stack) ctlFlags() string {
 		return " --state-file " + s.o.StateFile
 	}
 	flags := ""
-	if s.tls != nil || s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0 {
+	if s.tls != nil || s.o.NATSPort != 4222 || s.o.EtcdPort != 2379 || s.o.NATSURL != "" || len(s.o.EtcdEndpoints) > 0 || s.o.natsSize() > 1 || s.o.etcdSize() > 1 {
 		flags = fmt.Sprintf(" --nats-url %s --etcd-endpoints %s", s.state.NATSURL, strings.Join(s.state.EtcdEndpoints, ","))
 	}
 	if s.tls != nil {
@@ -731,8 +765,16 @@ func (s *stack) shutdown() error {
 			errs = append(errs, err)
 		}
 	}
+	if s.etcdCluster != nil {
+		if err := s.etcdCluster.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.nats != nil {
 		s.nats.Shutdown()
+	}
+	if s.natsCluster != nil {
+		s.natsCluster.Shutdown()
 	}
 	if s.tmpDir != "" {
 		_ = os.RemoveAll(s.tmpDir)
