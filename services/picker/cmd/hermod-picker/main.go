@@ -30,6 +30,7 @@ func run() error {
 	fs.IntVar(&cfg.Fallbacks, "fallbacks", service.DefaultFallbacks, "fallback endpoints returned beyond the primary target (0: none)")
 	fs.StringVar(&cfg.IndexerAddress, "indexer-address", "", "hermod-indexer's gRPC address, for precise-prefix-cache-scorer (empty: configs using it do not load)")
 	fs.StringVar(&cfg.InflightValkeyURL, "inflight-valkey-address", "", "Valkey/Redis URL (valkey://host:6379) of the pool's global in-flight counts, for valkey-least-request-picker (empty: configs using it do not load)")
+	cfg.InflightValkey.RegisterFlags(fs, "inflight-valkey", "the in-flight server")
 	fs.DurationVar(&cfg.InflightLeaseTTL, "inflight-lease-ttl", 15*time.Minute, "how long a pick counts without its completion before it is repaired (a gateway that died)")
 	fs.BoolVar(&cfg.LocalView, "local-view", false, "fold only this replica's own decisions and completions: each replica sees only the requests it routed (the per-proxy view, for comparisons; not for production)")
 	fs.StringVar(&cfg.Tokenizer, "tokenizer", "", `override the tokenizer configs name: "builtin" (the simulator's) for vllm-sim fleets; empty: as configured`)

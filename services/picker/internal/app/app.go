@@ -56,6 +56,8 @@ type Config struct {
 	// InflightValkeyURL, when set, is the Valkey/Redis server of the
 	// pool's global in-flight counts (valkey-least-request-picker).
 	InflightValkeyURL string
+	// InflightValkey is its TLS and credentials.
+	InflightValkey bootstrap.ValkeySecurity
 	// InflightLeaseTTL is how long a pick's count lives without its
 	// completion (a gateway that died): then it is repaired.
 	InflightLeaseTTL time.Duration

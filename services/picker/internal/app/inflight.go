@@ -51,7 +51,7 @@ func (a *app) inflightService() ([]scheduling.Option, error) {
 	if a.cfg.InflightValkeyURL == "" {
 		return nil, nil
 	}
-	opt, err := valkey.ParseURL(a.cfg.InflightValkeyURL)
+	opt, err := a.cfg.InflightValkey.ClientOption(a.cfg.InflightValkeyURL)
 	if err != nil {
 		return nil, fmt.Errorf("--inflight-valkey-address: %w", err)
 	}
