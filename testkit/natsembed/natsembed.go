@@ -58,6 +58,10 @@ type Options struct {
 	Users []*server.User
 	NKeys []*server.NkeyUser
 	Token string
+	// Configure, when set, adjusts the server's options last: what the
+	// fields above do not cover (operator mode's trusted operators and
+	// account resolver, say).
+	Configure func(*server.Options)
 }
 
 // Server is an embedded NATS server.
@@ -127,6 +131,9 @@ func newServer(o Options) (*Server, error) {
 		s.opts.TLSConfig = o.TLS
 		s.opts.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 		s.opts.TLSTimeout = 5 // seconds: handshakes under -race are slow
+	}
+	if o.Configure != nil {
+		o.Configure(&s.opts)
 	}
 	return s, nil
 }
