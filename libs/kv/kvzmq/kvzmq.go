@@ -6,6 +6,7 @@
 package kvzmq
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -333,7 +334,22 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 // Replay asks a replay endpoint for every buffered batch from start and
 // returns them in order. It accepts both framings. A first sequence number
 // above start means the publisher no longer had the older batches.
+// timeout bounds the wait for each message.
 func Replay(endpoint string, start uint64, timeout time.Duration) ([]Message, error) {
+	return ReplayContext(context.Background(), endpoint, start, timeout)
+}
+
+// replayPollSlice is how long ReplayContext waits on its socket before it
+// looks at its context again.
+const replayPollSlice = 20 * time.Millisecond
+
+// ReplayContext is Replay that also ends, with the batches received so far
+// and ctx's error, within a few milliseconds of ctx ending (a replay
+// endpoint that is gone otherwise holds the caller for timeout).
+func ReplayContext(ctx context.Context, endpoint string, start uint64, timeout time.Duration) ([]Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kv events: replay from %s: %w", endpoint, err)
+	}
 	d, err := zmq.NewSocket(zmq.DEALER)
 	if err != nil {
 		return nil, fmt.Errorf("kv events: DEALER socket: %w", err)
@@ -341,9 +357,6 @@ func Replay(endpoint string, start uint64, timeout time.Duration) ([]Message, er
 	defer d.Close()
 	if err := d.SetLinger(0); err != nil {
 		return nil, fmt.Errorf("kv events: set linger: %w", err)
-	}
-	if err := d.SetRcvtimeo(timeout); err != nil {
-		return nil, fmt.Errorf("kv events: set receive timeout: %w", err)
 	}
 	if err := d.Connect(endpoint); err != nil {
 		return nil, fmt.Errorf("kv events: replay %s: %w", endpoint, err)
@@ -353,15 +366,33 @@ func Replay(endpoint string, start uint64, timeout time.Duration) ([]Message, er
 	if _, err := d.SendMessage("", startb[:]); err != nil {
 		return nil, fmt.Errorf("kv events: replay request: %w", err)
 	}
+	poller := zmq.NewPoller()
+	poller.Add(d, zmq.POLLIN)
 	var out []Message
+	deadline := time.Now().Add(timeout)
 	for {
-		frames, err := d.RecvMessageBytes(0)
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("kv events: replay from %s: %w", endpoint, err)
+		}
+		wait := min(time.Until(deadline), replayPollSlice)
+		if wait <= 0 {
+			return out, fmt.Errorf("kv events: replay from %s: %w", endpoint, ErrTimeout)
+		}
+		polled, err := poller.Poll(wait)
+		if err != nil {
+			return out, fmt.Errorf("kv events: replay poll: %w", err)
+		}
+		if len(polled) == 0 {
+			continue
+		}
+		frames, err := d.RecvMessageBytes(zmq.DONTWAIT)
 		if err != nil {
 			if isAgain(err) {
-				return out, fmt.Errorf("kv events: replay from %s: %w", endpoint, ErrTimeout)
+				continue
 			}
 			return out, fmt.Errorf("kv events: replay receive: %w", err)
 		}
+		deadline = time.Now().Add(timeout)
 		var m Message
 		switch len(frames) {
 		case 3: // "", seq, payload

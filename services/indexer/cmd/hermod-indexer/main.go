@@ -16,6 +16,7 @@ import (
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/services/indexer/internal/app"
 	"github.com/hermod/hermod/services/indexer/internal/backend"
+	"github.com/hermod/hermod/services/indexer/internal/ingest"
 )
 
 func main() { cmdline.Main("hermod-indexer", run) }
@@ -28,6 +29,7 @@ func run() error {
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready")
 	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its pods move to the others this long after it dies)")
 	fs.StringVar(&cfg.ZMQBind, "zmq-bind", "", "also bind a SUB socket here for pods that connect to the indexer (centralized mode, e.g. tcp://*:5557; their topics kv@<pod>@<model> name them)")
+	fs.DurationVar(&cfg.SilentAfter, "pod-silent-after", ingest.DefaultSilentAfter, "report a pod (metric hermod_indexer_silent_pods and a warning) when its live KV events have stopped this long, unless its replay socket answers and shows it idle")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", app.DefaultSnapshotInterval, "how often to snapshot the index into the HERMOD_KV_SNAPSHOTS object store (0: never); a starting replica loads the newest and replays only the stream after it")
 	fs.IntVar(&cfg.Index.Size, "index-size", index.DefaultSize, "most block keys the index holds (inMemoryConfig.size)")
 	var memory cmdline.ByteSize
@@ -36,6 +38,7 @@ func run() error {
 	fs.IntVar(&cfg.Index.BlockSize, "block-size", 16, "tokens per index block (tokenProcessorConfig.blockSize); engine blocks must be multiples of it")
 	fs.Uint64Var(&cfg.Index.Seed, "key-seed", 0, "seed of the block keys (every indexer and picker of a pool must agree)")
 	indexConfig := fs.String("index-config", "", "the index backend as reference/001's kvBlockIndexConfig, YAML or JSON inline or @file: exactly one of inMemoryConfig {size, podCacheSize}, costAwareMemoryConfig {size}, redisConfig or valkeyConfig {address, backendType} (a Valkey/Redis index shared by the pool's replicas); it overrides --index-size, --pod-cache-size and --index-memory")
+	cfg.SharedIndex.RegisterFlags(fs, "index-redis", "the shared index's Valkey/Redis server (--index-config redisConfig/valkeyConfig)")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		cfg.Index.MaxBytes = int64(memory)
 		if *indexConfig != "" {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,12 +44,17 @@ type Config struct {
 	// server, shared by the pool's replicas (redisConfig/valkeyConfig),
 	// instead of one in-memory copy per replica.
 	SharedIndexURL string
+	// SharedIndex is its TLS and credentials.
+	SharedIndex bootstrap.ValkeySecurity
 	// LogInterval, when positive, logs the index's figures this often
 	// (metricsLoggingInterval).
 	LogInterval time.Duration
 	// ZMQBind, when set, binds a SUB socket there for pods that connect
 	// to the indexer (centralized mode, e.g. tcp://*:5557).
 	ZMQBind string
+	// SilentAfter is how long a pod's live KV events may stop before the
+	// pod is reported silent (0: ingest.DefaultSilentAfter).
+	SilentAfter time.Duration
 	// SnapshotInterval is how often this replica snapshots its index into
 	// the object store (0: never).
 	SnapshotInterval time.Duration
@@ -97,7 +103,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := i.project(ctx, js); err != nil || ctx.Err() != nil {
 		return err
 	}
-	own, err := i.ingest(ctx, etcd, pub)
+	own, err := i.startIngest(ctx, etcd, pub)
 	if err != nil {
 		return err
 	}
@@ -134,6 +140,15 @@ type indexer struct {
 	proj       projected
 	restoredAt uint64
 	caughtUp   chan struct{}
+	// ingest, once it runs, is told of every batch on the stream
+	ingest atomic.Pointer[ingest.Manager]
+}
+
+// observe tells ingest (once it runs) about a batch on the stream.
+func (i *indexer) observe(b *eventsv1.KVEventBatch) {
+	if mg := i.ingest.Load(); mg != nil {
+		mg.Observe(b)
+	}
 }
 
 // project follows the KV stream into the index and waits until it has
@@ -150,9 +165,9 @@ func (i *indexer) project(ctx context.Context, js jetstream.JetStream) error {
 		}
 		svc.OnClose(closeShared)
 		i.proj, specIdx = shared, shared.Speculation()
-		svc.Go(func(ctx context.Context) { followShared(ctx, js, cfg.Pool, shared, i.caughtUp, log) })
+		svc.Go(func(ctx context.Context) { followShared(ctx, js, cfg.Pool, shared, i.caughtUp, i.observe, log) })
 	} else {
-		p, restored, stop, err := followLocal(ctx, js, cfg, svc.Registry, i.caughtUp, log)
+		p, restored, stop, err := followLocal(ctx, js, cfg, svc.Registry, i.caughtUp, i.observe, log)
 		if err != nil {
 			return err
 		}
@@ -178,15 +193,18 @@ func (i *indexer) project(ctx context.Context, js jetstream.JetStream) error {
 	return nil
 }
 
-// ingest starts ingesting the KV events of the endpoints this replica
-// owns (and, with --zmq-bind, of the pods that connect to it).
-func (i *indexer) ingest(ctx context.Context, etcd *clientv3.Client, pub *bus.Publisher) (*coord.Ownership, error) {
+// startIngest starts ingesting the KV events of the endpoints this replica
+// owns (and, with --zmq-bind, of the pods that connect to it). Each pod
+// resumes after its last batch on the stream.
+func (i *indexer) startIngest(ctx context.Context, etcd *clientv3.Client, pub *bus.Publisher) (*coord.Ownership, error) {
 	cfg, svc, log := i.cfg, i.svc, i.log
-	mg, err := ingest.NewManager(ingest.Config{Pool: cfg.Pool, Replica: cfg.Replica, Sink: &streamSink{pub: pub, log: log}, Logger: log, Registerer: svc.Registry})
+	mg, err := ingest.NewManager(ingest.Config{Pool: cfg.Pool, Replica: cfg.Replica, Sink: &streamSink{pub: pub, log: log},
+		Position: i.proj.PodSeq, SilentAfter: cfg.SilentAfter, Logger: log, Registerer: svc.Registry})
 	if err != nil {
 		return nil, err
 	}
 	svc.OnClose(mg.Close)
+	i.ingest.Store(mg)
 	var central *ingest.Central
 	if cfg.ZMQBind != "" {
 		if central, err = i.startCentral(mg); err != nil {
@@ -195,10 +213,10 @@ func (i *indexer) ingest(ctx context.Context, etcd *clientv3.Client, pub *bus.Pu
 	}
 	own, err := coord.Share(ctx, etcd, coord.ShareOptions{
 		Pool: cfg.Pool, Group: servicePrefix + cfg.Pool, Replica: cfg.Replica, TTL: cfg.MemberTTL,
-		Assign: func(mine []*registryv1.Endpoint) { mg.SetTargets(targets(mine, i.proj)) },
+		Assign: func(mine []*registryv1.Endpoint) { mg.SetTargets(targets(mine, central != nil)) },
 		OnEndpoints: func(s coord.Snapshot) {
 			if central != nil {
-				central.SetPods(centralPods(s.Sorted(), i.proj))
+				central.SetPods(centralPods(s.Sorted()))
 			}
 		},
 	}, coord.WithLogger(log))
@@ -225,33 +243,27 @@ func (i *indexer) startCentral(mg *ingest.Manager) (*ingest.Central, error) {
 	return central, nil
 }
 
-// targets are the owned endpoints that publish KV events, each resuming
-// after its last batch on the stream.
-func targets(mine []*registryv1.Endpoint, proj projected) []ingest.Target {
+// targets are the owned endpoints whose KV events this replica ingests:
+// those that bind an event socket it follows, and with a centralized
+// socket (central) every one, since any may connect to it.
+func targets(mine []*registryv1.Endpoint, central bool) []ingest.Target {
 	var out []ingest.Target
 	for _, ep := range mine {
-		if ep.GetKvEventsEndpoint() == "" {
+		if ep.GetKvEventsEndpoint() == "" && !central {
 			continue
 		}
-		t := ingest.Target{Pod: ep.GetName(), Model: ep.GetModel(), Events: ep.GetKvEventsEndpoint(), Replay: ep.GetKvReplayEndpoint()}
-		if seq, ok := proj.PodSeq(ep.GetName()); ok {
-			t.Resume = &seq
-		}
-		out = append(out, t)
+		out = append(out, ingest.Target{Pod: ep.GetName(), Model: ep.GetModel(), Events: ep.GetKvEventsEndpoint(), Replay: ep.GetKvReplayEndpoint()})
 	}
 	return out
 }
 
 // centralPods are every registered endpoint as a pod that may connect to
 // this replica's socket, with the addresses its topic may name it by.
-func centralPods(eps []*registryv1.Endpoint, proj projected) ([]ingest.Target, map[string][]string) {
+func centralPods(eps []*registryv1.Endpoint) ([]ingest.Target, map[string][]string) {
 	ts := make([]ingest.Target, 0, len(eps))
 	addrs := make(map[string][]string, len(eps))
 	for _, ep := range eps {
 		t := ingest.Target{Pod: ep.GetName(), Model: ep.GetModel(), Replay: ep.GetKvReplayEndpoint()}
-		if seq, ok := proj.PodSeq(ep.GetName()); ok {
-			t.Resume = &seq
-		}
 		ts = append(ts, t)
 		if a := ep.GetAddress(); a != "" {
 			addrs[t.Pod] = []string{a, net.JoinHostPort(a, strconv.Itoa(int(ep.GetPort())))}

@@ -30,9 +30,9 @@ type projected interface {
 
 // followLocal projects the stream into this replica's own index, from
 // the newest snapshot and the stream after it, and snapshots it
-// periodically. caughtUp is closed once the projection reaches the
-// stream's end.
-func followLocal(ctx context.Context, js jetstream.JetStream, cfg Config, reg *prometheus.Registry, caughtUp chan<- struct{}, log *slog.Logger) (*projection.Projector, uint64, func(), error) {
+// periodically; observe sees each batch after it is applied. caughtUp is
+// closed once the projection reaches the stream's end.
+func followLocal(ctx context.Context, js jetstream.JetStream, cfg Config, reg *prometheus.Registry, caughtUp chan<- struct{}, observe func(*eventsv1.KVEventBatch), log *slog.Logger) (*projection.Projector, uint64, func(), error) {
 	snaps, err := openSnapshots(ctx, js, cfg.Pool, cfg.Replica, reg, log)
 	if err != nil {
 		return nil, 0, nil, err
@@ -55,7 +55,10 @@ func followLocal(ctx context.Context, js jetstream.JetStream, cfg Config, reg *p
 		from = restoredAt + 1
 	}
 	cons, err := bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.KVStream, FilterSubject: bus.KVPrefix + cfg.Pool + ".>", StartSequence: from, Logger: log, Registerer: reg},
-		func(b *eventsv1.KVEventBatch, m bus.Meta) { proj.Apply(b, m.Sequence) })
+		func(b *eventsv1.KVEventBatch, m bus.Meta) {
+			proj.Apply(b, m.Sequence)
+			observe(b)
+		})
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -83,7 +86,7 @@ func followLocal(ctx context.Context, js jetstream.JetStream, cfg Config, reg *p
 
 // openShared connects to the pool's shared index.
 func openShared(ctx context.Context, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*projection.Shared, func(), error) {
-	opt, err := valkey.ParseURL(cfg.SharedIndexURL)
+	opt, err := cfg.SharedIndex.ClientOption(cfg.SharedIndexURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kvBlockIndexConfig address: %w", err)
 	}
@@ -117,14 +120,17 @@ func openShared(ctx context.Context, cfg Config, reg prometheus.Registerer, log 
 
 // followShared offers the pool's stream to the shared index from its
 // cursor, and again from a reset cursor whenever the server loses it,
-// until ctx ends. caughtUp is closed once the first pass reaches the
-// stream's end.
-func followShared(ctx context.Context, js jetstream.JetStream, pool string, s *projection.Shared, caughtUp chan<- struct{}, log *slog.Logger) {
+// until ctx ends; observe sees each batch after it is offered. caughtUp
+// is closed once the first pass reaches the stream's end.
+func followShared(ctx context.Context, js jetstream.JetStream, pool string, s *projection.Shared, caughtUp chan<- struct{}, observe func(*eventsv1.KVEventBatch), log *slog.Logger) {
 	from := s.Index().Cursor() + 1
 	first := true
 	for ctx.Err() == nil {
 		cons, err := bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.KVStream, FilterSubject: bus.KVPrefix + pool + ".>", StartSequence: from, Logger: log},
-			func(b *eventsv1.KVEventBatch, m bus.Meta) { s.Offer(ctx, b, m.Sequence) })
+			func(b *eventsv1.KVEventBatch, m bus.Meta) {
+				s.Offer(ctx, b, m.Sequence)
+				observe(b)
+			})
 		if err != nil {
 			log.Error("the KV stream consumer did not start: retrying", "error", err)
 			sleep(ctx, time.Second)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hermod/hermod/libs/kv/kvzmq"
 )
@@ -14,9 +13,12 @@ import (
 // binds one SUB socket and the pods connect to it (vLLM with a connecting
 // "endpoint", llm-d's simulator with --zmq-endpoint). A batch's pod is
 // named by its topic, kv@<pod>@<model>, where <pod> is a registered
-// endpoint's name, its address or its address:port. Each pod's batches go
-// through a sequencer of their own, replayed from the pod's replay
-// endpoint when it registered one.
+// endpoint's name, its address or its address:port. The receive loop only
+// hands each batch to its pod's worker (Manager): the pods this replica
+// owns were started from the registry, caught up from their replay
+// sockets and are watched for silence whether or not they have published
+// since; a registered pod owned by another replica that connected here
+// anyway gets a worker when its first batch arrives.
 type Central struct {
 	mg     *Manager
 	bind   string
@@ -25,15 +27,7 @@ type Central struct {
 	mu      sync.Mutex
 	byName  map[string]Target
 	byAddr  map[string]string // address or address:port -> pod name
-	seqs    map[string]*centralPod
-	unknown map[string]bool // topics already logged as unknown
-}
-
-type centralPod struct {
-	t     Target
-	seq   sequencer
-	f     *follower // for emit, replay and the metrics
-	heard time.Time // the last batch off the socket
+	unknown map[string]bool   // topics already logged as unknown
 }
 
 // NewCentral returns a centralized ingest on bind (e.g. tcp://*:5557).
@@ -41,26 +35,27 @@ func (mg *Manager) NewCentral(bind, topicPrefix string) *Central {
 	if topicPrefix == "" {
 		topicPrefix = DefaultTopicPrefix
 	}
-	return &Central{mg: mg, bind: bind, prefix: topicPrefix, byName: map[string]Target{}, byAddr: map[string]string{}, seqs: map[string]*centralPod{}, unknown: map[string]bool{}}
+	return &Central{mg: mg, bind: bind, prefix: topicPrefix, byName: map[string]Target{}, byAddr: map[string]string{}, unknown: map[string]bool{}}
 }
 
 // SetPods sets the registered pods, with the addresses their topics may
-// name them by (address and address:port).
+// name them by (address and address:port). The pods this replica does not
+// own and that are gone or changed are forgotten.
 func (c *Central) SetPods(ts []Target, addrs map[string][]string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.byName, c.byAddr = map[string]Target{}, map[string]string{}
+	byName, byAddr := make(map[string]Target, len(ts)), map[string]string{}
 	for _, t := range ts {
-		c.byName[t.Pod] = t
+		if t.Topic == "" {
+			t.Topic = DefaultTopicPrefix
+		}
+		byName[t.Pod] = t
 		for _, a := range addrs[t.Pod] {
-			c.byAddr[a] = t.Pod
+			byAddr[a] = t.Pod
 		}
 	}
-	for pod, p := range c.seqs {
-		if t, ok := c.byName[pod]; !ok || !p.t.sameSource(t) {
-			delete(c.seqs, pod) // gone or changed: starts afresh if it returns
-		}
-	}
+	c.mu.Lock()
+	c.byName, c.byAddr = byName, byAddr
+	c.mu.Unlock()
+	c.mg.dropVisitors(byName)
 }
 
 // podOf resolves a topic's pod. The caller holds c.mu.
@@ -80,7 +75,7 @@ func (c *Central) podOf(topic string) (Target, bool) {
 }
 
 // Run binds, reports the outcome on bound (if not nil), and receives
-// until ctx ends.
+// until ctx ends (within pollInterval).
 func (c *Central) Run(ctx context.Context, bound chan<- error) error {
 	sub, err := kvzmq.Subscribe(c.bind, true, c.prefix, c.mg.cfg.HWM)
 	if bound != nil {
@@ -91,13 +86,8 @@ func (c *Central) Run(ctx context.Context, bound chan<- error) error {
 	}
 	defer func() { _ = sub.Close() }()
 	c.mg.log.Info("receiving KV events from connecting pods", "bind", c.bind)
-	lastCheck := time.Now()
 	for ctx.Err() == nil {
 		m, err := sub.Recv(pollInterval)
-		if time.Since(lastCheck) >= idleCheck {
-			c.checkQuiet()
-			lastCheck = time.Now()
-		}
 		if errors.Is(err, kvzmq.ErrTimeout) {
 			continue
 		}
@@ -105,12 +95,12 @@ func (c *Central) Run(ctx context.Context, bound chan<- error) error {
 			c.mg.m.errors.WithLabelValues("receive").Inc()
 			continue
 		}
-		c.receive(ctx, m)
+		c.receive(m)
 	}
 	return nil
 }
 
-func (c *Central) receive(ctx context.Context, m kvzmq.Message) {
+func (c *Central) receive(m kvzmq.Message) {
 	c.mu.Lock()
 	t, ok := c.podOf(m.Topic)
 	if !ok {
@@ -122,37 +112,6 @@ func (c *Central) receive(ctx context.Context, m kvzmq.Message) {
 		c.mg.m.errors.WithLabelValues("unknown_pod").Inc()
 		return
 	}
-	p := c.seqs[t.Pod]
-	if p == nil {
-		f := &follower{mg: c.mg, t: t, log: c.mg.log.With("pod", t.Pod), ctx: ctx}
-		p = &centralPod{t: t, f: f}
-		p.seq = sequencer{replay: f.replay, emit: f.emit}
-		if t.Resume != nil {
-			p.seq.started, p.seq.next, p.seq.lastLive = true, *t.Resume+1, *t.Resume
-		}
-		c.seqs[t.Pod] = p
-	}
-	p.heard = time.Now()
 	c.mu.Unlock()
-	p.seq.receive(m)
-	p.f.countRepairs(p.seq.stats)
-}
-
-// checkQuiet asks the replay socket of every pod that has been quiet a
-// while for batches lost at the end of a burst (a gap is otherwise seen
-// only when a later batch arrives), as followers do.
-func (c *Central) checkQuiet() {
-	c.mu.Lock()
-	var quiet []*centralPod
-	for _, p := range c.seqs {
-		if p.seq.started && p.t.Replay != "" && time.Since(p.heard) >= idleCheck {
-			quiet = append(quiet, p)
-		}
-	}
-	c.mu.Unlock()
-	for _, p := range quiet {
-		p.seq.resume()
-		p.f.countRepairs(p.seq.stats)
-		p.heard = time.Now()
-	}
+	c.mg.deliver(t, m)
 }

@@ -84,7 +84,7 @@ func TestCentralIngestsConnectingPods(t *testing.T) {
 func TestCentralRepairsALostTail(t *testing.T) {
 	port, replay := freePort(t), freePort(t)
 	sink := newGatedSink()
-	mg, err := NewManager(Config{Pool: "p", Replica: "r", Sink: sink, HWM: 4})
+	mg, err := NewManager(Config{Pool: "p", Replica: "r", Sink: sink, HWM: 4, PodQueue: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
