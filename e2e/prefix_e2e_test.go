@@ -47,7 +47,8 @@ func TestPrecisePrefixRoutingAndIndexerLoss(t *testing.T) {
 	if err := os.WriteFile(path, []byte(preciseConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := startStack(t, "--pods", "4", "--slow-pods", "0", "--pickers", "2", "--speed", "10", "--config", path)
+	// the indexer killed below stays down: routing goes on without it
+	s := startStack(t, "--pods", "4", "--slow-pods", "0", "--pickers", "2", "--speed", "10", "--config", path, "--no-restart", "indexer")
 	ctx := context.Background()
 	system := strings.Repeat("You are the support assistant of a large company; answer precisely and cite the manual. ", 12)
 	chat := func(i int, stream bool) string {

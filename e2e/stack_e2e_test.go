@@ -160,7 +160,8 @@ func (s *devstack) projection(t *testing.T, picker int) projection {
 // served and accounted once, replicas that agree, live config, and a pod
 // crash that loses no non-streamed request.
 func TestStack(t *testing.T) {
-	s := startStack(t, "--pods", "4", "--slow-pods", "1", "--pickers", "2", "--speed", "10")
+	// the pod killed below must stay down to leave routing
+	s := startStack(t, "--pods", "4", "--slow-pods", "1", "--pickers", "2", "--speed", "10", "--no-restart", "vllm-sim-0")
 	ev := s.follow(t)
 	model := s.state.Model
 

@@ -44,7 +44,10 @@ type devstack struct {
 	cmd   *exec.Cmd
 	logs  *childproc.Output
 	state stackstate.State
-	done  chan error
+	// stateFile is where the devstack keeps its state (rewritten when a
+	// child restarts).
+	stateFile string
+	done      chan error
 }
 
 // startStack runs hermod-devstack with extra flags and waits until it is
@@ -69,7 +72,7 @@ func startStack(t testing.TB, extra ...string) *devstack {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &devstack{t: t, cmd: cmd, logs: logs, done: make(chan error, 1)}
+	s := &devstack{t: t, cmd: cmd, logs: logs, stateFile: stateFile, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(s.stop)
 	deadline := time.Now().Add(90 * time.Second)

@@ -1,6 +1,6 @@
 // Command hermod-devstack runs Hermod on one machine (`make run`): embedded
 // NATS and etcd, a vllm-sim fleet, the collector, the picker(s) and the
-// gateway, until Ctrl-C.
+// gateway, until Ctrl-C. Children that exit are restarted with backoff.
 package main
 
 import (
@@ -44,6 +44,9 @@ func run() error {
 	var variants, autoscalerArgs cmdline.List
 	fs.Var(&variants, "variants", "autoscale the fleet: variants name:cost:min:max:initial[:speed], comma-separated; their pods follow hermod-autoscaler (local actuator) instead of --pods")
 	fs.Var(&autoscalerArgs, "autoscaler-args", "more hermod-autoscaler arguments, comma-separated")
+	var responsesArgs cmdline.List
+	fs.Var(&responsesArgs, "responses-args", "more hermod-responses arguments, comma-separated")
+	fs.StringVar(&o.ControlListen, "control-listen", "", "serve the control endpoint on this loopback host:port (127.0.0.1:0: a free port; the state file has it): tests stop, kill and start the embedded NATS servers and etcd members through it")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the gateway's OpenAI API")
 	fs.IntVar(&o.SimBasePort, "sim-base-port", 8000, "pod i serves HTTP on this port + i")
 	fs.IntVar(&o.KVBasePort, "kv-base-port", 5557, "pod i publishes KV events on this port + 2i (replay + 2i + 1)")
@@ -59,7 +62,9 @@ func run() error {
 	fs.StringVar(&o.ConfigFile, "config", "", "EndpointPickerConfig for the pool (default: reference/000's load-aware scorers)")
 	fs.StringVar(&o.BinDir, "bin-dir", "", "directory of the Hermod binaries (default: this binary's)")
 	fs.StringVar(&o.DataDir, "data-dir", "", "keep NATS and etcd data here (default: a temporary directory, removed at exit)")
-	fs.StringVar(&o.StateFile, "state-file", "", "write the running stack's addresses and process ids here (JSON)")
+	fs.StringVar(&o.StateFile, "state-file", "", "write the running stack's addresses and process ids here (JSON) once it is ready, and again whenever a child restarts")
+	var noRestart cmdline.List
+	fs.Var(&noRestart, "no-restart", "children left down once they exit, by name (picker-1, vllm-sim-0) or role (pod, picker, gateway, indexer, ...), comma-separated; every other child is restarted with backoff (0.2s doubling to 10s), on the same ports")
 	fs.Var(&simArgs, "sim-args", "more vllm-sim arguments, comma-separated (e.g. --sim-args=--max-num-seqs,64)")
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
@@ -67,6 +72,7 @@ func run() error {
 	}
 	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
 	o.GatewayArgs, o.IndexerArgs, o.CollectorArgs = gatewayArgs, indexerArgs, collectorArgs
+	o.NoRestart = noRestart
 	if len(podSpeeds) > 0 {
 		speeds, err := stack.ParsePodSpeeds(podSpeeds)
 		if err != nil {
@@ -79,7 +85,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	o.Variants, o.AutoscalerArgs = vs, autoscalerArgs
+	o.Variants, o.AutoscalerArgs, o.ResponsesArgs = vs, autoscalerArgs, responsesArgs
 	if o.BinDir == "" {
 		exe, err := os.Executable()
 		if err != nil {

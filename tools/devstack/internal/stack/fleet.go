@@ -92,8 +92,10 @@ type fleet struct {
 	cli *clientv3.Client
 
 	mu   sync.Mutex
-	pods map[string][]*proc // by variant, in start order
+	pods map[string][]*child // by variant, in start order
 	seq  map[string]int
+	// stopping counts the pods being stopped after a scale-down.
+	stopping sync.WaitGroup
 }
 
 // applyVariants writes each variant's VariantAutoscaling and, where none
@@ -151,35 +153,39 @@ func (f *fleet) reconcile(ctx context.Context, want map[string]int) {
 			continue
 		}
 		n = min(n, v.Max)
+		// A pod is restarted when it exits, unless --no-restart leaves it
+		// down: then it is replaced.
 		alive := f.pods[name][:0]
-		for _, p := range f.pods[name] {
+		for _, c := range f.pods[name] {
 			select {
-			case <-p.done:
+			case <-c.finished:
+				_ = f.s.sup.remove(ctx, c)
 			default:
-				alive = append(alive, p)
+				alive = append(alive, c)
 			}
 		}
 		f.pods[name] = alive
 		for len(f.pods[name]) < n {
-			p, err := f.startPod(v)
+			c, err := f.startPod(v)
 			if err != nil {
-				f.s.log.Warn("starting a pod failed", "variant", name, "error", err)
+				f.s.sup.fail(fmt.Errorf("variant %s: %w", name, err))
 				break
 			}
-			f.pods[name] = append(f.pods[name], p)
+			f.pods[name] = append(f.pods[name], c)
 		}
 		for len(f.pods[name]) > n {
 			last := len(f.pods[name]) - 1
-			p := f.pods[name][last]
+			c := f.pods[name][last]
 			f.pods[name] = f.pods[name][:last]
-			go func() { _ = p.stop(context.WithoutCancel(ctx), 10*time.Second) }()
-			f.s.log.Info("stopping a pod", "variant", name, "pod", p.name, "replicas", n)
+			f.stopping.Go(func() { _ = f.s.sup.remove(context.WithoutCancel(ctx), c) })
+			f.s.log.Info("stopping a pod", "variant", name, "pod", c.spec.name, "replicas", n)
 		}
 	}
 }
 
-// startPod starts one vllm-sim pod of v on free ports.
-func (f *fleet) startPod(v Variant) (*proc, error) {
+// startPod starts one vllm-sim pod of v on free ports (the same ones on
+// each restart).
+func (f *fleet) startPod(v Variant) (*child, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -195,12 +201,13 @@ func (f *fleet) startPod(v Variant) (*proc, error) {
 		"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, ports[1], ports[2]),
 		"-v", strconv.Itoa(f.s.o.Verbosity)}
 	args = append(append(args, f.s.securityArgs("vllm-sim", true)...), f.s.o.SimArgs...)
-	p, err := start(name, false, f.s.out, filepath.Join(f.s.o.BinDir, "vllm-sim"), args...)
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	c, err := f.s.launch(name, stackstate.RolePod, podAddrs(addr, ports[1]), filepath.Join(f.s.o.BinDir, "vllm-sim"), args...)
 	if err != nil {
 		return nil, err
 	}
-	f.s.log.Info("started a pod", "variant", v.Name, "pod", name, "address", fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	return p, nil
+	f.s.log.Info("started a pod", "variant", v.Name, "pod", name, "address", addr)
+	return c, nil
 }
 
 // stopAll stops every pod of the fleet.
@@ -208,14 +215,15 @@ func (f *fleet) stopAll(ctx context.Context) []error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
-	for _, ps := range f.pods {
-		for _, p := range ps {
-			if err := p.stop(ctx, 10*time.Second); err != nil {
+	for _, cs := range f.pods {
+		for _, c := range cs {
+			if err := f.s.sup.remove(ctx, c); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	f.pods = map[string][]*proc{}
+	f.pods = map[string][]*child{}
+	f.stopping.Wait()
 	return errs
 }
 
@@ -273,7 +281,7 @@ func (s *stack) startFleet(ctx context.Context) error {
 	if err := s.applyVariants(ctx, cli); err != nil {
 		return err
 	}
-	s.fleet = &fleet{s: s, cli: cli, pods: map[string][]*proc{}, seq: map[string]int{}}
+	s.fleet = &fleet{s: s, cli: cli, pods: map[string][]*child{}, seq: map[string]int{}}
 	// The watcher outlives Run's start-up: it stops in shutdown.
 	if s.fleetW, err = s.fleet.watch(context.WithoutCancel(ctx)); err != nil {
 		return err
@@ -289,5 +297,6 @@ func (s *stack) startFleet(ctx context.Context) error {
 	args = append(args, s.tracingArgs()...)
 	args = append(args, s.serviceArgs("autoscaler", false)...)
 	args = append(args, s.streamArgs()...)
-	return s.launch("autoscaler", true, "hermod-autoscaler", append(args, s.o.AutoscalerArgs...)...)
+	_, err = s.launch("autoscaler", stackstate.RoleAutoscaler, map[string]string{"ops": s.state.Autoscaler.Ops}, "hermod-autoscaler", append(args, s.o.AutoscalerArgs...)...)
+	return err
 }

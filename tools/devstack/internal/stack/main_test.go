@@ -10,9 +10,14 @@ import (
 	"github.com/hermod/hermod/testkit/coordtest"
 )
 
-// TestMain checks for leaked goroutines once the etcd clusters' peer
+// TestMain runs the test binary as a child process of the supervisor's
+// tests when testChildEnv is set; else it runs the tests and checks for
+// leaked goroutines once the etcd clusters' peer
 // connections have ended (they outlive a closed cluster a few seconds).
 func TestMain(m *testing.M) {
+	if os.Getenv(testChildEnv) != "" { // the binary runs as a supervised child (child_test.go)
+		os.Exit(testChild(os.Args[1:]))
+	}
 	code := m.Run()
 	if code == 0 {
 		coordtest.SettleGoroutines()

@@ -15,15 +15,16 @@ import (
 	"time"
 )
 
-// proc is one child process whose output lines are written to out with its
-// name as a prefix.
+// proc is one run of a child process: its output lines are written to out
+// with its name as a prefix. The process leads a process group of its
+// own, and whatever else runs in that group is killed once it exits, so
+// that a child killed with SIGKILL leaves nothing behind.
 type proc struct {
-	name string
-	core bool // the stack stops when a core process dies
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // once done
-	wg   sync.WaitGroup
+	name    string
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+	err     error // once done: cmd.Wait's
 
 	// tail is the process's last output lines, for the error when it dies
 	// at start.
@@ -33,6 +34,10 @@ type proc struct {
 
 // tailLines is how many output lines a proc keeps.
 const tailLines = 8
+
+// drainGrace bounds the wait for a dead child's output pipe to close (a
+// process that left the child's group may hold it open).
+const drainGrace = 2 * time.Second
 
 func (p *proc) keep(line string) {
 	p.tailMu.Lock()
@@ -76,40 +81,62 @@ func childEnv() []string {
 	return env
 }
 
-// start runs the process; its stdout and stderr go to out line by line.
-func start(name string, core bool, out *lineWriter, bin string, args ...string) (*proc, error) {
+// start runs the process (with childEnv plus env); its stdout and stderr
+// go to out line by line.
+func start(name string, out *lineWriter, env []string, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Env = childEnv()
-	// Its own process group: a Ctrl-C on the terminal reaches devstack, which
-	// stops the children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	cmd.Env = append(childEnv(), env...)
+	// Its own process group: a Ctrl-C on the terminal reaches devstack,
+	// which stops the children in order, and a child's group can be
+	// signalled (and cleared) as a whole. On Linux the child is also
+	// killed when devstack dies.
+	cmd.SysProcAttr = sysProcAttr()
+	// One pipe for stdout and stderr, read until every writer is gone:
+	// os/exec's own pipes would close at Wait, which must not wait for
+	// them (a killed child's descendants may hold them).
+	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	stderr, err := cmd.StderrPipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	_ = w.Close() // the child has its copy
 	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
+		_ = r.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &proc{name: name, core: core, cmd: cmd, done: make(chan struct{})}
-	for _, r := range []io.Reader{stdout, stderr} {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				out.line("["+name+"]", sc.Bytes())
-				p.keep(sc.Text())
-			}
-		}()
-	}
+	p := &proc{name: name, cmd: cmd, started: time.Now(), done: make(chan struct{})}
+	drained := make(chan struct{})
 	go func() {
-		p.wg.Wait() // the pipes must be drained before Wait closes them
+		defer close(drained)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			out.line("["+name+"]", sc.Bytes())
+			p.keep(sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, r) // past an overlong line: keep the child from blocking
+	}()
+	go func() {
+		pid := cmd.Process.Pid
+		// The leader exited, not yet reaped: its pid, the group's id, is
+		// not reused until Wait, and the group can be cleared safely.
+		unreaped := waitExited(pid)
+		if unreaped {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
 		p.err = cmd.Wait()
+		if !unreaped {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		t := time.NewTimer(drainGrace)
+		select {
+		case <-drained:
+		case <-t.C:
+		}
+		t.Stop()
+		_ = r.Close()
+		<-drained
 		close(p.done)
 	}()
 	return p, nil
@@ -118,15 +145,21 @@ func start(name string, core bool, out *lineWriter, bin string, args ...string) 
 // pid returns the process id.
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-// stop sends SIGTERM and waits up to grace, then kills. A process that
-// had already exited was reported then: stopping it is not an error.
+// signal sends sig to the process's group.
+func (p *proc) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-p.pid(), sig)
+}
+
+// stop sends SIGTERM to the process's group and waits up to grace, then
+// kills the group. A process that had already exited was reported then:
+// stopping it is not an error.
 func (p *proc) stop(ctx context.Context, grace time.Duration) error {
 	select {
 	case <-p.done:
 		return nil
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -135,7 +168,7 @@ func (p *proc) stop(ctx context.Context, grace time.Duration) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	_ = p.cmd.Process.Kill()
+	p.signal(syscall.SIGKILL)
 	<-p.done
 	return fmt.Errorf("%s did not stop within %s; killed", p.name, grace)
 }
@@ -150,4 +183,13 @@ func (p *proc) exitErr() error {
 		}
 	}
 	return p.err
+}
+
+// exitStatus says how the process ended: "exit status 0", "exit status 1",
+// "signal: killed".
+func (p *proc) exitStatus() string {
+	if p.err == nil {
+		return "exit status 0"
+	}
+	return p.err.Error()
 }

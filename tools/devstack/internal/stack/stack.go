@@ -14,13 +14,13 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,6 +75,17 @@ type Options struct {
 	Variants []Variant
 	// AutoscalerArgs are more hermod-autoscaler arguments.
 	AutoscalerArgs []string
+	// NoRestart are children, by name (picker-1, vllm-sim-0) or role
+	// (pod, indexer), that stay down once they exit after having been
+	// ready; every other child is restarted (supervise.go).
+	NoRestart []string
+	// ResponsesArgs are more hermod-responses arguments.
+	ResponsesArgs []string
+	// ControlListen, when set, serves the control endpoint there (a
+	// loopback host:port, control.go): tests stop and start the embedded
+	// NATS servers and etcd members through it. The state file has its
+	// address.
+	ControlListen string
 
 	Listen        string // the gateway's OpenAI API
 	SimBasePort   int    // pod i listens on SimBasePort+i
@@ -120,13 +131,16 @@ type Options struct {
 // Binaries the stack runs.
 var binaries = []string{"vllm-sim", "hermod-collector", "hermod-indexer", "hermod-picker", "hermod-gateway", "hermod-responses", "hermod-autoscaler"}
 
-// Run runs the stack until ctx ends or a service dies.
+// Run runs the stack until ctx ends or a child cannot start. A child that
+// exits is restarted (supervise.go), and the state file is rewritten with
+// its new process id.
 func Run(ctx context.Context, o Options) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
 	log := o.Logger
 	s := &stack{o: o, log: log, out: &lineWriter{out: o.Out}, state: stackstate.State{Pool: o.Pool, Model: o.Model, PIDs: map[string]int{}}}
+	s.sup = newSupervisor(log, s.out, defaultRestartPolicy, s.publish)
 	defer func() {
 		if cerr := s.shutdown(); err == nil {
 			err = cerr
@@ -135,10 +149,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := s.servers(ctx); err != nil {
 		return err
 	}
+	if err := s.startControl(ctx); err != nil {
+		return err
+	}
 	if err := s.pushConfig(ctx); err != nil {
 		return err
 	}
-	if err := s.children(); err != nil {
+	if err := s.children(ctx); err != nil {
 		return err
 	}
 	if err := s.startFleet(ctx); err != nil {
@@ -210,10 +227,14 @@ type stack struct {
 	// --nats-cluster and --etcd-cluster above 1.
 	natsCluster *natsembed.Cluster
 	etcdCluster *etcdembed.Cluster
-	procs       []*proc // in start order
+	sup         *supervisor // the child processes
 	fleet       *fleet
-	fleetW      *coord.PrefixWatcher
-	cli         *clientv3.Client
+	// stateMu guards the state file's writes; live is set once the stack
+	// is ready (the file's existence says so) and cleared at shutdown.
+	stateMu sync.Mutex
+	live    bool
+	fleetW  *coord.PrefixWatcher
+	cli     *clientv3.Client
 }
 
 // servers starts (or reaches) NATS and etcd and creates the streams.
@@ -381,7 +402,7 @@ func (s *stack) pushConfig(ctx context.Context) error {
 
 // children starts the pods, the collector, the indexer, the responses
 // store, the pickers and the gateways.
-func (s *stack) children() error {
+func (s *stack) children(ctx context.Context) error {
 	etcd := strings.Join(s.state.EtcdEndpoints, ",")
 	v := strconv.Itoa(s.o.Verbosity)
 	gateways := max(s.o.Gateways, 1)
@@ -399,13 +420,13 @@ func (s *stack) children() error {
 	common := append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "--nats-url", s.state.NATSURL, "-v", v, "--log-format", "text"}, s.tracingArgs()...)
 	common = slices.Clip(common) // each service's append(common, ...) gets its own array
 	s.state.Collector = stackstate.Service{Name: "collector", Ops: addrs.next()}
-	if err := s.launch("collector", true, "hermod-collector", slices.Concat(common, s.serviceArgs("collector", false), s.streamArgs(), []string{"--metrics-listen", s.state.Collector.Ops}, s.o.CollectorArgs)...); err != nil {
+	if _, err := s.launch("collector", stackstate.RoleCollector, map[string]string{"ops": s.state.Collector.Ops}, "hermod-collector", slices.Concat(common, s.serviceArgs("collector", false), s.streamArgs(), []string{"--metrics-listen", s.state.Collector.Ops}, s.o.CollectorArgs)...); err != nil {
 		return err
 	}
-	// The indexer is not core: routing goes on without it (precise prefix
-	// scoring fails open), so the stack outlives it.
+	// Routing goes on without the indexer (precise prefix scoring fails
+	// open) while it restarts.
 	s.state.Indexer = stackstate.Service{Name: "indexer", GRPC: addrs.next(), Ops: addrs.next()}
-	if err := s.launch("indexer", false, "hermod-indexer", slices.Concat(common, s.serviceArgs("indexer", false), s.streamArgs(),
+	if _, err := s.launch("indexer", stackstate.RoleIndexer, serviceAddrs(s.state.Indexer), "hermod-indexer", slices.Concat(common, s.serviceArgs("indexer", false), s.streamArgs(),
 		[]string{"--listen", s.state.Indexer.GRPC, "--metrics-listen", s.state.Indexer.Ops, "--replica", "indexer"}, s.o.IndexerArgs)...); err != nil {
 		return err
 	}
@@ -413,11 +434,11 @@ func (s *stack) children() error {
 	// responses-store plugin selects its backend (memory by default). It
 	// runs background responses through the first gateway.
 	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
-	if err := s.launch("responses", true, "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, append(s.tracingArgs(), s.serviceArgs("responses", true)...)...)...); err != nil {
+	if _, err := s.launch("responses", stackstate.RoleResponses, serviceAddrs(s.state.Responses), "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, slices.Concat(s.tracingArgs(), s.serviceArgs("responses", true), s.o.ResponsesArgs)...)...); err != nil {
 		return err
 	}
-	pickerExtra, err := s.startValkey(addrs.next())
+	pickerExtra, err := s.startValkey(ctx, addrs.next())
 	if err != nil {
 		return err
 	}
@@ -428,19 +449,16 @@ func (s *stack) children() error {
 	return s.startGateways(common, addrs, gateways, pickerAddrs)
 }
 
-// launch starts one child process (from the stack's bin directory when
-// binary is a bare name) and records it.
-func (s *stack) launch(name string, core bool, binary string, args ...string) error {
+// launch starts a supervised child (from the stack's bin directory when
+// binary is a bare name) that listens on addrs by use ("grpc", "ops",
+// "http", ...); its readiness probe follows from its role. An error is
+// the first start's: the stack stops.
+func (s *stack) launch(name, role string, addrs map[string]string, binary string, args ...string) (*child, error) {
 	if !filepath.IsAbs(binary) {
 		binary = filepath.Join(s.o.BinDir, binary)
 	}
-	p, err := start(name, core, s.out, binary, args...)
-	if err != nil {
-		return err
-	}
-	s.procs = append(s.procs, p)
-	s.state.PIDs[name] = p.pid()
-	return nil
+	return s.sup.start(childSpec{name: name, role: role, bin: binary, args: args, ports: portsOf(addrs), probe: probeFor(role, addrs),
+		noRestart: restartSet(s.o.NoRestart).excludes(name, role)})
 }
 
 // startPods starts one vllm-sim process per pod.
@@ -456,17 +474,19 @@ func (s *stack) startPods(etcd, v string) error {
 			"-v", v}
 		args = append(args, s.securityArgs("vllm-sim", true)...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
-		if err := s.launch(name, false, "vllm-sim", append(args, s.o.SimArgs...)...); err != nil {
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		c, err := s.launch(name, stackstate.RolePod, podAddrs(addr, kv), "vllm-sim", append(args, s.o.SimArgs...)...)
+		if err != nil {
 			return err
 		}
-		s.state.Pods = append(s.state.Pods, stackstate.Pod{Name: name, Address: fmt.Sprintf("127.0.0.1:%d", port), Speed: speed, PID: s.state.PIDs[name]})
+		s.state.Pods = append(s.state.Pods, stackstate.Pod{Name: name, Address: addr, Speed: speed, PID: c.pid()})
 	}
 	return nil
 }
 
 // startValkey starts the in-flight server with --valkey and returns the
 // pickers' arguments for it (none without).
-func (s *stack) startValkey(addr string) ([]string, error) {
+func (s *stack) startValkey(ctx context.Context, addr string) ([]string, error) {
 	if !s.o.Valkey {
 		return nil, nil
 	}
@@ -475,14 +495,15 @@ func (s *stack) startValkey(addr string) ([]string, error) {
 		return nil, errors.New("--valkey needs redis-server (make deps installs it)")
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	if err := s.launch("valkey", true, redis, "--port", port, "--bind", host, "--save", "", "--appendonly", "no", "--protected-mode", "no"); err != nil {
+	c, err := s.launch("valkey", stackstate.RoleValkey, map[string]string{"redis": addr}, redis, "--port", port, "--bind", host, "--save", "", "--appendonly", "no", "--protected-mode", "no")
+	if err != nil {
 		return nil, err
 	}
 	s.state.Valkey = addr
 	if s.tls != nil {
 		s.log.Warn("--tls: the pickers reach valkey in plaintext without a password (the in-flight option takes no TLS files yet)", "valkey", addr)
 	}
-	if err := waitPong(addr, 10*time.Second); err != nil {
+	if err := s.sup.awaitReady(ctx, 10*time.Second, c); err != nil { // the pickers connect at start
 		return nil, fmt.Errorf("valkey: %w", err)
 	}
 	return []string{"--inflight-valkey-address", "redis://" + addr}, nil
@@ -497,7 +518,7 @@ func (s *stack) startPickers(common []string, addrs *addrPlan, extra []string) (
 		// the pods are simulators: blocks are keyed from the built-in tokenizer's ids
 		args := slices.Concat(common, s.serviceArgs("picker", false), s.streamArgs(), []string{"--listen", svc.GRPC, "--metrics-listen", svc.Ops, "--replica", svc.Name,
 			"--indexer-address", s.state.Indexer.GRPC, "--tokenizer", "builtin"})
-		if err := s.launch(svc.Name, true, "hermod-picker", append(args, extra...)...); err != nil {
+		if _, err := s.launch(svc.Name, stackstate.RolePicker, serviceAddrs(svc), "hermod-picker", append(args, extra...)...); err != nil {
 			return nil, err
 		}
 		s.state.Pickers = append(s.state.Pickers, svc)
@@ -528,7 +549,7 @@ func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pi
 			gwArgs = append(gwArgs, "--flow-control", flow)
 		}
 		gwArgs = append(gwArgs, s.o.GatewayArgs...)
-		if err := s.launch(name, true, "hermod-gateway", gwArgs...); err != nil {
+		if _, err := s.launch(name, stackstate.RoleGateway, map[string]string{"http": listen, "ops": ops}, "hermod-gateway", gwArgs...); err != nil {
 			return err
 		}
 		s.state.Gateways = append(s.state.Gateways, listen)
@@ -546,69 +567,61 @@ func (s *stack) tracingArgs() []string {
 	return []string{"--otlp-endpoint", s.o.OTLPEndpoint}
 }
 
-// waitReady waits until every service answers ready.
+// waitReady waits until every child has passed its readiness probe
+// (a child that exits meanwhile is restarted, up to the restart policy's
+// start attempts).
 func (s *stack) waitReady(ctx context.Context) error {
-	urls := map[string]string{"collector": "http://" + s.state.Collector.Ops + "/ready", "indexer": "http://" + s.state.Indexer.Ops + "/ready",
-		"responses": "http://" + s.state.Responses.Ops + "/ready"}
-	for i, g := range s.state.Gateways {
-		urls[fmt.Sprintf("gateway-%d", i)] = "http://" + g + "/ready"
-	}
-	for _, p := range s.state.Pickers {
-		urls[p.Name] = "http://" + p.Ops + "/ready"
-	}
-	for _, p := range s.state.Pods {
-		urls[p.Name] = "http://" + p.Address + "/health"
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	for len(urls) > 0 {
-		for name, u := range urls {
-			if resp, err := client.Get(u); err == nil {
-				_ = resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					delete(urls, name)
-				}
-			}
-		}
-		if p := s.exited(); p != nil {
-			return fmt.Errorf("%s exited while starting: %w\n%s", p.name, p.err, p.lastOutput())
-		}
-		select {
-		case <-ctx.Done():
-			var waiting []string
-			for name := range urls {
-				waiting = append(waiting, name)
-			}
-			return fmt.Errorf("not ready after 60s: %s", strings.Join(waiting, ", "))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
+	s.sup.mu.Lock()
+	children := slices.Clone(s.sup.children)
+	s.sup.mu.Unlock()
+	return s.sup.awaitReady(ctx, 60*time.Second, children...)
 }
 
-// exited returns a process that has exited, or nil: while the stack
-// starts, any child dying stops it (a pod too).
-func (s *stack) exited() *proc {
-	for _, p := range s.procs {
-		select {
-		case <-p.done:
-			return p
-		default:
-		}
-	}
-	return nil
-}
-
+// writeState writes the state file once the stack is ready; from then on
+// every change of a child rewrites it (publish).
 func (s *stack) writeState() error {
 	s.stateSecurity()
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	s.live = true
 	if s.o.StateFile == "" {
 		return nil
 	}
-	if err := s.state.Write(s.o.StateFile); err != nil {
+	if err := s.writeStateLocked(); err != nil {
 		return fmt.Errorf("--state-file: %w", err)
 	}
 	return nil
+}
+
+// publish rewrites the state file after a child started, became ready or
+// exited (nothing before the stack is ready, or once it stops).
+func (s *stack) publish() {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if !s.live || s.o.StateFile == "" {
+		return
+	}
+	if err := s.writeStateLocked(); err != nil {
+		s.log.Warn("rewriting the state file failed", "state_file", s.o.StateFile, "error", err)
+	}
+}
+
+// writeStateLocked writes the state with the children's current process
+// ids, atomically; stateMu is held.
+func (s *stack) writeStateLocked() error {
+	st := s.state // the children's part is rebuilt on each write
+	st.Children = s.sup.snapshot()
+	st.PIDs = map[string]int{}
+	for _, c := range st.Children {
+		if c.PID > 0 {
+			st.PIDs[c.Name] = c.PID
+		}
+	}
+	st.Pods = slices.Clone(s.state.Pods)
+	for i := range st.Pods {
+		st.Pods[i].PID = st.PIDs[st.Pods[i].Name]
+	}
+	return st.Write(s.o.StateFile)
 }
 
 // podSpeed is pod i's speed factor.
@@ -712,32 +725,15 @@ func (s *stack) tlsBanner() string {
 	return line + ")\n"
 }
 
-// wait runs until ctx ends or a core service dies.
+// wait runs until ctx ends or a child cannot start (an autoscaled
+// pod's first start); children that exit are restarted meanwhile.
 func (s *stack) wait(ctx context.Context) error {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	seen := map[*proc]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			s.log.Info("stopping")
-			return nil
-		case <-tick.C:
-		}
-		for _, p := range s.procs {
-			select {
-			case <-p.done:
-				if seen[p] {
-					continue
-				}
-				seen[p] = true
-				if p.core {
-					return fmt.Errorf("%s exited: %w", p.name, p.err)
-				}
-				s.log.Warn("a pod process exited; the others go on", "pod", p.name, "error", p.err)
-			default:
-			}
-		}
+	select {
+	case <-ctx.Done():
+		s.log.Info("stopping")
+		return nil
+	case <-s.sup.failed:
+		return s.sup.err()
 	}
 }
 
@@ -746,6 +742,9 @@ func (s *stack) wait(ctx context.Context) error {
 func (s *stack) shutdown() error {
 	var errs []error
 	ctx := context.Background()
+	s.stateMu.Lock()
+	s.live = false // no rewrite of the state file from here
+	s.stateMu.Unlock()
 	if s.fleetW != nil {
 		s.fleetW.Close()
 	}
@@ -755,10 +754,8 @@ func (s *stack) shutdown() error {
 	if s.cli != nil {
 		_ = s.cli.Close()
 	}
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		if err := s.procs[i].stop(ctx, 10*time.Second); err != nil {
-			errs = append(errs, err)
-		}
+	if s.sup != nil {
+		errs = append(errs, s.sup.stopAll(ctx)...)
 	}
 	if s.etcd != nil {
 		if err := s.etcd.Close(); err != nil {
@@ -862,28 +859,4 @@ func (p *addrPlan) port() int {
 func mustGetwd() string {
 	wd, _ := os.Getwd()
 	return wd
-}
-
-// waitPong waits until a Valkey/Redis server at addr answers PING.
-func waitPong(addr string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			buf := make([]byte, 7)
-			_, err = c.Write([]byte("PING\r\n"))
-			if err == nil {
-				_, err = io.ReadFull(c, buf)
-			}
-			_ = c.Close()
-			if err == nil && string(buf) == "+PONG\r\n" {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer on %s within %v", addr, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
