@@ -162,24 +162,15 @@ func TestFullValues(t *testing.T) {
 	})
 
 	t.Run("collector discovery", func(t *testing.T) {
-		d, c := container(t, r, "collector")
-		for flag, want := range map[string]string{"discovery": "kubernetes", "discovery-namespace": "models", "discovery-selector": "app.kubernetes.io/name=vllm", "discovery-target-port": "8000"} {
-			if v, _ := argValue(c.Args, flag); v != want {
-				t.Errorf("collector --%s=%q, want %q", flag, v, want)
-			}
-		}
-		if !*d.Spec.Template.Spec.AutomountServiceAccountToken {
-			t.Error("collector with discovery mounts no service account token")
-		}
-		role := r.get("Role", "models", release+"-collector-discovery")
-		if role == nil {
-			t.Fatal("no discovery Role in namespace models")
-		}
-		for _, verb := range []string{"list", "watch"} {
-			if !rulesAllow(role.Obj.(*rbacv1.Role).Rules, "", "pods", verb) {
-				t.Errorf("discovery Role does not allow %s pods", verb)
-			}
-		}
+		// the chart's InferencePool wins over discovery.kubernetes.selector
+		// (TestCollectorSelectorDiscovery renders that)
+		checkCollectorFollowsPool(t, r, "llama-pool", namespace)
+	})
+
+	t.Run("inference pool and route", func(t *testing.T) { checkFullInferencePool(t, r) })
+
+	t.Run("autoscaler variants of the API", func(t *testing.T) {
+		checkVariantsOfTheAPI(t, r, "both", "models", "hermod.io/pool=llama-pool")
 	})
 
 	t.Run("collector endpoints file", func(t *testing.T) { checkEndpointsFile(t, r) })

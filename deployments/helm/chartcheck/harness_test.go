@@ -292,6 +292,20 @@ func decode(doc []byte) (*object, error) {
 		}
 		o.Obj, o.Meta = &sm, &sm.ObjectMeta
 		return o, nil
+	case inferencePoolGVK:
+		var p inferencePool
+		if err := yaml.UnmarshalStrict(doc, &p); err != nil {
+			return nil, fmt.Errorf("%s: %w", gvk, err)
+		}
+		o.Obj, o.Meta = &p, &p.ObjectMeta
+		return o, nil
+	case httpRouteGVK:
+		var hr httpRoute
+		if err := yaml.UnmarshalStrict(doc, &hr); err != nil {
+			return nil, fmt.Errorf("%s: %w", gvk, err)
+		}
+		o.Obj, o.Meta = &hr, &hr.ObjectMeta
+		return o, nil
 	}
 	return nil, fmt.Errorf("%s: a kind the checks do not know (not in client-go's scheme, no local type)", gvk)
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -20,6 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	"github.com/hermod/hermod/libs/bootstrap"
@@ -55,6 +57,44 @@ type Config struct {
 	// in etcd (flags > env > file > stored config > defaults: a stored
 	// object of the same name wins over the file's).
 	ConfigFile string
+	// VASource says where the VariantAutoscaling objects come from:
+	// VASourceEtcd (etcd and ConfigFile), VASourceKubernetes (the API
+	// server, whose objects get their status written) or VASourceBoth (an
+	// object of the API wins over a stored one of the same namespace and
+	// name). The analyzer ConfigMaps come from etcd and ConfigFile either
+	// way.
+	VASource string
+	// VANamespace is the namespace of the API's VariantAutoscaling
+	// objects: "" the autoscaler's own (the kubeconfig context's, or in a
+	// cluster POD_NAMESPACE or the service account's), AllNamespaces every
+	// namespace.
+	VANamespace string
+	// VASelector, when set, is the label selector of the API's objects.
+	VASelector string
+	// DynamicClient, when set, is the client of the API's objects instead
+	// of one built from Kubeconfig (tests).
+	DynamicClient dynamic.Interface
+}
+
+// The values of Config.VASource.
+const (
+	VASourceEtcd       = "etcd"
+	VASourceKubernetes = "kubernetes"
+	VASourceBoth       = "both"
+)
+
+// AllNamespaces as Config.VANamespace follows every namespace.
+const AllNamespaces = "*"
+
+// kubeVAs says whether VariantAutoscaling objects come from the API.
+func (c *Config) kubeVAs() bool {
+	return c.VASource == VASourceKubernetes || c.VASource == VASourceBoth
+}
+
+// storedVAs says whether VariantAutoscaling objects come from etcd and
+// the --config file.
+func (c *Config) storedVAs() bool {
+	return c.VASource == "" || c.VASource == VASourceEtcd || c.VASource == VASourceBoth
 }
 
 // Validate checks the configuration; errors name the flag.
@@ -76,6 +116,21 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--lease-ttl: at least 1s (got %v)", c.LeaseTTL))
+	}
+	switch c.VASource {
+	case "", VASourceEtcd, VASourceKubernetes, VASourceBoth:
+	default:
+		errs = append(errs, fmt.Errorf("--va-source: %q is not etcd, kubernetes or both", c.VASource))
+	}
+	if c.VASelector != "" {
+		if _, err := labels.Parse(c.VASelector); err != nil {
+			errs = append(errs, fmt.Errorf("--va-selector: %w", err))
+		}
+	}
+	if c.VANamespace != "" && c.VANamespace != AllNamespaces {
+		if msgs := validation.IsDNS1123Label(c.VANamespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--va-namespace: %q is not a namespace (or %s for all): %s", c.VANamespace, AllNamespaces, strings.Join(msgs, "; ")))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -111,6 +166,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	kv, err := newKubeVariants(cfg, reg, log)
+	if err != nil {
+		return err
+	}
 	subject, err := bus.ScalingSubject(cfg.Pool)
 	if err != nil {
 		return err
@@ -118,22 +177,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	e, err := engine.New(engine.Options{
 		Pool: cfg.Pool, Replica: cfg.Replica, Client: cli, Actuator: act, LeaseTTL: cfg.LeaseTTL, Interval: cfg.Interval, Resync: cfg.Resync,
 		Publish: func(ctx context.Context, d *eventsv1.ScalingDecision) error { return publish(ctx, js, subject, d) },
-		Env:     os.Getenv, Log: log, Metrics: engine.NewMetrics(reg),
+		Env:     os.Getenv, Log: log, Metrics: engine.NewMetrics(reg), Status: kv.statusSink(),
 	})
 	if err != nil {
 		return err
 	}
-	stop, err := follow(ctx, cfg, cli, nc, js, e, fileObjs, reg, log)
+	stop, err := follow(ctx, cfg, cli, nc, js, e, fileObjs, kv, reg, log)
 	if err != nil {
 		return err
 	}
 	svc.OnClose(stop)
-	log.Info("autoscaler deciding", "actuator", cfg.Actuator)
+	log.Info("autoscaler deciding", "actuator", cfg.Actuator, "va_source", cfg.VASource)
+	tasks := []bootstrap.Task{e.Run}
+	if kv != nil {
+		tasks = append(tasks, kv.writer.Run)
+	}
 	// The engine persists its state on its way out: Serve waits for it,
 	// before the etcd client closes.
 	return svc.Serve(ctx, bootstrap.Run{
 		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: svc.Ops(telemetry.OpsHandler(reg, func() error { return nil })), ReadHeaderTimeout: 5 * time.Second}}},
-		Tasks:   []bootstrap.Task{e.Run},
+		Tasks:   tasks,
 	})
 }
 
@@ -166,9 +229,10 @@ func publish(ctx context.Context, js jetstream.JetStream, subject string, d *eve
 
 // follow feeds the engine: the pool's metrics and gateway queues (core
 // NATS), its completions (HERMOD_COMPLETIONS, from now on), its endpoints
-// and the autoscaler objects (etcd watches). stop ends them all.
+// and the autoscaler objects (etcd watches, and the API's
+// VariantAutoscaling objects with kv). stop ends them all.
 func follow(ctx context.Context, cfg Config, cli *clientv3.Client, nc *nats.Conn, js jetstream.JetStream, e *engine.Engine,
-	fileObjs []config.Object, reg prometheus.Registerer, log *slog.Logger,
+	fileObjs []config.Object, kv *kubeVariants, reg prometheus.Registerer, log *slog.Logger,
 ) (stop func(), err error) {
 	var closers []func()
 	stop = func() {
@@ -217,68 +281,18 @@ func follow(ctx context.Context, cfg Config, cli *clientv3.Client, nc *nats.Conn
 	// One watch over the pool's autoscaler keys: the variants and the
 	// ConfigMaps arrive together (two watches could hand the engine the
 	// variants without their scale-to-zero config for a moment).
-	objs := &objects{file: fileObjs, pool: cfg.Pool, e: e, log: log}
+	objs := newObjects(cfg, fileObjs, e.SetConfig, log)
 	w, err := coord.WatchPrefix(ctx, cli, store.PoolPrefix(cfg.Pool), objs.update, coord.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
 	closers = append(closers, w.Close)
-	return stop, nil
-}
-
-// objects merges the --config file's objects with the stored ones (a
-// stored object wins over the file's of the same kind and name) and hands
-// the engine each valid set; an invalid one is logged and the last valid
-// set kept. Writes to the other keys under the prefix (statuses, state,
-// replica targets) are ignored.
-type objects struct {
-	file []config.Object
-	pool string
-	e    *engine.Engine
-	log  *slog.Logger
-	last string // the objects' keys and values last handed over
-}
-
-func (o *objects) update(kvs map[string][]byte, rev int64) {
-	var keys []string
-	for k := range kvs {
-		if strings.HasPrefix(k, store.VariantsPrefix(o.pool)) || strings.HasPrefix(k, store.ConfigMapsPrefix(o.pool)) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var digest strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&digest, "%s\x00%s\x00", k, kvs[k])
-	}
-	if digest.String() == o.last && o.last != "" {
-		return
-	}
-	o.last = digest.String()
-	byName := map[string]config.Object{}
-	for _, obj := range o.file {
-		byName[obj.ObjectKind()+"/"+obj.ObjectName()] = obj
-	}
-	var errs []error
-	for _, k := range keys {
-		objs, err := config.Parse(kvs[k])
+	if kv != nil {
+		src, err := kv.start(ctx, objs.setKube)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", k, err))
-			continue
+			return nil, err
 		}
-		for _, obj := range objs {
-			byName[obj.ObjectKind()+"/"+obj.ObjectName()] = obj
-		}
+		closers = append(closers, src.Close)
 	}
-	all := make([]config.Object, 0, len(byName))
-	for _, obj := range byName {
-		all = append(all, obj)
-	}
-	set, err := config.NewSet(all...)
-	if err = errors.Join(append(errs, err)...); err != nil {
-		o.log.Error("the autoscaler objects are invalid; keeping the last valid ones", "revision", rev, "error", err)
-		return
-	}
-	o.log.Info("autoscaler objects loaded", "revision", rev, "variants", len(set.Variants()), "groups", len(set.Groups()))
-	o.e.SetConfig(set)
+	return stop, nil
 }

@@ -48,32 +48,20 @@ func inputsOf(m *scaling.Model) *eventsv1.ModelInputs {
 // VariantAutoscaling status of reference/004.
 type Status = config.VariantAutoscalingStatus
 
-// writeStatus records each variant's status after a decision.
+// writeStatus records each variant's status after a decision, in etcd
+// and with the status sink.
 func (t *term) writeStatus(ctx context.Context, ev *eventsv1.ScalingDecision) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	now := ev.GetTime().AsTime()
+	set := t.e.config()
 	for _, v := range ev.GetVariants() {
-		st := Status{
-			DesiredOptimizedAlloc: config.OptimizedAlloc{NumReplicas: v.GetDesired(), LastRunTime: now},
-			Actuation:             config.Actuation{Applied: v.GetApplied()},
-			Conditions: []config.Condition{
-				condition(config.ConditionTargetResolved, v.GetError() == "", "ScaleTarget", v.GetError(), now),
-				condition(config.ConditionMetricsAvailable, v.GetReady() > 0 || v.GetDesired() == 0, "Metrics",
-					"ready replicas with fresh metrics", now),
-				condition(config.ConditionOptimizationReady, true, "Optimized", ev.GetAnalyzer()+" / "+ev.GetOptimizer(), now),
-			},
-		}
+		st := variantStatus(v, ev.GetAnalyzer(), ev.GetOptimizer(), nil, accelerator(set, v.GetNamespace(), v.GetVariant()), now)
 		if _, err := store.PutJSON(ctx, t.e.o.Client, store.StatusKey(t.e.o.Pool, v.GetVariant()), st, t.fence); err != nil {
 			t.log.Warn("writing the status failed", "variant", v.GetVariant(), "error", err)
 		}
+		if t.e.o.Status != nil {
+			t.e.o.Status.SetStatus(v.GetNamespace(), v.GetVariant(), st)
+		}
 	}
-}
-
-func condition(typ config.ConditionType, ok bool, reason, msg string, at time.Time) config.Condition {
-	c := config.Condition{Type: typ, Status: config.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: at}
-	if !ok {
-		c.Status = config.ConditionFalse
-	}
-	return c
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// Resync evaluates at least this often (default 5 s): retention
 	// periods end without an event.
 	Resync time.Duration
+	// Status, when set, receives each variant's status after every
+	// evaluation (the Kubernetes VariantAutoscaling status writer).
+	Status StatusSink
 	// Env reads the environment (WVA_SCALE_TO_ZERO); nil: none.
 	Env     func(string) string
 	Log     *slog.Logger
@@ -368,6 +371,8 @@ func (t *term) evaluate(ctx context.Context, trig trigger) {
 		}
 		if changed {
 			t.apply(ctx, g.a.m, g.targets, g.a.d, trig)
+		} else {
+			t.reportHeld(g.a)
 		}
 	}
 }

@@ -2,12 +2,15 @@
 // /v1/models and publishes them on NATS (hermod.metrics.<pool>.<endpoint>
 // and the HERMOD_METRICS bucket). Replicas split the endpoints. With
 // --discovery=kubernetes, one replica also writes the Ready pods picked by a
-// label selector into the endpoint registry; with --endpoints-file, one
-// replica keeps the endpoints a file lists registered.
+// label selector into the endpoint registry, or, with --inference-pool, the
+// pods and ports an InferencePool picks (followed as it changes); with
+// --endpoints-file, one replica keeps the endpoints a file lists
+// registered.
 package main
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"os"
 
@@ -32,17 +35,21 @@ func run() error {
 	fs.DurationVar(&cfg.KVInterval, "bucket-interval", app.DefaultKVInterval, "at most one write per endpoint per this interval to the latest-metrics bucket")
 	fs.DurationVar(&cfg.MemberTTL, "member-ttl", app.DefaultMemberTTL, "lease TTL of this replica's membership (its endpoints move to the others this long after it dies)")
 	fs.StringVar(&cfg.Discovery, "discovery", app.DiscoveryNone,
-		"where endpoints come from besides their own registration: none, or kubernetes (Ready pods picked by --discovery-selector, written into the registry by one replica)")
+		"where endpoints come from besides their own registration: none, or kubernetes (Ready pods picked by --discovery-selector or --inference-pool, written into the registry by one replica)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of --discovery=kubernetes; empty: the in-cluster service account")
 	fs.StringVar(&cfg.DiscoveryNamespace, "discovery-namespace", "",
 		"namespace of the pods to discover; empty: the kubeconfig context's, or in a cluster the collector's own (POD_NAMESPACE or the service account's)")
 	fs.StringVar(&cfg.DiscoverySelector, "discovery-selector", "", "label selector of the pods to discover, e.g. app=vllm (required with --discovery=kubernetes)")
-	fs.IntVar(&cfg.DiscoveryTargetPort, "discovery-target-port", app.DefaultDiscoveryTargetPort, "port of the discovered pods' OpenAI API and /metrics")
+	fs.IntVar(&cfg.DiscoveryTargetPort, "discovery-target-port", app.DefaultDiscoveryTargetPort, "port of the discovered pods' OpenAI API and /metrics (not used with --inference-pool: its targetPorts)")
+	fs.StringVar(&cfg.InferencePool, "inference-pool", "",
+		"name of an InferencePool (inference.networking.k8s.io/v1) in --discovery-namespace whose selector and targetPorts pick the pods, followed as it changes; "+
+			"turns on --discovery=kubernetes instead of --discovery-selector; its name is the pool (--pool, if given, must match)")
 	fs.DurationVar(&cfg.DiscoveryResync, "discovery-resync", kubediscovery.DefaultResync, "period of the full resync of the discovered pods with the registry")
 	fs.StringVar(&cfg.EndpointsFile, "endpoints-file", "",
 		"YAML or JSON file of endpoints Hermod did not start (VMs, bare metal, Slurm), kept registered by one replica and reloaded on change; empty: none")
 	fs.DurationVar(&cfg.EndpointsFileInterval, "endpoints-file-interval", filediscovery.DefaultInterval, "period of the polls of --endpoints-file for changes")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
+		fs.Visit(func(f *flag.Flag) { cfg.PoolSet = cfg.PoolSet || f.Name == "pool" })
 		return app.Run(ctx, cfg, log)
 	})
 }

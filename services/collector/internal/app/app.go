@@ -1,8 +1,9 @@
 // Package app runs the metrics collector: it scrapes the endpoints of its
 // pool that it owns (replicas split them through etcd membership) and
 // publishes their metrics on NATS. With Kubernetes discovery, one replica
-// also writes the pool's Ready pods into the endpoint registry
-// (kubediscovery); with an endpoints file, one replica keeps the file's
+// also writes the pool's Ready pods, picked by a label selector or by an
+// InferencePool, into the endpoint registry (kubediscovery); with an
+// endpoints file, one replica keeps the file's
 // endpoints registered (filediscovery).
 package app
 
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
@@ -37,9 +39,15 @@ type Config struct {
 	KVInterval     time.Duration
 	MemberTTL      time.Duration
 
+	// PoolSet says that --pool was given (flag or environment) rather
+	// than left at its default; with InferencePool, an unset pool is the
+	// InferencePool's name.
+	PoolSet bool
+
 	// Discovery is where endpoints come from besides their own
 	// registration: DiscoveryNone, or DiscoveryKubernetes (Ready pods by
-	// label selector, written into the registry by one replica).
+	// label selector or InferencePool, written into the registry by one
+	// replica).
 	Discovery string
 	// Kubeconfig is the kubeconfig of Kubernetes discovery; empty: the
 	// in-cluster service account.
@@ -49,14 +57,22 @@ type Config struct {
 	DiscoveryNamespace string
 	// DiscoverySelector is the pods' label selector (required).
 	DiscoverySelector string
-	// DiscoveryTargetPort is the port of the pods' HTTP API.
+	// DiscoveryTargetPort is the port of the pods' HTTP API (not used with
+	// InferencePool).
 	DiscoveryTargetPort int
+	// InferencePool, when set, is the InferencePool of DiscoveryNamespace
+	// whose selector and target ports pick the pods, instead of
+	// DiscoverySelector and DiscoveryTargetPort; it turns Kubernetes
+	// discovery on, and its name is the pool (--pool, if given, must be
+	// the same).
+	InferencePool string
 	// DiscoveryResync is the period of the full resync of the pods with
 	// the registry (kubediscovery.DefaultResync when zero).
 	DiscoveryResync time.Duration
-	// KubeClient, when set, is the Kubernetes client of discovery instead
-	// of one built from Kubeconfig (tests).
-	KubeClient kubernetes.Interface
+	// KubeClient and DynamicClient, when set, are the Kubernetes clients
+	// of discovery instead of ones built from Kubeconfig (tests).
+	KubeClient    kubernetes.Interface
+	DynamicClient dynamic.Interface
 
 	// EndpointsFile, when set, is a YAML or JSON file of endpoints Hermod
 	// did not start, which one replica keeps registered (filediscovery).
@@ -95,6 +111,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if cfg.MemberTTL <= 0 {
 		cfg.MemberTTL = DefaultMemberTTL
+	}
+	if err := cfg.poolOfInferencePool(); err != nil {
+		return err
 	}
 	discovery, err := cfg.discovery()
 	if err != nil {
@@ -196,11 +215,26 @@ func assign(pool string, scraper *scrape.Scraper, sink *natsSink, log *slog.Logg
 // discoveryFlags names the flag of each kubediscovery.Config field a user
 // sets.
 var discoveryFlags = map[string]string{
-	"Pool":       "--pool",
-	"Namespace":  "--discovery-namespace",
-	"Selector":   "--discovery-selector",
-	"TargetPort": "--discovery-target-port",
-	"Resync":     "--discovery-resync",
+	"Pool":          "--pool",
+	"Namespace":     "--discovery-namespace",
+	"Selector":      "--discovery-selector",
+	"TargetPort":    "--discovery-target-port",
+	"InferencePool": "--inference-pool",
+	"Resync":        "--discovery-resync",
+}
+
+// poolOfInferencePool makes the InferencePool's name the pool: --pool left
+// at its default takes it, a --pool given must equal it.
+func (cfg *Config) poolOfInferencePool() error {
+	switch {
+	case cfg.InferencePool == "":
+	case !cfg.PoolSet:
+		cfg.Pool = cfg.InferencePool
+	case cfg.Pool != cfg.InferencePool:
+		return fmt.Errorf("--pool: %q is not the --inference-pool %q, whose name is the pool (leave --pool out, or give the same name)",
+			cfg.Pool, cfg.InferencePool)
+	}
+	return nil
 }
 
 // discovery returns the checked configuration of Kubernetes discovery (its
@@ -209,7 +243,9 @@ var discoveryFlags = map[string]string{
 func (cfg Config) discovery() (*kubediscovery.Config, error) {
 	switch cfg.Discovery {
 	case "", DiscoveryNone:
-		return nil, nil
+		if cfg.InferencePool == "" {
+			return nil, nil
+		}
 	case DiscoveryKubernetes:
 	default:
 		return nil, fmt.Errorf("--discovery: %q is not a discovery source (%s or %s)", cfg.Discovery, DiscoveryNone, DiscoveryKubernetes)
@@ -224,19 +260,33 @@ func (cfg Config) discovery() (*kubediscovery.Config, error) {
 		ID:         cfg.Replica,
 		LeaseTTL:   cfg.MemberTTL,
 	}
+	if cfg.InferencePool != "" {
+		// The pool's targetPorts are the ports: the flag's default does
+		// not apply.
+		dc.InferencePool, dc.TargetPort, dc.Dynamic = cfg.InferencePool, 0, cfg.DynamicClient
+	}
 	// Check the flags before the kubeconfig, which fills in a namespace.
 	if err := flagErrors(withNamespace(dc).Validate()); err != nil {
 		return nil, err
 	}
-	if dc.Kube == nil {
-		kube, ns, err := kubediscovery.NewClient(cfg.Kubeconfig)
+	if dc.Kube == nil || (dc.InferencePool != "" && dc.Dynamic == nil) {
+		rc, ns, err := kubediscovery.RESTConfig(cfg.Kubeconfig)
 		if err != nil {
 			if cfg.Kubeconfig == "" {
 				return nil, fmt.Errorf("--discovery=%s without --kubeconfig: %w", DiscoveryKubernetes, err)
 			}
 			return nil, fmt.Errorf("--kubeconfig: %w", err)
 		}
-		dc.Kube = kube
+		kube, dyn, err := kubediscovery.NewClientsForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		if dc.Kube == nil {
+			dc.Kube = kube
+		}
+		if dc.InferencePool != "" && dc.Dynamic == nil {
+			dc.Dynamic = dyn
+		}
 		if dc.Namespace == "" {
 			dc.Namespace = ns
 		}

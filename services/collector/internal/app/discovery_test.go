@@ -117,8 +117,9 @@ func TestCollectorScrapesDiscoveredPods(t *testing.T) {
 
 func TestDiscoveryFlagErrors(t *testing.T) {
 	kube := fake.NewClientset()
+	dyn := newDynamic()
 	valid := Config{Config: bootstrap.Config{Pool: "p", Replica: "r"}, MemberTTL: time.Second, Discovery: DiscoveryKubernetes, KubeClient: kube,
-		DiscoveryNamespace: "models", DiscoverySelector: "app=vllm", DiscoveryTargetPort: 8000}
+		DynamicClient: dyn, DiscoveryNamespace: "models", DiscoverySelector: "app=vllm", DiscoveryTargetPort: 8000}
 	for _, tc := range []struct {
 		name   string
 		change func(*Config)
@@ -137,6 +138,13 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 		{"several", func(c *Config) { c.DiscoverySelector, c.DiscoveryTargetPort = "", 0 },
 			[]string{"--discovery-selector", "--discovery-target-port"}},
 		{"missing kubeconfig", func(c *Config) { c.KubeClient, c.Kubeconfig = nil, "/does/not/exist" }, []string{"--kubeconfig: ", "/does/not/exist"}},
+		{"inference pool", func(c *Config) { c.InferencePool, c.DiscoverySelector = "llama", "" }, nil},
+		{"inference pool turns discovery on", func(c *Config) { c.Discovery, c.InferencePool, c.DiscoverySelector = DiscoveryNone, "llama", "" }, nil},
+		{"inference pool and a selector", func(c *Config) { c.InferencePool = "llama" }, []string{"--discovery-selector: \"app=vllm\" given with an InferencePool"}},
+		{"invalid inference pool", func(c *Config) { c.InferencePool, c.DiscoverySelector = "Llama", "" }, []string{`--inference-pool: "Llama"`}},
+		{"inference pool without a dynamic client", func(c *Config) {
+			c.InferencePool, c.DiscoverySelector, c.DynamicClient, c.Kubeconfig = "llama", "", nil, "/does/not/exist"
+		}, []string{"--kubeconfig: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid
@@ -147,6 +155,9 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 				if c.Discovery == DiscoveryKubernetes && (dc == nil || dc.Kube != kube || dc.ID != "r" || dc.LeaseTTL != time.Second) {
+					t.Fatalf("config %+v", dc)
+				}
+				if c.InferencePool != "" && (dc == nil || dc.InferencePool != c.InferencePool || dc.Dynamic != dyn || dc.TargetPort != 0 || dc.Selector != "") {
 					t.Fatalf("config %+v", dc)
 				}
 				return

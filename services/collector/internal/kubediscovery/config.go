@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,24 +36,40 @@ const ServicePrefix = "discovery-"
 // userAgent is sent on the requests of a client built by NewClient.
 const userAgent = "hermod-collector"
 
-// Config configures a Source.
+// Config configures a Source. The pods are picked either by Selector and
+// TargetPort, or by an InferencePool whose selector and target ports are
+// followed as they change.
 type Config struct {
 	// Pool is the pool whose registry the source writes. Required.
 	Pool string
-	// Namespace is the namespace whose pods are watched. Required.
+	// Namespace is the namespace whose pods are watched (and the
+	// InferencePool's). Required.
 	Namespace string
 	// Selector is the label selector of the pods (labels.Parse syntax, e.g.
-	// "app=vllm,llm-d.ai/role in (decode,both)"). Required: an empty
-	// selector would pick every pod of the namespace.
+	// "app=vllm,llm-d.ai/role in (decode,both)"). Required without
+	// InferencePool: an empty selector would pick every pod of the
+	// namespace.
 	Selector string
 	// TargetPort is the port of the model servers' HTTP API (1..65535).
+	// Required without InferencePool.
 	TargetPort int
+	// InferencePool, when set, names the InferencePool
+	// (inference.networking.k8s.io/v1) of Namespace whose
+	// spec.selector.matchLabels picks the pods and whose
+	// spec.targetPorts are their endpoints' ports (several ports: one
+	// endpoint per pod and port, the port's index its rank), as GIE's
+	// endpoint picker does. Selector and TargetPort must then be unset.
+	// While the InferencePool does not exist, no pod is selected.
+	InferencePool string
 	// Resync is the period of the informer's resync and of the leader's
 	// whole-registry sync (DefaultResync when zero).
 	Resync time.Duration
 
 	// Kube is the Kubernetes client. Required.
 	Kube kubernetes.Interface
+	// Dynamic is the dynamic client that reads the InferencePool.
+	// Required with InferencePool.
+	Dynamic dynamic.Interface
 	// Etcd is the etcd client of the registry. Required.
 	Etcd *clientv3.Client
 	// ID is this replica's candidate id in the election. Required.
@@ -91,7 +108,7 @@ func (e *FieldError) Error() string {
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // Validate checks the fields that a user sets (Pool, Namespace, Selector,
-// TargetPort, Resync); each failure is a *FieldError.
+// TargetPort, InferencePool, Resync); each failure is a *FieldError.
 func (c Config) Validate() error {
 	var errs []error
 	if err := coord.ValidatePoolName(c.Pool); err != nil {
@@ -100,11 +117,15 @@ func (c Config) Validate() error {
 	if err := validateNamespace(c.Namespace); err != nil {
 		errs = append(errs, &FieldError{Field: "Namespace", Err: err})
 	}
-	if _, err := ParseSelector(c.Selector); err != nil {
-		errs = append(errs, &FieldError{Field: "Selector", Err: err})
-	}
-	if c.TargetPort < 1 || c.TargetPort > 65535 {
-		errs = append(errs, &FieldError{Field: "TargetPort", Err: fmt.Errorf("%d is not a port (1..65535)", c.TargetPort)})
+	if c.InferencePool != "" {
+		errs = append(errs, c.validatePoolMode()...)
+	} else {
+		if _, err := ParseSelector(c.Selector); err != nil {
+			errs = append(errs, &FieldError{Field: "Selector", Err: err})
+		}
+		if c.TargetPort < 1 || c.TargetPort > 65535 {
+			errs = append(errs, &FieldError{Field: "TargetPort", Err: fmt.Errorf("%d is not a port (1..65535)", c.TargetPort)})
+		}
 	}
 	if c.Resync < 0 {
 		errs = append(errs, &FieldError{Field: "Resync", Err: fmt.Errorf("%s is negative", c.Resync)})
@@ -113,6 +134,21 @@ func (c Config) Validate() error {
 		errs = append(errs, &FieldError{Field: "LeaseTTL", Err: fmt.Errorf("%s is shorter than 1s", c.LeaseTTL)})
 	}
 	return errors.Join(errs...)
+}
+
+// validatePoolMode checks the fields of InferencePool mode.
+func (c Config) validatePoolMode() []error {
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(c.InferencePool); len(msgs) > 0 {
+		errs = append(errs, &FieldError{Field: "InferencePool", Err: fmt.Errorf("%q is not an object name: %s", c.InferencePool, strings.Join(msgs, "; "))})
+	}
+	if c.Selector != "" {
+		errs = append(errs, &FieldError{Field: "Selector", Err: fmt.Errorf("%q given with an InferencePool, whose selector picks the pods", c.Selector)})
+	}
+	if c.TargetPort != 0 {
+		errs = append(errs, &FieldError{Field: "TargetPort", Err: fmt.Errorf("%d given with an InferencePool, whose targetPorts are the ports", c.TargetPort)})
+	}
+	return errs
 }
 
 func validateNamespace(ns string) error {
@@ -146,6 +182,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Kube == nil:
 		return c, errors.New("kubernetes discovery: no Kubernetes client")
+	case c.InferencePool != "" && c.Dynamic == nil:
+		return c, errors.New("kubernetes discovery: no dynamic client for the InferencePool")
 	case c.Etcd == nil:
 		return c, errors.New("kubernetes discovery: no etcd client")
 	case c.ID == "":
@@ -172,12 +210,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// NewClient returns a Kubernetes client for the cluster of the kubeconfig at
-// path (its current context), or, when path is empty, for the cluster the
-// process runs in (its service account). It also returns the namespace to
-// watch when none is given: the current context's (default "default"), or
-// in a cluster POD_NAMESPACE or the service account's namespace.
-func NewClient(path string) (kubernetes.Interface, string, error) {
+// RESTConfig returns the client configuration for the cluster of the
+// kubeconfig at path (its current context), or, when path is empty, for
+// the cluster the process runs in (its service account), with the
+// collector's user agent. It also returns the namespace to watch when none
+// is given: the current context's (default "default"), or in a cluster
+// POD_NAMESPACE or the service account's namespace.
+func RESTConfig(path string) (*rest.Config, string, error) {
 	var (
 		cfg *rest.Config
 		ns  string
@@ -204,11 +243,33 @@ func NewClient(path string) (kubernetes.Interface, string, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = userAgent
 	}
+	return cfg, ns, nil
+}
+
+// NewClient returns a Kubernetes client and the namespace of RESTConfig(path).
+func NewClient(path string) (kubernetes.Interface, string, error) {
+	cfg, ns, err := RESTConfig(path)
+	if err != nil {
+		return nil, "", err
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("kubernetes client: %w", err)
 	}
 	return cs, ns, nil
+}
+
+// NewClientsForConfig returns the typed and the dynamic client of cfg.
+func NewClientsForConfig(cfg *rest.Config) (kubernetes.Interface, dynamic.Interface, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return cs, dyn, nil
 }
 
 // serviceAccountNamespace is where a pod finds its own namespace.

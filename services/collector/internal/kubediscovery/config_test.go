@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestValidate(t *testing.T) {
@@ -29,6 +31,11 @@ func TestValidate(t *testing.T) {
 		{"negative resync", func(c *Config) { c.Resync = -time.Second }, []string{"Resync"}},
 		{"short lease", func(c *Config) { c.LeaseTTL = time.Millisecond }, []string{"LeaseTTL"}},
 		{"several", func(c *Config) { c.Selector, c.TargetPort = "a in", -1 }, []string{"Selector", "TargetPort"}},
+		{"inference pool", func(c *Config) { c.InferencePool, c.Selector, c.TargetPort = "llama", "", 0 }, nil},
+		{"inference pool with a dotted name", func(c *Config) { c.InferencePool, c.Selector, c.TargetPort = "llama.v1", "", 0 }, nil},
+		{"inference pool and a selector", func(c *Config) { c.InferencePool, c.TargetPort = "llama", 0 }, []string{"Selector"}},
+		{"inference pool and a port", func(c *Config) { c.InferencePool, c.Selector = "llama", "" }, []string{"TargetPort"}},
+		{"invalid inference pool", func(c *Config) { c.InferencePool, c.Selector, c.TargetPort = "Llama_1", "", 0 }, []string{"InferencePool"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid
@@ -55,6 +62,10 @@ func TestStartChecksConfig(t *testing.T) {
 	valid := Config{Pool: "p", Namespace: "models", Selector: "app=vllm", TargetPort: 8000, ID: "r"}
 	if _, err := Start(t.Context(), valid); err == nil || !strings.Contains(err.Error(), "Kubernetes client") {
 		t.Fatalf("Start without clients: %v", err)
+	}
+	pool := Config{Pool: "p", Namespace: "models", InferencePool: "p", ID: "r", Kube: fake.NewClientset()}
+	if _, err := Start(t.Context(), pool); err == nil || !strings.Contains(err.Error(), "dynamic client") {
+		t.Fatalf("Start with an InferencePool and no dynamic client: %v", err)
 	}
 	c := valid
 	c.Selector = ""

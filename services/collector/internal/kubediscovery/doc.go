@@ -1,6 +1,13 @@
 // Package kubediscovery keeps a pool's endpoint registry in etcd equal to the
-// Ready pods a Kubernetes label selector picks in one namespace (the
-// selector and target port of an InferencePool).
+// Ready pods a Kubernetes label selector picks in one namespace, on a target
+// port; or, following an InferencePool (inference.networking.k8s.io/v1) as
+// GIE's endpoint picker does, the pods its spec.selector picks on its
+// spec.targetPorts, re-applied whenever the InferencePool changes (several
+// ports: one endpoint per pod and port, <pod>-rank<i> on the i-th; a pod
+// annotated inference.networking.k8s.io/active-ports stands only for the
+// ports it lists). While the InferencePool does not exist no pod counts.
+// With an InferencePool the pod informer holds every pod of the namespace
+// (slimmed), so that a new selector applies without a new watch.
 //
 // A shared informer watches the pods; its event handlers turn each pod into
 // the registry entries it stands for (see the Annotation constants) or into

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/services/collector/internal/inferencepool"
 	"github.com/hermod/hermod/services/collector/internal/registrysync"
 )
 
@@ -50,7 +51,8 @@ const (
 	// AnnotationDataParallelSize is the number of data-parallel ranks the
 	// pod runs (default 1). With N > 1 the pod stands for N endpoints,
 	// <pod>-rank0 .. <pod>-rank<N-1>, rank r on the target port + r (and the
-	// KV-event ports + r).
+	// KV-event ports + r). With an InferencePool of several target ports,
+	// those are the ranks (rank r on targetPorts[r]) and this is ignored.
 	AnnotationDataParallelSize = "hermod.io/data-parallel-size"
 )
 
@@ -96,8 +98,13 @@ func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
 }
 
 // viewOf returns the registry entries of a pod of pool whose HTTP API
-// listens on port (DP rank r on port + r).
-func viewOf(pool string, port int, pod *corev1.Pod) podView {
+// listens on ports. One port: DP rank r (AnnotationDataParallelSize) on
+// the port + r. Several ports (an InferencePool's targetPorts): rank r on
+// ports[r], as GIE's endpoint picker has it. The KV-event ports of rank r
+// are the annotated ports + r either way. A pod annotated with
+// inferencepool.AnnotationActivePorts stands only for the ranks on the
+// ports it lists.
+func viewOf(pool string, ports []int, pod *corev1.Pod) podView {
 	if reason := notCounted(pod); reason != "" {
 		return podView{reason: reason}
 	}
@@ -105,18 +112,9 @@ func viewOf(pool string, port int, pod *corev1.Pod) podView {
 	ann := pod.Annotations
 	ip := pod.Status.PodIP
 
-	size := 1
-	if s, ok := ann[AnnotationDataParallelSize]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		switch {
-		case err != nil || n < 1 || n > MaxDataParallelSize:
-			v.problems = append(v.problems, fmt.Sprintf("%s=%q is not a size 1..%d; 1 is used", AnnotationDataParallelSize, s, MaxDataParallelSize))
-		case port+n-1 > 65535:
-			v.problems = append(v.problems, fmt.Sprintf("%s=%d: ranks would use ports past 65535; 1 is used", AnnotationDataParallelSize, n))
-		default:
-			size = n
-		}
-	}
+	rankPorts := v.rankPorts(ann, ports)
+	size := len(rankPorts)
+	active := v.activePorts(ann)
 	kvPort := v.port(ann, AnnotationKVEventsPort, size)
 	replayPort := v.port(ann, AnnotationKVReplayPort, size)
 
@@ -143,13 +141,16 @@ func viewOf(pool string, port int, pod *corev1.Pod) podView {
 	labels[LabelDiscoveredBy] = DiscoveredByKubernetes
 	at := registeredAt(pod)
 
-	v.endpoints = make([]*registryv1.Endpoint, size)
-	for r := range size {
+	v.endpoints = make([]*registryv1.Endpoint, 0, size)
+	for r, port := range rankPorts {
+		if active != nil && !active[port] {
+			continue
+		}
 		ep := &registryv1.Endpoint{
 			Name:             pod.Name,
 			Pool:             pool,
 			Address:          ip,
-			Port:             int32(port + r), //nolint:gosec // port+r <= 65535, checked above
+			Port:             int32(port), //nolint:gosec // a port <= 65535, checked by rankPorts
 			Labels:           maps.Clone(labels),
 			Model:            model,
 			ServedModels:     slices.Clone(served),
@@ -166,9 +167,66 @@ func viewOf(pool string, port int, pod *corev1.Pod) podView {
 		if replayPort > 0 {
 			ep.KvReplayEndpoint = "tcp://" + net.JoinHostPort(ip, strconv.Itoa(replayPort+r))
 		}
-		v.endpoints[r] = ep
+		v.endpoints = append(v.endpoints, ep)
+	}
+	if len(v.endpoints) == 0 {
+		return podView{reason: "no active target port (" + inferencepool.AnnotationActivePorts + ")", problems: v.problems}
 	}
 	return v
+}
+
+// rankPorts returns the port of each rank: the target ports when there
+// are several, else the one port + r for each DP rank r of the annotation.
+func (v *podView) rankPorts(ann map[string]string, ports []int) []int {
+	s, annotated := ann[AnnotationDataParallelSize]
+	if len(ports) > 1 {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); annotated && (err != nil || n != len(ports)) {
+			v.problems = append(v.problems, fmt.Sprintf("%s=%q: the InferencePool's %d target ports are the ranks; ignored", AnnotationDataParallelSize, s, len(ports)))
+		}
+		return ports
+	}
+	port := ports[0]
+	size := 1
+	if annotated {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		switch {
+		case err != nil || n < 1 || n > MaxDataParallelSize:
+			v.problems = append(v.problems, fmt.Sprintf("%s=%q is not a size 1..%d; 1 is used", AnnotationDataParallelSize, s, MaxDataParallelSize))
+		case port+n-1 > 65535:
+			v.problems = append(v.problems, fmt.Sprintf("%s=%d: ranks would use ports past 65535; 1 is used", AnnotationDataParallelSize, n))
+		default:
+			size = n
+		}
+	}
+	out := make([]int, size)
+	for r := range out {
+		out[r] = port + r
+	}
+	return out
+}
+
+// activePorts returns the ports of inferencepool.AnnotationActivePorts;
+// nil (every port) when the pod has no such annotation. Entries that are
+// not ports are ignored (noted as a problem), as GIE does.
+func (v *podView) activePorts(ann map[string]string) map[int]bool {
+	s, ok := ann[inferencepool.AnnotationActivePorts]
+	if !ok {
+		return nil
+	}
+	out := map[int]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 65535 {
+			v.problems = append(v.problems, fmt.Sprintf("%s=%q: %q is not a port; ignored", inferencepool.AnnotationActivePorts, s, f))
+			continue
+		}
+		out[n] = true
+	}
+	return out
 }
 
 // port reads a port annotation; 0 when absent or invalid (noted as a

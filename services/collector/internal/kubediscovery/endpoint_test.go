@@ -1,6 +1,7 @@
 package kubediscovery
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/services/collector/internal/inferencepool"
 )
 
 func annotate(kv ...string) func(*corev1.Pod) {
@@ -157,30 +159,94 @@ func TestViewOf(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := viewOf("p", 8000, tc.pod)
-			if v.reason != tc.reason {
-				t.Fatalf("reason %q, want %q", v.reason, tc.reason)
-			}
-			if len(v.endpoints) != len(tc.want) {
-				t.Fatalf("%d endpoints, want %d: %v", len(v.endpoints), len(tc.want), v.endpoints)
-			}
-			for i, ep := range v.endpoints {
-				if !proto.Equal(ep, tc.want[i]) {
-					t.Errorf("endpoint %d:\n got %v\nwant %v", i, ep, tc.want[i])
-				}
-				if !owned(ep) {
-					t.Errorf("endpoint %d is not marked as discovered", i)
-				}
-			}
-			if len(v.problems) != len(tc.problems) {
-				t.Fatalf("problems %q, want one about each of %q", v.problems, tc.problems)
-			}
-			for i, p := range v.problems {
-				if !strings.HasPrefix(p, tc.problems[i]+"=") {
-					t.Errorf("problem %q is not about %s", p, tc.problems[i])
-				}
-			}
+			checkView(t, viewOf("p", []int{8000}, tc.pod), tc.reason, tc.want, tc.problems)
 		})
+	}
+}
+
+// An InferencePool's several target ports: one endpoint per pod and port,
+// rank r on targetPorts[r] (GIE's ranks), restricted to the ports of the
+// active-ports annotation when the pod has one.
+func TestViewOfTargetPorts(t *testing.T) {
+	ports := []int{8000, 8002, 9000}
+	rank := func(r int32, port int32, mods ...func(*registryv1.Endpoint)) *registryv1.Endpoint {
+		return want("a-rank"+strconv.Itoa(int(r)), "10.0.0.1", port, append([]func(*registryv1.Endpoint){func(ep *registryv1.Endpoint) {
+			ep.DataParallelRank = r
+		}}, mods...)...)
+	}
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		reason   string
+		want     []*registryv1.Endpoint
+		problems []string
+	}{
+		{name: "every port", pod: pod("a", "10.0.0.1", true), want: []*registryv1.Endpoint{rank(0, 8000), rank(1, 8002), rank(2, 9000)}},
+		{
+			name: "KV-event ports per rank",
+			pod:  pod("a", "10.0.0.1", true, annotate(AnnotationKVEventsPort, "5557")),
+			want: []*registryv1.Endpoint{
+				rank(0, 8000, func(ep *registryv1.Endpoint) { ep.KvEventsEndpoint = "tcp://10.0.0.1:5557" }),
+				rank(1, 8002, func(ep *registryv1.Endpoint) { ep.KvEventsEndpoint = "tcp://10.0.0.1:5558" }),
+				rank(2, 9000, func(ep *registryv1.Endpoint) { ep.KvEventsEndpoint = "tcp://10.0.0.1:5559" }),
+			},
+		},
+		{
+			name: "active ports only, the ranks keep their numbers",
+			pod:  pod("a", "10.0.0.1", true, annotate(inferencepool.AnnotationActivePorts, "9000, 8000,7000")),
+			want: []*registryv1.Endpoint{rank(0, 8000), rank(2, 9000)},
+		},
+		{
+			name:     "no active port",
+			pod:      pod("a", "10.0.0.1", true, annotate(inferencepool.AnnotationActivePorts, "7000,x")),
+			reason:   "no active target port (" + inferencepool.AnnotationActivePorts + ")",
+			problems: []string{inferencepool.AnnotationActivePorts},
+		},
+		{
+			name:     "a data-parallel size that is not the ports' count is ignored",
+			pod:      pod("a", "10.0.0.1", true, annotate(AnnotationDataParallelSize, "2")),
+			want:     []*registryv1.Endpoint{rank(0, 8000), rank(1, 8002), rank(2, 9000)},
+			problems: []string{AnnotationDataParallelSize},
+		},
+		{
+			name: "a data-parallel size equal to the ports' count is fine",
+			pod:  pod("a", "10.0.0.1", true, annotate(AnnotationDataParallelSize, "3")),
+			want: []*registryv1.Endpoint{rank(0, 8000), rank(1, 8002), rank(2, 9000)},
+		},
+		{name: "not ready", pod: pod("a", "10.0.0.1", false), reason: "not ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkView(t, viewOf("p", ports, tc.pod), tc.reason, tc.want, tc.problems)
+		})
+	}
+	// One port with the annotation: the DP ranks' ports are filtered too.
+	v := viewOf("p", []int{8000}, pod("a", "10.0.0.1", true, annotate(AnnotationDataParallelSize, "2", inferencepool.AnnotationActivePorts, "8001")))
+	checkView(t, v, "", []*registryv1.Endpoint{rank(1, 8001)}, nil)
+}
+
+func checkView(t *testing.T, v podView, reason string, want []*registryv1.Endpoint, problems []string) {
+	t.Helper()
+	if v.reason != reason {
+		t.Fatalf("reason %q, want %q", v.reason, reason)
+	}
+	if len(v.endpoints) != len(want) {
+		t.Fatalf("%d endpoints, want %d: %v", len(v.endpoints), len(want), v.endpoints)
+	}
+	for i, ep := range v.endpoints {
+		if !proto.Equal(ep, want[i]) {
+			t.Errorf("endpoint %d:\n got %v\nwant %v", i, ep, want[i])
+		}
+		if !owned(ep) {
+			t.Errorf("endpoint %d is not marked as discovered", i)
+		}
+	}
+	if len(v.problems) != len(problems) {
+		t.Fatalf("problems %q, want one about each of %q", v.problems, problems)
+	}
+	for i, p := range v.problems {
+		if !strings.HasPrefix(p, problems[i]+"=") {
+			t.Errorf("problem %q is not about %s", p, problems[i])
+		}
 	}
 }
 
@@ -188,7 +254,7 @@ func TestViewOf(t *testing.T) {
 // change it.
 func TestViewOfCopies(t *testing.T) {
 	p := pod("a", "10.0.0.1", true, annotate(AnnotationDataParallelSize, "2", AnnotationServedModels, "x,y"))
-	v := viewOf("p", 8000, p)
+	v := viewOf("p", []int{8000}, p)
 	p.Labels["app"] = "changed"
 	v.endpoints[0].Labels["extra"] = "1"
 	v.endpoints[0].ServedModels[0] = "z"

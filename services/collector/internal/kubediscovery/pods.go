@@ -16,27 +16,47 @@ import (
 	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
 )
 
+// target picks the pods and their ports: a label selector (nil selects
+// no pod) and the target ports (one, or an InferencePool's several).
+type target struct {
+	selector labels.Selector
+	ports    []int
+}
+
+func (t target) equal(o target) bool {
+	if (t.selector == nil) != (o.selector == nil) || !slices.Equal(t.ports, o.ports) {
+		return false
+	}
+	return t.selector == nil || t.selector.String() == o.selector.String()
+}
+
+func (t target) String() string {
+	if t.selector == nil {
+		return "no pods"
+	}
+	return fmt.Sprintf("selector %q ports %v", t.selector.String(), t.ports)
+}
+
 // podSet is the desired state of the registry: the entries of every pod that
-// counts, kept by the informer's event handlers. Its methods are safe for
-// concurrent use.
+// counts, kept by the informer's event handlers, under a target that may
+// change (retarget). Its methods are safe for concurrent use.
 type podSet struct {
 	pool      string
-	port      int
 	namespace string
-	selector  labels.Selector
 	log       *slog.Logger
 
 	// changed receives a signal (without blocking; one is enough) whenever
 	// the desired state changes.
 	changed chan struct{}
 
-	mu   sync.Mutex
-	pods map[string][]*registryv1.Endpoint // by namespace/name; only pods that count
+	mu     sync.Mutex
+	target target
+	pods   map[string][]*registryv1.Endpoint // by namespace/name; only pods that count
 }
 
-func newPodSet(pool string, port int, namespace string, selector labels.Selector, log *slog.Logger) *podSet {
+func newPodSet(pool, namespace string, t target, log *slog.Logger) *podSet {
 	return &podSet{
-		pool: pool, port: port, namespace: namespace, selector: selector, log: log,
+		pool: pool, namespace: namespace, target: t, log: log,
 		changed: make(chan struct{}, 1),
 		pods:    map[string][]*registryv1.Endpoint{},
 	}
@@ -65,21 +85,14 @@ func (s *podSet) update(obj any, logProblems bool) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
-	// The API server filters by namespace and selector; so does this, for
-	// clients that do not (and a pod relabelled out of the selection).
-	if pod.Namespace != s.namespace || !s.selector.Matches(labels.Set(pod.Labels)) {
-		s.drop(key, "not selected")
-		return
+	// The pod is applied under the lock, so that a concurrent retarget
+	// cannot be overwritten by a view of the former target.
+	s.mu.Lock()
+	o := s.applyLocked(key, pod)
+	s.mu.Unlock()
+	if s.report(o, logProblems) {
+		s.notify()
 	}
-	v := viewOf(s.pool, s.port, pod)
-	if logProblems && len(v.problems) > 0 {
-		s.log.Warn("pod annotations ignored", "pod", key, "problems", strings.Join(v.problems, "; "))
-	}
-	if v.reason != "" {
-		s.drop(key, v.reason)
-		return
-	}
-	s.set(key, v.endpoints)
 }
 
 // delete applies a deleted pod, also one whose final state the informer
@@ -90,41 +103,113 @@ func (s *podSet) delete(obj any) {
 		s.log.Warn("kubernetes discovery: deleted object without a key", "type", typeName(obj), "error", err)
 		return
 	}
-	s.drop(key, "deleted")
+	s.mu.Lock()
+	o := s.dropLocked(key, "deleted")
+	s.mu.Unlock()
+	if s.report(o, false) {
+		s.notify()
+	}
 }
 
-func (s *podSet) set(key string, eps []*registryv1.Endpoint) {
+// retarget replaces the target and applies it to pods, every pod of the
+// namespace the informer holds: those it now selects are added, the others
+// dropped.
+func (s *podSet) retarget(t target, pods []*corev1.Pod) {
 	s.mu.Lock()
+	if s.target.equal(t) {
+		s.mu.Unlock()
+		return
+	}
+	s.target = t
+	outs := make([]outcome, 0, len(pods)+len(s.pods))
+	seen := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		key := pod.Namespace + "/" + pod.Name
+		seen[key] = true
+		outs = append(outs, s.applyLocked(key, pod))
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.pods)) {
+		if !seen[key] {
+			outs = append(outs, s.dropLocked(key, "not selected"))
+		}
+	}
+	n := len(s.pods)
+	s.mu.Unlock()
+	s.log.Info("kubernetes discovery target changed", "target", t.String(), "pods", n)
+	changed := false
+	for _, o := range outs {
+		changed = s.report(o, true) || changed
+	}
+	if changed {
+		s.notify()
+	}
+}
+
+// outcome is what applying one pod did, reported after the lock is
+// released.
+type outcome struct {
+	key      string
+	had      bool // the pod counted before
+	changed  bool // its entries changed (or it was dropped)
+	dropped  bool
+	reason   string
+	eps      []*registryv1.Endpoint
+	problems []string
+	pods     int // pods counted afterwards
+}
+
+// applyLocked applies a pod under the current target. s.mu is held.
+func (s *podSet) applyLocked(key string, pod *corev1.Pod) outcome {
+	// The API server filters by namespace (and selector, without an
+	// InferencePool); so does this, for clients that do not (and a pod
+	// relabelled out of the selection).
+	t := s.target
+	if pod.Namespace != s.namespace || t.selector == nil || !t.selector.Matches(labels.Set(pod.Labels)) {
+		return s.dropLocked(key, "not selected")
+	}
+	v := viewOf(s.pool, t.ports, pod)
+	var o outcome
+	if v.reason != "" {
+		o = s.dropLocked(key, v.reason)
+	} else {
+		o = s.setLocked(key, v.endpoints)
+	}
+	o.problems = v.problems
+	return o
+}
+
+func (s *podSet) setLocked(key string, eps []*registryv1.Endpoint) outcome {
 	prev, had := s.pods[key]
 	same := had && slices.EqualFunc(prev, eps, func(a, b *registryv1.Endpoint) bool { return proto.Equal(a, b) })
 	if !same {
 		s.pods[key] = eps
 	}
-	n := len(s.pods)
-	s.mu.Unlock()
-	if same {
-		return
-	}
-	if had {
-		s.log.Debug("pod changed", "pod", key, "endpoints", len(eps))
-	} else {
-		s.log.Info("pod discovered", "pod", key, "address", eps[0].GetAddress(), "port", eps[0].GetPort(),
-			"endpoints", len(eps), "model", eps[0].GetModel(), "pods", n)
-	}
-	s.notify()
+	return outcome{key: key, had: had, changed: !same, eps: eps, pods: len(s.pods)}
 }
 
-func (s *podSet) drop(key, reason string) {
-	s.mu.Lock()
+func (s *podSet) dropLocked(key, reason string) outcome {
 	_, had := s.pods[key]
 	delete(s.pods, key)
-	n := len(s.pods)
-	s.mu.Unlock()
-	if !had {
-		return
+	return outcome{key: key, had: had, changed: had, dropped: true, reason: reason, pods: len(s.pods)}
+}
+
+// report logs an outcome and says whether the desired state changed.
+func (s *podSet) report(o outcome, logProblems bool) bool {
+	if logProblems && len(o.problems) > 0 {
+		s.log.Warn("pod annotations ignored", "pod", o.key, "problems", strings.Join(o.problems, "; "))
 	}
-	s.log.Info("pod dropped", "pod", key, "reason", reason, "pods", n)
-	s.notify()
+	switch {
+	case !o.changed:
+		return false
+	case o.dropped:
+		s.log.Info("pod dropped", "pod", o.key, "reason", o.reason, "pods", o.pods)
+	case o.had:
+		s.log.Debug("pod changed", "pod", o.key, "endpoints", len(o.eps))
+	default:
+		s.log.Info("pod discovered", "pod", o.key, "address", o.eps[0].GetAddress(), "port", o.eps[0].GetPort(),
+			"endpoints", len(o.eps), "model", o.eps[0].GetModel(), "pods", o.pods)
+	}
+	return true
 }
 
 func (s *podSet) notify() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -18,7 +19,7 @@ func newTestPodSet(t *testing.T) *podSet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newPodSet("p", 8000, testNS, sel, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newPodSet("p", testNS, target{selector: sel, ports: []int{8000}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // changed says whether the set signalled a change since the last call.
@@ -100,5 +101,53 @@ func TestPodSetNameCollision(t *testing.T) {
 	}
 	if d["a-rank1"].GetAddress() != "10.0.0.1" {
 		t.Fatalf("a-rank1 is %v, want pod a's rank (first by name)", d["a-rank1"])
+	}
+}
+
+// retarget applies a new selector and ports to every pod the informer
+// holds: newly selected pods count, the others are dropped; the same
+// target again changes nothing; no target selects none.
+func TestPodSetRetarget(t *testing.T) {
+	s := newPodSet("p", testNS, target{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := s.handler()
+	all := []*corev1.Pod{
+		pod("a", "10.0.0.1", true),
+		pod("b", "10.0.0.2", true, label("app", "sglang")),
+		pod("c", "10.0.0.3", false),
+	}
+	for _, p := range all {
+		h.OnAdd(p, true)
+	}
+	if got := desiredNames(s); got != "" || changed(s) {
+		t.Fatalf("without a target: desired %q", got)
+	}
+	vllm := target{selector: labels.SelectorFromSet(labels.Set{"app": "vllm"}), ports: []int{8000}}
+	s.retarget(vllm, all)
+	if got := desiredNames(s); got != "a" || !changed(s) {
+		t.Fatalf("app=vllm: desired %q", got)
+	}
+	s.retarget(vllm, all)
+	if changed(s) {
+		t.Fatal("the same target again signalled a change")
+	}
+	// Events after the retarget use the new target.
+	h.OnUpdate(all[2], pod("c", "10.0.0.3", true))
+	if got := desiredNames(s); got != "a,c" || !changed(s) {
+		t.Fatalf("c became ready: desired %q", got)
+	}
+	all[2] = pod("c", "10.0.0.3", true)
+
+	sglang := target{selector: labels.SelectorFromSet(labels.Set{"app": "sglang"}), ports: []int{30000, 30001}}
+	s.retarget(sglang, all)
+	d := s.desired()
+	if got := desiredNames(s); got != "b-rank0,b-rank1" || !changed(s) {
+		t.Fatalf("app=sglang on two ports: desired %q", got)
+	}
+	if d["b-rank1"].GetPort() != 30001 {
+		t.Fatalf("b-rank1: %v", d["b-rank1"])
+	}
+	s.retarget(target{}, all)
+	if got := desiredNames(s); got != "" || !changed(s) {
+		t.Fatalf("no target: desired %q", got)
 	}
 }

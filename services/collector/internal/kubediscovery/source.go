@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,11 +19,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/services/collector/internal/inferencepool"
 	"github.com/hermod/hermod/services/collector/internal/registrysync"
 )
 
 // Source keeps a pool's endpoint registry equal to the Ready pods of a
-// namespace that a label selector picks; see the package documentation.
+// namespace that a label selector (or an InferencePool) picks; see the
+// package documentation.
 type Source struct {
 	cfg     Config
 	log     *slog.Logger
@@ -31,7 +34,10 @@ type Source struct {
 	service string
 
 	factory informers.SharedInformerFactory
+	podInf  cache.SharedIndexInformer
 	handler cache.ResourceEventHandlerRegistration
+	// pool follows the InferencePool (nil without one).
+	pool *inferencepool.Watch
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -52,9 +58,19 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	sel, err := ParseSelector(cfg.Selector)
-	if err != nil {
-		return nil, &FieldError{Field: "Selector", Err: err}
+	// Without an InferencePool, the selector and port are fixed and the
+	// API server filters the pods by the selector; with one, no pod counts
+	// until the pool is read, and the informer holds every pod of the
+	// namespace so that a new selector applies at once.
+	var initial target
+	listOpts := func(*metav1.ListOptions) {}
+	if cfg.InferencePool == "" {
+		sel, err := ParseSelector(cfg.Selector)
+		if err != nil {
+			return nil, &FieldError{Field: "Selector", Err: err}
+		}
+		initial = target{selector: sel, ports: []int{cfg.TargetPort}}
+		listOpts = func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	}
 	log := cfg.Logger.With("discovery", "kubernetes")
 	met, err := newMetrics(cfg.Registerer)
@@ -65,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 		cfg:     cfg,
 		log:     log,
 		met:     met,
-		pods:    newPodSet(cfg.Pool, cfg.TargetPort, cfg.Namespace, sel, log),
+		pods:    newPodSet(cfg.Pool, cfg.Namespace, initial, log),
 		service: ServicePrefix + cfg.Pool,
 		done:    make(chan struct{}),
 	}
@@ -81,9 +97,10 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync,
 		informers.WithNamespace(cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }),
+		informers.WithTweakListOptions(listOpts),
 		informers.WithTransform(slimPod))
 	inf := s.factory.Core().V1().Pods().Informer()
+	s.podInf = inf
 	if err := inf.SetWatchErrorHandlerWithContext(s.watchError); err != nil {
 		met.unregister()
 		return nil, fmt.Errorf("kubernetes discovery: pod informer: %w", err)
@@ -95,11 +112,56 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 	// client-go logs through the context's logger: this one.
 	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, logr.FromSlogHandler(log.Handler())))
 	s.cancel = cancel
+	if cfg.InferencePool != "" {
+		s.pool, err = inferencepool.StartWatch(runCtx, inferencepool.WatchConfig{
+			Client: cfg.Dynamic, Namespace: cfg.Namespace, Name: cfg.InferencePool, Resync: cfg.Resync,
+			OnChange: s.applyPool, Logger: log,
+		})
+		if err != nil {
+			cancel()
+			met.unregister()
+			return nil, fmt.Errorf("kubernetes discovery: %w", err)
+		}
+	}
 	s.factory.StartWithContext(runCtx)
 	go s.run(runCtx)
-	log.Info("kubernetes discovery started", "namespace", cfg.Namespace, "selector", sel.String(),
-		"target_port", cfg.TargetPort, "election", coord.ElectionPrefix(s.service), "resync", cfg.Resync)
+	if cfg.InferencePool != "" {
+		log.Info("kubernetes discovery started", "namespace", cfg.Namespace, "inference_pool", cfg.InferencePool,
+			"election", coord.ElectionPrefix(s.service), "resync", cfg.Resync)
+	} else {
+		log.Info("kubernetes discovery started", "namespace", cfg.Namespace, "selector", initial.selector.String(),
+			"target_port", cfg.TargetPort, "election", coord.ElectionPrefix(s.service), "resync", cfg.Resync)
+	}
 	return s, nil
+}
+
+// applyPool applies a version of the InferencePool (nil: deleted) to the
+// pods the informer holds.
+func (s *Source) applyPool(p *inferencepool.Pool) {
+	var t target
+	if p == nil {
+		s.log.Warn("InferencePool deleted: no pod is selected until it is created again", "inference_pool", s.cfg.InferencePool)
+	} else {
+		t = target{selector: p.LabelSelector(), ports: slices.Clone(p.TargetPorts)}
+		args := []any{"inference_pool", p.Name, "selector", t.selector.String(), "target_ports", p.TargetPorts, "resource_version", p.ResourceVersion}
+		if ep := p.EndpointPicker; ep != nil {
+			args = append(args, "endpoint_picker", ep.Name, "endpoint_picker_port", ep.Port, "failure_mode", ep.FailureMode)
+		}
+		s.log.Info("InferencePool applied", args...)
+	}
+	s.pods.retarget(t, s.listPods())
+}
+
+// listPods returns the pods the informer holds.
+func (s *Source) listPods() []*corev1.Pod {
+	objs := s.podInf.GetStore().List()
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Close stops the Source and waits for its goroutines. A leader resigns,
@@ -109,12 +171,16 @@ func (s *Source) Close() {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		<-s.done
+		if s.pool != nil {
+			s.pool.Close()
+		}
 		s.factory.Shutdown()
 		s.met.unregister()
 	})
 }
 
-// Synced says whether the informer has listed the pods once.
+// Synced says whether the informers have listed the pods (and the
+// InferencePool) once.
 func (s *Source) Synced() bool { return s.synced.Load() }
 
 // Leading says whether this Source is the pool's discovery leader.
@@ -163,6 +229,17 @@ func (s *Source) run(ctx context.Context) {
 	case <-s.handler.HasSyncedChecker().Done():
 	case <-ctx.Done():
 		return
+	}
+	if s.pool != nil {
+		select {
+		case <-s.pool.Synced():
+		case <-ctx.Done():
+			return
+		}
+		if s.pool.Current() == nil {
+			s.log.Warn("InferencePool not found (or invalid): no pod is selected until it is created",
+				"inference_pool", s.cfg.Namespace+"/"+s.cfg.InferencePool)
+		}
 	}
 	s.synced.Store(true)
 	s.log.Info("kubernetes pods listed", "endpoints", len(s.pods.desired()))

@@ -10,31 +10,17 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
-	"k8s.io/client-go/tools/clientcmd"
-)
 
-// userAgent is sent on every request of an actuator built from a config
-// that sets none.
-const userAgent = "hermod-autoscaler"
+	"github.com/hermod/hermod/services/autoscaler/internal/kubeclient"
+)
 
 // NewFromKubeconfig returns an Actuator for the cluster of the kubeconfig
 // at path (its current context), or for the cluster the process runs in
-// when path is empty.
+// when path is empty (kubeclient.Load).
 func NewFromKubeconfig(path string, opts ...Option) (*Actuator, error) {
-	var (
-		cfg *rest.Config
-		err error
-	)
-	if path == "" {
-		cfg, err = rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes actuator: in-cluster config: %w", err)
-		}
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes actuator: kubeconfig %s: %w", path, err)
-		}
+	cfg, _, err := kubeclient.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes actuator: %w", err)
 	}
 	return NewForConfig(cfg, opts...)
 }
@@ -45,7 +31,7 @@ func NewFromKubeconfig(path string, opts ...Option) (*Actuator, error) {
 func NewForConfig(cfg *rest.Config, opts ...Option) (*Actuator, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = userAgent
+		cfg.UserAgent = kubeclient.UserAgent
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

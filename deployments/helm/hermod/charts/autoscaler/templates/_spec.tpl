@@ -1,6 +1,15 @@
 {{/* The autoscaler's part of the Deployment (see hermod-common/_workload.tpl). */}}
 {{- define "autoscaler.spec" -}}
 {{- $args := list (printf "--actuator=%s" (.Values.actuator | default "metrics")) -}}
+{{- $vas := .Values.variantAutoscalings | default dict -}}
+{{- $vaSource := $vas.source | default "etcd" -}}
+{{- if ne $vaSource "etcd" -}}
+{{- $args = append $args (printf "--va-source=%s" $vaSource) -}}
+{{- $args = append $args (printf "--va-namespace=%s" ($vas.namespace | default .Release.Namespace)) -}}
+{{- with $vas.selector -}}
+{{- $args = append $args (printf "--va-selector=%s" .) -}}
+{{- end -}}
+{{- end -}}
 {{- $volumes := list -}}
 {{- $mounts := list -}}
 {{- $annotations := dict -}}
@@ -20,7 +29,7 @@ ports:
     appProtocol: http
 nats: true
 etcd: true
-kubeAPI: {{ eq (.Values.actuator | default "metrics") "kubernetes" }}
+kubeAPI: {{ or (eq (.Values.actuator | default "metrics") "kubernetes") (ne $vaSource "etcd") }}
 args: {{ toJson $args }}
 env: []
 volumes: {{ toJson $volumes }}

@@ -1,6 +1,5 @@
 {{/* The collector's part of the Deployment (see hermod-common/_workload.tpl). */}}
 {{- define "collector.spec" -}}
-{{- $k := (.Values.discovery | default dict).kubernetes | default dict -}}
 {{- $args := include "collector.discoveryArgs" . | fromYamlArray -}}
 {{- $volumes := list -}}
 {{- $mounts := list -}}
@@ -19,7 +18,7 @@ ports:
     appProtocol: http
 nats: true
 etcd: true
-kubeAPI: {{ $k.enabled | default false }}
+kubeAPI: {{ include "collector.discovering" . | eq "true" }}
 args: {{ toJson $args }}
 env: []
 volumes: {{ toJson $volumes }}
@@ -28,14 +27,55 @@ podAnnotations: {}
 {{- end -}}
 
 {{/*
+collector.followsInferencePool: "true" when the collector follows the
+InferencePool named global.pool (--inference-pool): the one the chart
+creates (global.inferencePool.create) or one created elsewhere
+(discovery.kubernetes.inferencePool).
+*/}}
+{{- define "collector.followsInferencePool" -}}
+{{- $k := (.Values.discovery | default dict).kubernetes | default dict -}}
+{{- $ip := (.Values.global | default dict).inferencePool | default dict -}}
+{{- if or $ip.create $k.inferencePool -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+collector.discoveryNamespace: the namespace of the model-server pods (and
+of the InferencePool): the chart's InferencePool's, else
+discovery.kubernetes.namespace, else the release's.
+*/}}
+{{- define "collector.discoveryNamespace" -}}
+{{- $k := (.Values.discovery | default dict).kubernetes | default dict -}}
+{{- $ip := (.Values.global | default dict).inferencePool | default dict -}}
+{{- if $ip.create -}}
+{{- $ip.namespace | default .Release.Namespace -}}
+{{- else -}}
+{{- $k.namespace | default .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+collector.discovering: "true" when the collector discovers pods in
+Kubernetes (by label selector or InferencePool).
+*/}}
+{{- define "collector.discovering" -}}
+{{- $k := (.Values.discovery | default dict).kubernetes | default dict -}}
+{{- if or $k.enabled (include "collector.followsInferencePool" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
 collector.discoveryArgs: the flags of Kubernetes pod discovery
-(discovery.kubernetes), as a YAML list. The one place that names them.
+(discovery.kubernetes, or the InferencePool), as a YAML list. The one place
+that names them.
 */}}
 {{- define "collector.discoveryArgs" -}}
 {{- $k := (.Values.discovery | default dict).kubernetes | default dict -}}
-{{- if $k.enabled -}}
+{{- if include "collector.followsInferencePool" . -}}
 - --discovery=kubernetes
-- {{ printf "--discovery-namespace=%s" ($k.namespace | default .Release.Namespace) | toJson }}
+- {{ printf "--discovery-namespace=%s" (include "collector.discoveryNamespace" .) | toJson }}
+- {{ printf "--inference-pool=%s" .Values.global.pool | toJson }}
+{{- else if $k.enabled -}}
+- --discovery=kubernetes
+- {{ printf "--discovery-namespace=%s" (include "collector.discoveryNamespace" .) | toJson }}
 - {{ printf "--discovery-selector=%s" (required "collector.discovery.kubernetes.selector is required (the model-server pods' label selector)" $k.selector) | toJson }}
 - {{ printf "--discovery-target-port=%v" (int (required "collector.discovery.kubernetes.targetPort is required" $k.targetPort)) | toJson }}
 {{- else -}}
