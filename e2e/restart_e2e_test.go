@@ -74,7 +74,7 @@ func TestDevstackRestartsKilledChildren(t *testing.T) {
 	// picker decides some.
 	pod := st.Pods[0]
 	servedByPod, decidedByPicker := false, false
-	for i := 0; i < 200 && !(servedByPod && decidedByPicker); i++ {
+	for i := 0; i < 200 && (!servedByPod || !decidedByPicker); i++ {
 		r := s.send(context.Background(), "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"after the restarts %d","max_tokens":2}`, s.state.Model, i), false)
 		if !r.ok() {
 			t.Fatalf("request %d after the restarts: %d %v %s", i, r.status, r.err, r.body)
