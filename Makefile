@@ -24,7 +24,7 @@ COUNT        ?= 1
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e-tls vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
+.PHONY: chaos kube-apiserver test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e-tls vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
 
 all: build
 
@@ -45,13 +45,15 @@ help:
 	@echo "make bench-multi  20 gateways, 20 pods: per-gateway least-request against the events and Valkey global views"
 	@echo "make bench-overhead what the gateway + picker add to a request beside nginx, and the Pick RPC (COUNT=5 runs)"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
+	@echo "make chaos        the fault matrix under load (every kill, node, leader and network fault; writes bench-out/chaos/report.md)"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default 20000x; e.g. FUZZTIME=5m)"
+	@echo "make kube-apiserver  build bin/kube-apiserver (k8s.io/kubernetes, tools/kubeapiserver) for the tests; make deps builds it"
 	@echo "make chart        helm lint and template the chart deployments/helm/hermod (default and ci/values-full.yaml)"
 	@echo "make images       OCI images of the services, hermodctl, hermod-loadgen and vllm-sim into bin/images, no engine"
 	@echo "                  needed (IMAGES=a,b  VERSION=  REGISTRY=localhost:5000 pushes  PODMAN=1 loads into podman)"
 	@echo "make images-test  make images, then unpack each image and run its binary's --version"
 
-deps: apt-deps tools
+deps: apt-deps tools kube-apiserver
 
 # Installs only the packages that are missing.
 apt-deps:
@@ -104,6 +106,22 @@ binaries: mongotest
 mongotest:
 	cd tools/ferretdb && GOWORK=off CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/hermod-mongotest
 
+# The tests' real kube-apiserver (testkit/kubeapi), built from
+# k8s.io/kubernetes by tools/kubeapiserver: a module outside the workspace, so
+# that Kubernetes' dependency pins stay out of it. Rebuilt only when missing
+# or when the module's pins change (Go's build cache does the rest: 12-14 min
+# on 2 cores with an empty cache, about 7 s to relink with a warm one). It is
+# part of `make deps`, as the pinned tools are.
+KUBE_APISERVER := $(BIN)/kube-apiserver
+KUBE_VERSION    = $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2 }' tools/kubeapiserver/go.mod)
+kube-apiserver: $(KUBE_APISERVER)
+$(KUBE_APISERVER): tools/kubeapiserver/go.mod tools/kubeapiserver/go.sum
+	@mkdir -p $(BIN)
+	cd tools/kubeapiserver && GOWORK=off CGO_ENABLED=0 $(GO) build \
+		-ldflags '-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitTreeState=clean' \
+		-o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
+	mv -f $@.tmp $@
+
 # The embedded default: everything on this machine until Ctrl-C.
 RUN_ARGS ?=
 run: apt-deps binaries
@@ -120,14 +138,14 @@ fmt: tools
 
 # Unit and integration tests of every module, with the race detector; then
 # the timing tests (TestTiming*), which skip under -race, without it.
-unit: mongotest
+unit: mongotest tools kube-apiserver
 	@for m in $(MODULES); do echo "test $$m"; (cd "$$m" && $(GO) test -race -count=1 ./...); done
 	@for m in $(MODULES); do echo "timing tests $$m"; (cd "$$m" && $(GO) test -count=1 -run '^TestTiming' ./... > .timing.log 2>&1 || { cat .timing.log; rm -f .timing.log; exit 1; }; rm -f .timing.log); done
 
 # The e2e suite with every devstack under --tls: a generated CA, mutual TLS
 # on gRPC, etcd (client certificates, RBAC) and NATS (client certificates,
 # a user); the tests connect with the state file's security settings.
-e2e-tls: mongotest
+e2e-tls: mongotest tools kube-apiserver
 	cd e2e && HERMOD_E2E_TLS=1 $(GO) test -race -count=1 ./...
 
 # The heavy cluster tests: a 3-node NATS cluster with R3 streams and a
@@ -137,6 +155,17 @@ e2e-tls: mongotest
 test-cluster:
 	cd libs && HERMOD_CLUSTER_TESTS=1 $(GO) test -race -count=1 -v -run 'Cluster' ./bus/ ./coord/
 	cd testkit && $(GO) test -race -count=1 -run 'Cluster' ./natsembed/ ./etcdembed/
+
+# The whole fault matrix (e2e TestChaos): every component killed with
+# kill -9 and restarted by the devstack, NATS and etcd nodes and leaders
+# stopped, 10 s network faults through a TCP fault proxy, each under a
+# steady mixed load, with the invariants asserted; writes the table to
+# bench-out/chaos/report.md (about 10 minutes). `make test` runs its
+# quick cases.
+chaos: mongotest
+	@mkdir -p bench-out/chaos
+	cd e2e && HERMOD_CHAOS=full HERMOD_CHAOS_REPORT=$(CURDIR)/bench-out/chaos/report.md $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./
+	@cat bench-out/chaos/report.md
 
 # Every fuzz target briefly, from its committed seed corpus.
 fuzz-smoke:

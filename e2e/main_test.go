@@ -23,6 +23,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
+	defer func() {
+		if err := kube.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+		}
+	}()
 	for _, b := range []struct {
 		pkg string
 		cgo bool // only the binaries that talk ZeroMQ use cgo

@@ -62,6 +62,11 @@ type Leaf struct {
 	IPs     []net.IP
 	// Server and Client set the extended key usages.
 	Server, Client bool
+	// Subject, when it has a CommonName, replaces the subject the identity
+	// gives (CN hermod-<Service>, O "Hermod test"): for peers that read
+	// the subject, as kube-apiserver reads a client certificate's CN as the
+	// user name and its O as the groups.
+	Subject pkix.Name
 	// NotBefore and NotAfter default to now-1m and now+DefaultValidity.
 	NotBefore, NotAfter time.Time
 }
@@ -136,6 +141,9 @@ func (ca *CA) Issue(l Leaf) (*KeyPair, error) {
 		tmpl.URIs = []*url.URL{IdentityURI(l.Service)}
 	}
 	tmpl.Subject = pkix.Name{CommonName: cn, Organization: []string{"Hermod test"}}
+	if l.Subject.CommonName != "" {
+		tmpl.Subject, cn = l.Subject, l.Subject.CommonName
+	}
 	if l.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 	}

@@ -3,6 +3,7 @@ package certs
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,5 +52,24 @@ func TestIssueAndWrite(t *testing.T) {
 	}
 	if _, err := cli.TLS(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A given subject replaces the identity's (kube-apiserver reads the CN as
+// the user and the O as the groups); the identity URI stays.
+func TestIssueSubject(t *testing.T) {
+	ca, err := NewCA("hermod test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.Issue(Leaf{Service: "collector", Client: true, Subject: pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := kp.Cert.Subject; s.CommonName != "admin" || len(s.Organization) != 1 || s.Organization[0] != "system:masters" {
+		t.Errorf("subject %v", s)
+	}
+	if len(kp.Cert.URIs) != 1 || kp.Cert.URIs[0].String() != "spiffe://hermod/collector" {
+		t.Errorf("identity %v", kp.Cert.URIs)
 	}
 }

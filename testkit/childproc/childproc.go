@@ -51,6 +51,9 @@ func Start(cmd *exec.Cmd, ready func() error, within time.Duration) (*Process, e
 	}
 }
 
+// Output is what the process has written so far (stdout and stderr).
+func (p *Process) Output() string { return p.out.String() }
+
 // Kill kills the process and waits for it to exit.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
