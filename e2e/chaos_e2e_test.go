@@ -67,6 +67,9 @@ type faultOutcome struct {
 	// killed, or answered just before, may lack their events.
 	gatewayDied bool
 	killed      time.Time
+	// check, when set, runs once the load has stopped and the streams
+	// were audited.
+	check func(t *testing.T, r *chaosRun)
 }
 
 // chaosRow is one line of the report.
@@ -105,7 +108,7 @@ func TestChaos(t *testing.T) {
 		r := startSingleChaosStack(t, &rows)
 		r.runCases(t, []chaosCase{
 			{name: "kill -9 a pod mid-stream", quick: true, fault: killPod},
-			{name: "kill -9 one picker of two", quick: true, fault: killProcess("picker-1")},
+			{name: "kill -9 one picker of two", quick: true, fault: killPicker("picker-1")},
 			{name: "kill -9 both pickers", fault: killPickers},
 			{name: "kill -9 the gateway", fault: killGateway},
 			{name: "kill -9 the indexer", fault: killProcess("indexer")},
@@ -235,6 +238,9 @@ func (r *chaosRun) runCase(t *testing.T, c chaosCase) {
 	}
 	r.checkEvents(t, calls, out, &row)
 	r.checkStored(t, calls, &row)
+	if out.check != nil {
+		out.check(t, r)
+	}
 	*r.rows = append(*r.rows, row)
 	t.Logf("%d requests, %d retried, %d client errors (%d unavoidable), recovery %s, lost decisions %d, completions %d (%d with a dead gateway), duplicates %d, responses %d/%d lost",
 		row.requests, row.retried, row.clientErrors, row.allowance, row.recovery.Round(time.Millisecond), row.lostDecisions, row.lostCompletions, row.lostWithGateway, row.dupes, row.lostResponses, row.acknowledged)
@@ -390,10 +396,45 @@ func killProcess(name string) func(*testing.T, *chaosRun) faultOutcome {
 	}
 }
 
+// killPicker kills one picker of two; once the load is over its rebuilt
+// projection must equal the live one's.
+func killPicker(name string) func(*testing.T, *chaosRun) faultOutcome {
+	return func(t *testing.T, r *chaosRun) faultOutcome {
+		return faultOutcome{recovery: r.kill(t, name), check: projectionsAgree}
+	}
+}
+
 // killPickers kills both pickers at once: the pool has no picker until
 // the devstack restarts them.
 func killPickers(t *testing.T, r *chaosRun) faultOutcome {
-	return faultOutcome{recovery: r.kill(t, "picker-0", "picker-1")}
+	return faultOutcome{recovery: r.kill(t, "picker-0", "picker-1"), check: projectionsAgree}
+}
+
+// projectionsAgree waits until the two pickers' projections are equal:
+// the same config revision, endpoints, in-flight counts (none) and
+// prefix blocks per endpoint.
+func projectionsAgree(t *testing.T, r *chaosRun) {
+	t.Helper()
+	var a, b projection
+	agree := func() bool {
+		a, b = r.s.projection(t, 0), r.s.projection(t, 1)
+		if a.ConfigRevision != b.ConfigRevision || a.InFlight != 0 || b.InFlight != 0 || len(a.Endpoints) != len(b.Endpoints) {
+			return false
+		}
+		for name, e := range a.Endpoints {
+			if o, ok := b.Endpoints[name]; !ok || o != e {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !agree() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted picker's projection differs from its peer's:\n%+v\n%+v", a, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // killPod kills a pod that serves streams: the streams it was serving
