@@ -19,9 +19,11 @@
 // (the other entry wins; a warning is logged once per term).
 //
 // Leases and fencing: the leader writes its entries bound to a lease of its
-// own, kept alive while it leads, so that they disappear about one TTL after
-// the leader dies unless the next leader, which rewrites every entry under
-// its lease on taking over, has done so by then. When a leader closes, it
+// own, kept alive while it leads, with twice the election's TTL, so that
+// they disappear about two TTLs after the leader dies unless the next
+// leader, elected about one TTL after the death and rewriting every entry
+// under its lease on taking over, has done so by then (it has: a pod that
+// stays ready never leaves the registry during a handover). When a leader closes, it
 // resigns but leaves its entries to the next leader rather than revoking
 // them, so that a rolling update of the collectors does not empty the
 // registry. Every write is a transaction conditioned on the leader's election

@@ -67,8 +67,8 @@ type Config struct {
 	Etcd *clientv3.Client
 	// ID is this replica's candidate id in the election.
 	ID string
-	// LeaseTTL is the TTL of the leadership and of the leader's entries
-	// (at least one second).
+	// LeaseTTL is the TTL of the leadership (at least one second); the
+	// leader's entries live twice as long without it.
 	LeaseTTL time.Duration
 	// Resync is the period of the leader's whole-registry sync.
 	Resync time.Duration
@@ -132,7 +132,7 @@ func (w *Writer) coordOptions() []coord.Option {
 // Run campaigns for the leadership and leads, again and again, until ctx
 // ends or the etcd client is closed. A leader resigns when Run returns, so
 // that another replica takes over at once; its entries stay until that
-// replica rewrites them, or the lease expires (one TTL) if none does.
+// replica rewrites them, or the lease expires (two TTLs) if none does.
 func (w *Writer) Run(ctx context.Context) {
 	log := w.cfg.Logger
 	bo := retry.Backoff(w.cfg.MinBackoff, w.cfg.MaxBackoff)
@@ -256,11 +256,19 @@ func (w *Writer) syncOnce(ctx context.Context, reg *registry, full bool) error {
 	return reg.sync(ctx, w.desired.Desired())
 }
 
+// entriesTTLFactor is the entries' lease TTL over the leadership's: the
+// entries of a leader that died outlive its election key, so that the next
+// leader, elected once that key expires, rewrites them under its own lease
+// before they expire. With equal TTLs the keepalives' phases decide which
+// of the two leases expires first, and a pod that stayed ready could drop
+// out of the registry during the handover.
+const entriesTTLFactor = 2
+
 // grant grants the term's lease, which the entries are bound to, and keeps
 // it alive until ctx ends; it retries with backoff while the leadership
 // holds.
 func (w *Writer) grant(ctx context.Context, l *coord.Leadership) (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveResponse, error) {
-	ttl := int64(math.Ceil(w.cfg.LeaseTTL.Seconds()))
+	ttl := int64(math.Ceil(entriesTTLFactor * w.cfg.LeaseTTL.Seconds()))
 	bo := retry.Backoff(w.cfg.MinBackoff, w.cfg.MaxBackoff)
 	for {
 		gctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
