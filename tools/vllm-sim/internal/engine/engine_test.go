@@ -136,14 +136,22 @@ func TestTimingIdleArrivalsDoNotDependOnSpeed(t *testing.T) {
 		t.Skip("timing test: run without -race")
 	}
 	short := func(int) int { return 3 }
-	base, _ := runWorkload(t, 1, 12, 400*time.Millisecond, short)
-	for _, speed := range []float64{20} {
-		ttft, _ := runWorkload(t, speed, 12, 400*time.Millisecond, short)
-		t.Logf("sparse arrivals: TTFT %s at speed 1, %s at speed %v", base, ttft, speed)
-		if d := math.Abs(float64(ttft-base)) / float64(base); d > 0.05 {
-			t.Errorf("mean TTFT differs by %.1f%% between speed 1 and %v", 100*d, speed)
+	// A busy machine delays the fast run's wall-clock timers, which speed
+	// 20 stretches 20 times in simulated time: noise only ever widens the
+	// difference, while a real dependence on the speed shows in every
+	// attempt. So the closest of three attempts must be within 5%.
+	const attempts, tolerance = 3, 0.05
+	best := math.Inf(1)
+	for range attempts {
+		base, _ := runWorkload(t, 1, 12, 400*time.Millisecond, short)
+		ttft, _ := runWorkload(t, 20, 12, 400*time.Millisecond, short)
+		d := math.Abs(float64(ttft-base)) / float64(base)
+		t.Logf("sparse arrivals: TTFT %s at speed 1, %s at speed 20 (%.1f%% apart)", base, ttft, 100*d)
+		if best = min(best, d); best <= tolerance {
+			return
 		}
 	}
+	t.Errorf("mean TTFT differs by %.1f%% or more between speed 1 and 20 in each of %d attempts", 100*best, attempts)
 }
 
 // A real engine serves, aborts and restarts concurrently (run with -race).
