@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -13,11 +14,12 @@ import (
 func TestConcurrentEncode(t *testing.T) {
 	corpus := readCorpus(t)
 	toks := map[string]*Tokenizer{"tiny": tiny(t, nil)}
-	if files, err := tryPackageFiles(npmtokenizers.Qwen3); err == nil {
-		tok, err := Load(files.TokenizerJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
+	switch tok, err := tryLoadReal(npmtokenizers.Qwen3); {
+	case errors.Is(err, npmtokenizers.ErrUnreachable):
+		t.Logf("qwen3 not tested: %v", err)
+	case err != nil:
+		t.Fatal(err)
+	default:
 		toks["qwen3"] = tok
 	}
 	for name, tok := range toks {

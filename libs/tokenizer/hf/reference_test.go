@@ -2,6 +2,8 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -62,19 +64,65 @@ func readCorpus(tb testing.TB) []string {
 
 var (
 	tokenizerMu   sync.Mutex
-	tokenizerMemo = map[string]*Tokenizer{}
+	tokenizerMemo = map[string]*Tokenizer{} // by package name or reference name
+	tokenizerErrs = map[string]error{}
 )
 
-// loadReal loads pkg's tokenizer.json.
-func loadReal(tb testing.TB, pkg npmtokenizers.Package, opts ...Option) *Tokenizer {
+// loadReal loads pkg's tokenizer.json (once per process: a large one
+// takes seconds to load, tens of seconds under the race detector; the
+// tests share it, as services share theirs).
+func loadReal(tb testing.TB, pkg npmtokenizers.Package) *Tokenizer {
 	tb.Helper()
-	return loadReference(tb, pkg.Name, referenceTokenizer{Package: pkg.Name}, opts...)
+	t, err := tryLoadReal(pkg)
+	switch {
+	case errors.Is(err, npmtokenizers.ErrUnreachable):
+		tb.Skip(err.Error())
+	case err != nil:
+		tb.Fatal(err)
+	}
+	return t
+}
+
+// tryLoadReal is loadReal without a testing.TB.
+func tryLoadReal(pkg npmtokenizers.Package) (*Tokenizer, error) {
+	tokenizerMu.Lock()
+	defer tokenizerMu.Unlock()
+	if t, ok := tokenizerMemo[pkg.Name]; ok {
+		return t, nil
+	}
+	if err, ok := tokenizerErrs[pkg.Name]; ok {
+		return nil, err
+	}
+	t, err := func() (*Tokenizer, error) {
+		files, err := tryPackageFiles(pkg)
+		if err != nil {
+			return nil, err
+		}
+		t, err := Load(files.TokenizerJSON)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", pkg.Name, err)
+		}
+		return t, nil
+	}()
+	if err != nil {
+		tokenizerErrs[pkg.Name] = err
+		return nil, err
+	}
+	tokenizerMemo[pkg.Name] = t
+	return t, nil
 }
 
 // loadReference loads the tokenizer of a reference entry (remembered
-// under name when there are no options).
-func loadReference(tb testing.TB, name string, rt referenceTokenizer, opts ...Option) *Tokenizer {
+// under name; an entry without overrides shares its package's).
+func loadReference(tb testing.TB, name string, rt referenceTokenizer) *Tokenizer {
 	tb.Helper()
+	pkg, isPkg := npmtokenizers.ByName(rt.Package)
+	if rt.File == "" && !isPkg {
+		tb.Fatalf("reference for unknown package %s", rt.Package)
+	}
+	if rt.File == "" && len(rt.Overrides) == 0 && len(rt.ModelOverrides) == 0 {
+		return loadReal(tb, pkg)
+	}
 	var data []byte
 	if rt.File != "" {
 		var err error
@@ -82,25 +130,19 @@ func loadReference(tb testing.TB, name string, rt referenceTokenizer, opts ...Op
 			tb.Fatal(err)
 		}
 	} else {
-		pkg, ok := npmtokenizers.ByName(rt.Package)
-		if !ok {
-			tb.Fatalf("reference for unknown package %s", rt.Package)
-		}
 		data = packageFiles(tb, pkg).TokenizerJSON
 	}
 	tokenizerMu.Lock()
 	defer tokenizerMu.Unlock()
-	if t, ok := tokenizerMemo[name]; ok && len(opts) == 0 {
+	if t, ok := tokenizerMemo[name]; ok {
 		return t
 	}
 	data = applyOverrides(tb, data, rt.Overrides, rt.ModelOverrides)
-	t, err := Load(data, opts...)
+	t, err := Load(data)
 	if err != nil {
 		tb.Fatalf("load %s: %v", name, err)
 	}
-	if len(opts) == 0 {
-		tokenizerMemo[name] = t
-	}
+	tokenizerMemo[name] = t
 	return t
 }
 
@@ -135,22 +177,57 @@ func marshal(tb testing.TB, v any) []byte {
 	return data
 }
 
+// noRaceReferences are the reference tokenizers TestReferenceIDs leaves
+// to TestNoRaceReferenceIDs: the two largest files (Gemma 3, gpt-oss; tens
+// of seconds each to load under the race detector, which finds nothing in
+// code that one goroutine runs) and the variants that only change the
+// post-processor of a packaged file (a second load of it). The other
+// entries cover each model, pre-tokenizer and normalizer kind under -race
+// too.
+var noRaceReferences = map[string]bool{"gemma3": true, "gpt_oss": true, "llama3-bos": true, "deepseek_v3-bos": true}
+
+// noRacePackages are the packages of those two large files: other tests
+// (FuzzEncode) leave them out under -race too.
+var noRacePackages = map[string]bool{npmtokenizers.Gemma3.Name: true, npmtokenizers.GptOss.Name: true}
+
 // TestReferenceIDs compares the ids of every corpus text, with and
 // without special tokens, with those of the packages' own tokenizer and
 // of the Rust library. Where those two disagree (logged: on U+0085 and
 // U+FEFF for the byte-level ones, and on Metaspace's prepend_scheme
 // "first", which transformers.js does not follow), the Rust library,
-// vLLM's, is the one to match.
+// vLLM's, is the one to match. It runs the entries not in
+// noRaceReferences; TestNoRaceReferenceIDs runs those.
 func TestReferenceIDs(t *testing.T) {
+	testReferenceIDs(t, func(name string) bool { return !noRaceReferences[name] })
+}
+
+// TestNoRaceReferenceIDs is TestReferenceIDs for the entries of
+// noRaceReferences. It skips under -race: `make unit` runs it in its
+// pass without the race detector, with the TestTiming tests.
+func TestNoRaceReferenceIDs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("large reference tokenizers: run without -race (make unit runs TestNoRace* so)")
+	}
+	testReferenceIDs(t, func(name string) bool { return noRaceReferences[name] })
+}
+
+func testReferenceIDs(t *testing.T, include func(name string) bool) {
 	corpus := readCorpus(t)
 	var ref referenceFile
 	readJSON(t, "testdata/reference_ids.json", &ref)
 	if ref.CorpusSize != len(corpus) {
 		t.Fatalf("reference_ids.json is for %d texts, corpus.json has %d: regenerate it (testdata/gen/README.md)", ref.CorpusSize, len(corpus))
 	}
+	for name := range noRaceReferences {
+		if _, ok := ref.Tokenizers[name]; !ok {
+			t.Fatalf("noRaceReferences names %q, which reference_ids.json does not have", name)
+		}
+	}
 	names := make([]string, 0, len(ref.Tokenizers))
 	for name := range ref.Tokenizers {
-		names = append(names, name)
+		if include(name) {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	for _, name := range names {

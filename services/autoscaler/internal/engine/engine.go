@@ -46,6 +46,9 @@ type Options struct {
 	// Resync evaluates at least this often (default 5 s): retention
 	// periods end without an event.
 	Resync time.Duration
+	// Persist writes the leader's state to etcd this often (default 5 s),
+	// and when the term ends.
+	Persist time.Duration
 	// Status, when set, receives each variant's status after every
 	// evaluation (the Kubernetes VariantAutoscaling status writer).
 	Status StatusSink
@@ -65,6 +68,9 @@ func (o *Options) defaults() {
 	}
 	if o.Resync <= 0 {
 		o.Resync = 5 * time.Second
+	}
+	if o.Persist <= 0 {
+		o.Persist = 5 * time.Second
 	}
 	if o.Env == nil {
 		o.Env = func(string) string { return "" }
@@ -231,7 +237,7 @@ func (e *Engine) lead(ctx context.Context, lead *coord.Leadership) {
 	e.pending.add(trigger{kind: TriggerResync, received: e.o.Now()})
 	resync := time.NewTicker(e.o.Resync)
 	defer resync.Stop()
-	persist := time.NewTicker(5 * time.Second)
+	persist := time.NewTicker(e.o.Persist)
 	defer persist.Stop()
 	var last time.Time
 	for {

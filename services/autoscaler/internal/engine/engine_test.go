@@ -99,7 +99,7 @@ func start(t *testing.T, cli *clientv3.Client, pool, replica string, ttl time.Du
 	t.Helper()
 	h := &harness{act: local.New(cli, pool), rec: newRecorder(), done: make(chan error, 1)}
 	e, err := New(Options{Pool: pool, Replica: replica, Client: cli, Actuator: h.act, Publish: h.rec.publish,
-		LeaseTTL: ttl, Interval: 50 * time.Millisecond, Resync: 200 * time.Millisecond, Log: quiet()})
+		LeaseTTL: ttl, Interval: 50 * time.Millisecond, Resync: 200 * time.Millisecond, Persist: 500 * time.Millisecond, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

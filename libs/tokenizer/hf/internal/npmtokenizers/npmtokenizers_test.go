@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/hex"
+	"os"
 	"strings"
 	"testing"
 )
@@ -81,5 +84,49 @@ func TestByName(t *testing.T) {
 	}
 	if _, ok := ByName("left-pad"); ok {
 		t.Error("an unknown package was found")
+	}
+}
+
+// The extracted files are read back from the cache only while they match
+// the pinned digests.
+func TestExtractedCache(t *testing.T) {
+	dir := t.TempDir()
+	f := &Files{TokenizerJSON: []byte(`{"model": {}}`), ConfigJSON: []byte(`{"chat_template": "x"}`)}
+	tokSum, cfgSum := sha256.Sum256(f.TokenizerJSON), sha256.Sum256(f.ConfigJSON)
+	pkg := Package{Name: "@test/pkg", Version: "1.0.0", TokenizerSHA256: hex.EncodeToString(tokSum[:]), ConfigSHA256: hex.EncodeToString(cfgSum[:])}
+	if _, err := readExtracted(dir, pkg); err == nil {
+		t.Fatal("read from an empty cache")
+	}
+	if err := writeExtracted(dir, pkg, f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readExtracted(dir, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.TokenizerJSON, f.TokenizerJSON) || !bytes.Equal(got.ConfigJSON, f.ConfigJSON) {
+		t.Errorf("read back %q %q", got.TokenizerJSON, got.ConfigJSON)
+	}
+	if err := os.WriteFile(cachePath(dir, pkg, ".tokenizer_config.json"), []byte(`{"chat_template": "y"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readExtracted(dir, pkg); err == nil || !strings.Contains(err.Error(), "tokenizer_config.json: sha256") {
+		t.Errorf("a changed extracted file: err = %v", err)
+	}
+	other := pkg
+	other.TokenizerSHA256 = pkg.ConfigSHA256
+	if err := f.check(other); err == nil {
+		t.Error("files matched a wrong pinned digest")
+	}
+}
+
+// Every pinned package has the digests of its two files.
+func TestPinnedDigests(t *testing.T) {
+	for _, p := range All {
+		for _, d := range []string{p.TokenizerSHA256, p.ConfigSHA256} {
+			if b, err := hex.DecodeString(d); err != nil || len(b) != sha256.Size {
+				t.Errorf("%s: digest %q is not a hex SHA-256", p.Name, d)
+			}
+		}
 	}
 }
