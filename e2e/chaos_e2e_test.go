@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -333,6 +334,7 @@ func (r *chaosRun) checkStored(t *testing.T, calls []*call, row *chaosRow) {
 			resp, err := client.Get(r.s.url("/v1/responses/" + url.PathEscape(cl.responseID)))
 			if err == nil {
 				status = resp.StatusCode
+				_, _ = io.Copy(io.Discard, resp.Body) // read to the end: the connection is reused
 				_ = resp.Body.Close()
 				if status == http.StatusOK || status == http.StatusNotFound {
 					break
