@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -29,31 +30,53 @@ type sim struct {
 	logs *childproc.Output
 }
 
+// freePorts finds n consecutive free loopback ports below the kernel's
+// ephemeral range: a port in that range can be taken by any outgoing
+// connection (or held by one in TIME_WAIT) between the check and the
+// child's bind, which a busy stack's hundreds of connections make likely.
 func freePorts(t testing.TB, n int) int {
 	t.Helper()
-	// find n consecutive free ports
-	for tries := 0; tries < 50; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for i := 1; i < n; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
+	low := ephemeralLow()
+	const floor = 10000
+	for tries := 0; tries < 200; tries++ {
+		base := floor + rand.IntN(low-floor-n)
+		if portsFree(base, n) {
 			return base
 		}
 	}
 	t.Fatal("no free port range")
 	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < 20000 {
+		return 32768
+	}
+	return low
+}
+
+// portsFree says whether ports base..base+n-1 can be bound on every
+// interface (the pods' KV sockets bind them all).
+func portsFree(base, n int) bool {
+	for i := range n {
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", base+i))
+		if err != nil {
+			return false
+		}
+		_ = l.Close()
+	}
+	return true
 }
 
 // startSim runs vllm-sim with args and waits until every pod answers.
