@@ -609,4 +609,3 @@ func chaosTable(rows []chaosRow) string {
 	}
 	return b.String()
 }
-
