@@ -136,19 +136,30 @@ func NewPublisher(nc *nats.Conn, opts ...Option) (*Publisher, error) {
 // goroutine (off the caller's path): the caller must not change it after;
 // one that does not marshal is dropped then, and counted.
 func (p *Publisher) Publish(subject, msgID string, msg proto.Message) bool {
+	return p.enqueue(event{subject: subject, id: msgID, msg: msg})
+}
+
+// PublishEncoded is Publish for an event already encoded (one another
+// process built, such as the decision a picker hands its caller): data is
+// published as it is. The caller must not change data after.
+func (p *Publisher) PublishEncoded(subject, msgID string, data []byte) bool {
+	return p.enqueue(event{subject: subject, id: msgID, data: data, encoded: true})
+}
+
+func (p *Publisher) enqueue(ev event) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
-		p.drop(dropClosed, 1, subject, nil)
+		p.drop(dropClosed, 1, ev.subject, nil)
 		return false
 	}
 	p.m.queued.Inc() // before the send, so that the goroutine's Dec never comes first
 	select {
-	case p.queue <- event{subject: subject, id: msgID, msg: msg}:
+	case p.queue <- ev:
 		return true
 	default:
 		p.m.queued.Dec()
-		p.drop(dropQueueFull, 1, subject, nil)
+		p.drop(dropQueueFull, 1, ev.subject, nil)
 		return false
 	}
 }

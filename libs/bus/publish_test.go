@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -123,6 +124,52 @@ func TestPublisherPublishesInOrder(t *testing.T) {
 	}
 	if v := metricValue(t, reg, "hermod_bus_publish_queue_length"); v != 0 {
 		t.Fatalf("hermod_bus_publish_queue_length = %v", v)
+	}
+}
+
+// TestPublisherPublishesEncodedInOrder: events encoded elsewhere go out as
+// they are, in order with the ones the Publisher marshals.
+func TestPublisherPublishesEncodedInOrder(t *testing.T) {
+	t.Parallel()
+	e := integration(t)
+	p := newTestPublisher(t, e)
+	subject, err := DecisionsSubject("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded := map[string][]byte{}
+	for i := range 200 {
+		d := decision("p", i)
+		if i%2 == 0 {
+			if !p.Publish(subject, d.GetDecisionId(), d) {
+				t.Fatalf("publish %d refused", i)
+			}
+			continue
+		}
+		data, err := proto.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		encoded[d.GetDecisionId()] = data
+		if !p.PublishEncoded(subject, d.GetDecisionId(), data) {
+			t.Fatalf("publish encoded %d refused", i)
+		}
+	}
+	if err := p.Close(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkIDs(t, streamDecisions(t, e.js), wantIDs("p", 0, 200))
+	// The stored bytes are the caller's (the last event, 199, was encoded).
+	stream, err := e.js.Stream(testContext(t), DecisionsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := stream.GetLastMsgForSubject(testContext(t), subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := encoded["p-199"]; !bytes.Equal(last.Data, want) {
+		t.Fatalf("stored %x, published %x", last.Data, want)
 	}
 }
 
