@@ -1,6 +1,7 @@
 // Package service implements the picker's gRPC PickerService: Pick runs a
 // scheduling cycle over the pool's ready endpoints and publishes the
-// decision; Complete folds a finished request into the projections.
+// decision (or hands it to the caller to publish); Complete folds a
+// finished request into the projections.
 package service
 
 import (
@@ -46,7 +47,9 @@ type Options struct {
 	Endpoints     *endpoints.Set
 	Loader        *schedconfig.Loader
 	Folder        *projection.Folder
-	// Decisions receives every decision event; Subject is where they go.
+	// Decisions receives every decision event that the caller did not ask
+	// to publish itself (PickRequest.caller_publishes_decision); Subject is
+	// where they go.
 	Decisions DecisionSink
 	Subject   string
 	// Fallbacks is the number of fallback endpoints beyond the primary
@@ -186,15 +189,30 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	for _, t := range out.Targets[1:] {
 		ev.FallbackEndpoints = append(ev.FallbackEndpoints, t.GetAddress())
 	}
-	if s.o.Decisions != nil && !s.o.Decisions.Publish(s.o.Subject, ev.GetDecisionId(), ev) {
-		s.o.Metrics.decisionsDropped.Inc()
-	}
+	s.hand(ctx, in, out, ev)
 	if s.verbose {
 		s.log.LogAttrs(ctx, telemetry.LevelRequest, "request scheduled", slog.String("request_id", req.ID),
 			slog.String("decision_id", out.GetDecisionId()), slog.String("model", req.Model),
 			slog.String("target", out.Targets[0].GetAddress()), slog.Int("fallbacks", len(out.Targets)-1))
 	}
 	return out, nil
+}
+
+// hand gives the decision event to whoever publishes it: the caller when
+// it asked to (in the answer, so that the decision is in the stream exactly
+// when the caller got it), else this replica's publisher.
+func (s *Server) hand(ctx context.Context, in *pickerv1.PickRequest, out *pickerv1.PickResponse, ev *eventsv1.RoutingDecision) {
+	if in.GetCallerPublishesDecision() {
+		data, err := proto.Marshal(ev)
+		if err == nil {
+			out.DecisionEvent = data
+			return
+		}
+		s.log.LogAttrs(ctx, slog.LevelError, "decision event does not encode; publishing it here", slog.String("decision_id", ev.GetDecisionId()), slog.Any("error", err))
+	}
+	if s.o.Decisions != nil && !s.o.Decisions.Publish(s.o.Subject, ev.GetDecisionId(), ev) {
+		s.o.Metrics.decisionsDropped.Inc()
+	}
 }
 
 // requestOf returns the scheduling request of a PickRequest: its body as

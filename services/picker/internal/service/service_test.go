@@ -182,6 +182,42 @@ func TestPickReturnsTargetFallbacksHeadersAndPublishes(t *testing.T) {
 	}
 }
 
+// TestPickHandsTheDecisionToACallerThatPublishesIt: asked to, the picker
+// returns the decision event in its answer and does not publish it.
+func TestPickHandsTheDecisionToACallerThatPublishesIt(t *testing.T) {
+	f := newFixture(t, ep("pod-a", "10.0.0.1"), ep("pod-b", "10.0.0.2"))
+	in := pick(`{"model": "llama", "prompt": "hi"}`)
+	in.CallerPublishesDecision = true
+	out, err := f.client.Pick(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.sink.events); n != 0 {
+		t.Fatalf("the picker published %d decision events", n)
+	}
+	var d eventsv1.RoutingDecision
+	if err := proto.Unmarshal(out.GetDecisionEvent(), &d); err != nil {
+		t.Fatalf("decision event: %v", err)
+	}
+	if d.GetDecisionId() != out.GetDecisionId() || d.GetReplica() != "r1" || d.GetRequestId() != "req-1" ||
+		d.GetPrimaryEndpoint() != out.GetTargets()[0].GetAddress() || len(d.GetFallbackEndpoints()) != 1 || len(d.GetEffects()) != 1 {
+		t.Errorf("decision event %v", &d)
+	}
+	// Its effects are applied here as when the picker publishes.
+	if got := f.inFlight(out.GetTargets()[0].GetName()); got != 1 {
+		t.Errorf("in flight %d", got)
+	}
+
+	// A caller that does not ask gets no event: the picker publishes it.
+	out, err = f.client.Pick(context.Background(), pick(`{"model": "llama", "prompt": "hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.GetDecisionEvent()) != 0 || len(f.sink.events) != 1 || f.sink.ids[0] != out.GetDecisionId() {
+		t.Errorf("event in answer %d bytes, %d published", len(out.GetDecisionEvent()), len(f.sink.events))
+	}
+}
+
 func TestPickErrorsMapToCodes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, ep("pod-a", "10.0.0.1", "llama", "sql-lora"))

@@ -208,9 +208,18 @@ type PickRequest struct {
 	// The body as the caller already parsed it (the gateway and the
 	// ext_proc server do), so that the picker does not parse it again; when
 	// set, body is not read.
-	Request       *ParsedRequest `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Request *ParsedRequest `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
+	// The caller publishes the decision event: the picker does not publish
+	// it but returns it in PickResponse.decision_event, and the caller puts
+	// it on hermod.decisions.<pool> (its Nats-Msg-Id the decision id) before
+	// the request's completion. A decision is then in the stream exactly when
+	// its caller got it: a picker killed right after answering loses none,
+	// and a decision whose answer never reached the caller (who then asks
+	// another replica) is never published. A picker that does not know this
+	// field publishes the event itself and returns none.
+	CallerPublishesDecision bool `protobuf:"varint,8,opt,name=caller_publishes_decision,json=callerPublishesDecision,proto3" json:"caller_publishes_decision,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *PickRequest) Reset() {
@@ -290,6 +299,13 @@ func (x *PickRequest) GetRequest() *ParsedRequest {
 		return x.Request
 	}
 	return nil
+}
+
+func (x *PickRequest) GetCallerPublishesDecision() bool {
+	if x != nil {
+		return x.CallerPublishesDecision
+	}
+	return false
 }
 
 // ParsedRequest is what routing reads of an OpenAI request body.
@@ -461,7 +477,11 @@ type PickResponse struct {
 	Headers       map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	RemoveHeaders []string          `protobuf:"bytes,6,rep,name=remove_headers,json=removeHeaders,proto3" json:"remove_headers,omitempty"`
 	// The picker replica that decided.
-	Replica       string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	Replica string `protobuf:"bytes,7,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The decision's hermod.events.v1.RoutingDecision, encoded, when the
+	// request asked for caller_publishes_decision: the caller publishes these
+	// bytes as they are.
+	DecisionEvent []byte `protobuf:"bytes,8,opt,name=decision_event,json=decisionEvent,proto3" json:"decision_event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -543,6 +563,13 @@ func (x *PickResponse) GetReplica() string {
 		return x.Replica
 	}
 	return ""
+}
+
+func (x *PickResponse) GetDecisionEvent() []byte {
+	if x != nil {
+		return x.DecisionEvent
+	}
+	return nil
 }
 
 // Target is one endpoint of a decision.
@@ -693,7 +720,7 @@ var File_hermod_picker_v1_picker_proto protoreflect.FileDescriptor
 
 const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\n" +
-	"\x1dhermod/picker/v1/picker.proto\x12\x10hermod.picker.v1\x1a!hermod/events/v1/completion.proto\"\xd2\x02\n" +
+	"\x1dhermod/picker/v1/picker.proto\x12\x10hermod.picker.v1\x1a!hermod/events/v1/completion.proto\"\x8e\x03\n" +
 	"\vPickRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1d\n" +
 	"\n" +
@@ -702,7 +729,8 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x12D\n" +
 	"\aheaders\x18\x05 \x03(\v2*.hermod.picker.v1.PickRequest.HeadersEntryR\aheaders\x12\x16\n" +
 	"\x06subset\x18\x06 \x03(\tR\x06subset\x129\n" +
-	"\arequest\x18\a \x01(\v2\x1f.hermod.picker.v1.ParsedRequestR\arequest\x1a:\n" +
+	"\arequest\x18\a \x01(\v2\x1f.hermod.picker.v1.ParsedRequestR\arequest\x12:\n" +
+	"\x19caller_publishes_decision\x18\b \x01(\bR\x17callerPublishesDecision\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x01\n" +
@@ -717,7 +745,7 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12-\n" +
-	"\x05media\x18\x03 \x03(\x0e2\x17.hermod.picker.v1.MediaR\x05media\"\x8d\x03\n" +
+	"\x05media\x18\x03 \x03(\x0e2\x17.hermod.picker.v1.MediaR\x05media\"\xb4\x03\n" +
 	"\fPickResponse\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x122\n" +
@@ -726,7 +754,8 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\x06encode\x18\x04 \x03(\v2\x18.hermod.picker.v1.TargetR\x06encode\x12E\n" +
 	"\aheaders\x18\x05 \x03(\v2+.hermod.picker.v1.PickResponse.HeadersEntryR\aheaders\x12%\n" +
 	"\x0eremove_headers\x18\x06 \x03(\tR\rremoveHeaders\x12\x18\n" +
-	"\areplica\x18\a \x01(\tR\areplica\x1a:\n" +
+	"\areplica\x18\a \x01(\tR\areplica\x12%\n" +
+	"\x0edecision_event\x18\b \x01(\fR\rdecisionEvent\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x01\n" +
