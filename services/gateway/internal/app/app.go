@@ -155,7 +155,7 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	publisher, err := svc.Publisher(nc, "completion events")
+	publisher, err := svc.Publisher(nc, "decision and completion events")
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,12 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, Completer: g.picker, Logger: g.log, Metrics: g.reg})
+	decisions, err := bus.DecisionsSubject(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	reporter := report.New(report.Options{Publisher: publisher, Subject: completions, DecisionSubject: decisions,
+		Completer: g.picker, Logger: g.log, Metrics: g.reg})
 	svc.OnClose(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -24,6 +24,10 @@ import (
 
 type noReports struct{}
 
+func (noReports) PublishesDecisions() bool { return false }
+
+func (noReports) Decided(pickerclient.Decision) {}
+
 func (noReports) Report(pickerclient.Decision, *eventsv1.RequestCompleted) {}
 
 func TestRoutes(t *testing.T) {

@@ -45,8 +45,15 @@ type Picker interface {
 	Pick(ctx context.Context, req *pickerv1.PickRequest) (pickerclient.Decision, error)
 }
 
-// Reporter takes completion events; Report must not block.
+// Reporter takes the events of a request (report.Reporter); none of its
+// methods may block.
 type Reporter interface {
+	// PublishesDecisions says whether Decided publishes the decision
+	// events pickers hand over: then every Pick asks for them.
+	PublishesDecisions() bool
+	// Decided takes a Pick's answer as soon as it came.
+	Decided(d pickerclient.Decision)
+	// Report takes the request's completion.
 	Report(d pickerclient.Decision, ev *eventsv1.RequestCompleted)
 }
 
@@ -210,6 +217,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 	// The picker gets the body parsed: it is parsed once, here.
 	d, err := h.o.Picker.Pick(context.WithoutCancel(r.Context()), &pickerv1.PickRequest{
 		Pool: h.o.Pool, RequestId: req.id, Api: api.PickAPI(), Request: info.Proto(), Headers: ph,
+		CallerPublishesDecision: h.o.Reporter.PublishesDecisions(),
 	})
 	req.pickedAt = time.Now()
 	h.m.pickDuration.Observe(req.pickedAt.Sub(pickStart).Seconds())
@@ -217,6 +225,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		h.pickFailed(w, r, req, err)
 		return
 	}
+	h.o.Reporter.Decided(d)
 	req.decision = d
 	req.started = true
 	h.m.objective.Started(info.Model, req.priority, len(body))

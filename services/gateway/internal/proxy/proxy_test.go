@@ -53,11 +53,24 @@ type fakeReporter struct {
 	mu  sync.Mutex
 	evs []*eventsv1.RequestCompleted
 	got chan struct{}
+	// publishes: PublishesDecisions; calls: "decided <id>" and
+	// "completed <id>" in the order made.
+	publishes bool
+	calls     []string
+}
+
+func (r *fakeReporter) PublishesDecisions() bool { return r.publishes }
+
+func (r *fakeReporter) Decided(d pickerclient.Decision) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "decided "+d.GetDecisionId())
 }
 
 func (r *fakeReporter) Report(_ pickerclient.Decision, ev *eventsv1.RequestCompleted) {
 	r.mu.Lock()
 	r.evs = append(r.evs, ev)
+	r.calls = append(r.calls, "completed "+ev.GetDecisionId())
 	r.mu.Unlock()
 	select {
 	case r.got <- struct{}{}:
@@ -175,6 +188,47 @@ func TestNonStreamedRequest(t *testing.T) {
 		ev.GetDecisionId() != "0000000000000001" || ev.GetRequestId() != "client-id-1" || ev.GetModel() != "llama" || ev.GetTtft() == nil ||
 		ev.GetTpot() != nil || ev.GetReporter() != "gw-1" || ev.GetStreamed() {
 		t.Errorf("completion %v", ev)
+	}
+}
+
+// TestDecisionIsReportedBeforeItsCompletion: a gateway whose reporter
+// publishes decisions asks the picker for them and hands each over as soon
+// as the Pick answered, ahead of the completion; one that does not, does
+// not ask.
+func TestDecisionIsReportedBeforeItsCompletion(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"cmpl-1","choices":[{"text":"a"}],`+usageJSON+`}`)
+	}))
+	defer up.Close()
+	for _, publishes := range []bool{true, false} {
+		g := newGateway(t, hostPort(up.URL))
+		g.reporter.publishes = publishes
+		for range 2 {
+			resp, err := http.Post(g.url+"/v1/completions", "application/json", strings.NewReader(`{"model":"llama","prompt":"hello"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+		g.reporter.wait(t, 2)
+		for _, pr := range g.picker.reqs {
+			if pr.GetCallerPublishesDecision() != publishes {
+				t.Errorf("publishes %v: pick request asks for the decision: %v", publishes, pr.GetCallerPublishesDecision())
+			}
+		}
+		g.reporter.mu.Lock()
+		calls := strings.Join(g.reporter.calls, ", ")
+		g.reporter.mu.Unlock()
+		// Decided is called either way: the reporter publishes only the
+		// events handed over.
+		if want := "decided 0000000000000001, completed 0000000000000001, decided 0000000000000002, completed 0000000000000002"; calls != want {
+			t.Errorf("publishes %v: calls %s, want %s", publishes, calls, want)
+		}
 	}
 }
 

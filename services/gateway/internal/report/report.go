@@ -1,7 +1,10 @@
-// Package report delivers the gateway's completion events: each one is
+// Package report delivers the gateway's events. Each completion is
 // published on the completion stream (deduplicated there by decision id)
 // and sent to the picker replica that took the decision, which drops its
-// in-flight count at once. Neither waits on the request path.
+// in-flight count at once. Each decision a picker handed over
+// (PickRequest.caller_publishes_decision) is published on the decision
+// stream ahead of its completion, so that a picker dying right after it
+// answered loses no decision. Nothing waits on the request path.
 package report
 
 import (
@@ -21,9 +24,11 @@ import (
 // Complete RPC.
 const DefaultQueue = 8192
 
-// Publisher publishes events without blocking (bus.Publisher).
+// Publisher publishes events without blocking, in the order given
+// (bus.Publisher).
 type Publisher interface {
 	Publish(subject, msgID string, msg proto.Message) bool
+	PublishEncoded(subject, msgID string, data []byte) bool
 }
 
 // Completer sends a completion to the picker (pickerclient.Client).
@@ -37,7 +42,10 @@ type Options struct {
 	// publishes nothing (the pickers then rely on Complete alone).
 	Publisher Publisher
 	Subject   string
-	Completer Completer
+	// DecisionSubject, when set with a Publisher, is where the decisions
+	// the pickers hand over go (PublishesDecisions is then true).
+	DecisionSubject string
+	Completer       Completer
 	// Queue bounds the completions waiting for their Complete RPC
 	// (default DefaultQueue); Workers send them (default 4).
 	Queue, Workers int
@@ -53,10 +61,11 @@ type Reporter struct {
 	wg    sync.WaitGroup
 	once  sync.Once
 	// drainCtx bounds the Complete calls; Close's context ends it.
-	drainCtx    context.Context
-	cancelDrain context.CancelFunc
-	dropped     *prometheus.CounterVec
-	failed      prometheus.Counter
+	drainCtx         context.Context
+	cancelDrain      context.CancelFunc
+	dropped          *prometheus.CounterVec
+	decisionsDropped prometheus.Counter
+	failed           prometheus.Counter
 }
 
 type item struct {
@@ -76,14 +85,15 @@ func New(o Options) *Reporter {
 		o.Logger = slog.Default()
 	}
 	r := &Reporter{
-		o:       o,
-		queue:   make(chan item, o.Queue),
-		stop:    make(chan struct{}),
-		dropped: telemetry.NewCounterVec("hermod_gateway_completion_reports_dropped_total", "Completion reports dropped because a queue was full, by path (stream: the completion stream; rpc: the Complete call).", "path"),
-		failed:  telemetry.NewCounter("hermod_gateway_complete_rpc_errors_total", "Complete calls that failed on every picker replica (the completion stream still carries them)."),
+		o:                o,
+		queue:            make(chan item, o.Queue),
+		stop:             make(chan struct{}),
+		dropped:          telemetry.NewCounterVec("hermod_gateway_completion_reports_dropped_total", "Completion reports dropped because a queue was full, by path (stream: the completion stream; rpc: the Complete call).", "path"),
+		decisionsDropped: telemetry.NewCounter("hermod_gateway_decision_events_dropped_total", "Decision events pickers handed over that could not be queued for the decision stream (the publisher's queue was full, or it was closed)."),
+		failed:           telemetry.NewCounter("hermod_gateway_complete_rpc_errors_total", "Complete calls that failed on every picker replica (the completion stream still carries them)."),
 	}
 	if o.Metrics != nil {
-		o.Metrics.MustRegister(r.dropped, r.failed)
+		o.Metrics.MustRegister(r.dropped, r.decisionsDropped, r.failed)
 	}
 	r.drainCtx, r.cancelDrain = context.WithCancel(context.Background())
 	for range o.Workers {
@@ -91,6 +101,26 @@ func New(o Options) *Reporter {
 		go r.work()
 	}
 	return r
+}
+
+// PublishesDecisions says whether Decided publishes decisions: only then
+// may a Pick ask the picker to hand its decision over.
+func (r *Reporter) PublishesDecisions() bool {
+	return r.o.Publisher != nil && r.o.DecisionSubject != ""
+}
+
+// Decided publishes the decision event the picker handed over in d (none
+// when it published the event itself). Called as soon as the Pick
+// answered, it puts the decision on its stream ahead of the completion.
+// It never blocks.
+func (r *Reporter) Decided(d pickerclient.Decision) {
+	data := d.GetDecisionEvent()
+	if len(data) == 0 || !r.PublishesDecisions() {
+		return
+	}
+	if !r.o.Publisher.PublishEncoded(r.o.DecisionSubject, d.GetDecisionId(), data) {
+		r.decisionsDropped.Inc()
+	}
 }
 
 // Report delivers one completion. It never blocks.

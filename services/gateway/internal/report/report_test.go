@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
 
@@ -17,6 +19,8 @@ type pub struct {
 	mu   sync.Mutex
 	ids  []string
 	full bool
+	// encoded: the encoded events, as "subject id data".
+	encoded []string
 }
 
 func (p *pub) Publish(subject, msgID string, _ proto.Message) bool {
@@ -26,6 +30,16 @@ func (p *pub) Publish(subject, msgID string, _ proto.Message) bool {
 		return false
 	}
 	p.ids = append(p.ids, msgID)
+	return true
+}
+
+func (p *pub) PublishEncoded(subject, msgID string, data []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.full {
+		return false
+	}
+	p.encoded = append(p.encoded, subject+" "+msgID+" "+string(data))
 	return true
 }
 
@@ -102,5 +116,34 @@ func (cc ctxCompleter) Complete(ctx context.Context, d pickerclient.Decision, ev
 		return ctx.Err()
 	case <-cc.c.block:
 		return nil
+	}
+}
+
+func TestDecidedPublishesTheEventHandedOver(t *testing.T) {
+	p := &pub{}
+	r := New(Options{Publisher: p, Subject: "hermod.completions.p", DecisionSubject: "hermod.decisions.p", Completer: &completer{}})
+	defer r.Close(context.Background())
+	if !r.PublishesDecisions() {
+		t.Fatal("a reporter with a decision subject does not publish decisions")
+	}
+	r.Decided(pickerclient.Decision{PickResponse: &pickerv1.PickResponse{DecisionId: "a", DecisionEvent: []byte("event-a")}})
+	// A picker that published the event itself handed none over.
+	r.Decided(pickerclient.Decision{PickResponse: &pickerv1.PickResponse{DecisionId: "b"}})
+	if got := strings.Join(p.encoded, ", "); got != "hermod.decisions.p a event-a" {
+		t.Errorf("published %s", got)
+	}
+	p.full = true
+	r.Decided(pickerclient.Decision{PickResponse: &pickerv1.PickResponse{DecisionId: "c", DecisionEvent: []byte("event-c")}})
+	if got := testutil.ToFloat64(r.decisionsDropped); got != 1 {
+		t.Errorf("decision drops %v", got)
+	}
+
+	// Without a decision subject, nothing is asked for nor published.
+	p2 := &pub{}
+	r2 := New(Options{Publisher: p2, Subject: "hermod.completions.p", Completer: &completer{}})
+	defer r2.Close(context.Background())
+	r2.Decided(pickerclient.Decision{PickResponse: &pickerv1.PickResponse{DecisionId: "a", DecisionEvent: []byte("event-a")}})
+	if r2.PublishesDecisions() || len(p2.encoded) != 0 {
+		t.Errorf("publishes decisions %v, published %v", r2.PublishesDecisions(), p2.encoded)
 	}
 }
