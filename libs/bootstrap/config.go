@@ -5,6 +5,7 @@ import (
 	"flag"
 	"log/slog"
 
+	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/cmdline"
 )
 
@@ -30,6 +31,10 @@ type Config struct {
 	// cluster of 3 or more JetStream servers keeps them through the loss of
 	// any one; 0 keeps the count the streams have (1 when creating them).
 	StreamReplicas int
+	// PublishQueue bounds the events the service's stream publisher holds
+	// while NATS is slow or away (--publish-queue; bus.WithQueueSize):
+	// what does not fit is dropped and counted.
+	PublishQueue int
 	// OTLPEndpoint is where traces go (host:port); empty: nowhere.
 	OTLPEndpoint string
 	// OpsTokenFile holds the bearer token the ops port's /metrics and
@@ -65,6 +70,8 @@ type Flags struct {
 	// NoGRPC: the service neither serves nor calls gRPC (no --grpc-tls-*
 	// or --grpc-authz-file).
 	NoGRPC bool
+	// PublishQueue is --publish-queue's default (0: bus.DefaultQueueSize).
+	PublishQueue int
 }
 
 // Command is a service's command line: the shared flags, registered on its
@@ -96,6 +103,8 @@ func NewCommand(name string, cfg *Config, f Flags) *Command {
 	if !f.NoNATS {
 		fs.StringVar(&cfg.NATSURL, "nats-url", DefaultNATSURL, "NATS server URL(s)")
 		cfg.NATS.RegisterFlags(fs)
+		fs.IntVar(&cfg.PublishQueue, "publish-queue", or0(f.PublishQueue, bus.DefaultQueueSize),
+			"events the stream publisher holds while NATS is slow or away; more are dropped (counted in hermod_bus_publish_dropped_total)")
 		if !f.NoStreams {
 			fs.IntVar(&cfg.StreamReplicas, "stream-replicas", 0,
 				"replicas of Hermod's JetStream streams, 1 to 5 (at most the cluster's JetStream servers; 3 survives the loss of one); 0 keeps what they have (1 when created)")
@@ -118,6 +127,13 @@ func (c *Command) Run(args []string, run func(ctx context.Context, log *slog.Log
 		c.cfg.OTLPEndpoint = c.common.OTLPEndpoint
 		return run(ctx, log)
 	})
+}
+
+func or0(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
 }
 
 func or(s, def string) string {

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+
+	"github.com/hermod/hermod/libs/bus"
 )
 
 // The shared flags fill the Config: defaults, the command line, and the
@@ -47,5 +49,31 @@ func TestCommandOptionalEtcdAndNoNATS(t *testing.T) {
 	}
 	if !slices.Equal(cfg.EtcdEndpoints, []string{"a:1", "b:2"}) {
 		t.Fatalf("etcd %v", cfg.EtcdEndpoints)
+	}
+}
+
+// --publish-queue defaults to the service's bound, else the bus's, and
+// exists only where NATS does.
+func TestCommandPublishQueue(t *testing.T) {
+	for _, c := range []struct {
+		flags Flags
+		args  []string
+		want  int
+	}{
+		{Flags{}, nil, bus.DefaultQueueSize},
+		{Flags{PublishQueue: 65536}, nil, 65536},
+		{Flags{PublishQueue: 65536}, []string{"--publish-queue", "100"}, 100},
+	} {
+		var cfg Config
+		cmd := NewCommand("hermod-test", &cfg, c.flags)
+		if err := cmd.Run(c.args, func(context.Context, *slog.Logger) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.PublishQueue != c.want {
+			t.Errorf("flags %+v args %v: publish queue %d, want %d", c.flags, c.args, cfg.PublishQueue, c.want)
+		}
+	}
+	if NewCommand("hermod-test", &Config{}, Flags{NoNATS: true}).Lookup("publish-queue") != nil {
+		t.Error("--publish-queue is registered with NoNATS")
 	}
 }

@@ -70,7 +70,11 @@ func (s *Service) JetStream(ctx context.Context, nc *nats.Conn) (jetstream.JetSt
 // service's registry; Close flushes it (for a while) before the connection
 // closes. what names the events, for the warning when some are left.
 func (s *Service) Publisher(nc *nats.Conn, what string) (*bus.Publisher, error) {
-	pub, err := bus.NewPublisher(nc, bus.WithLogger(s.Log), bus.WithRegisterer(s.Registry))
+	opts := []bus.Option{bus.WithLogger(s.Log), bus.WithRegisterer(s.Registry)}
+	if s.config.PublishQueue > 0 {
+		opts = append(opts, bus.WithQueueSize(s.config.PublishQueue))
+	}
+	pub, err := bus.NewPublisher(nc, opts...)
 	if err != nil {
 		return nil, err
 	}

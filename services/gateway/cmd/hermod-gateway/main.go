@@ -22,7 +22,7 @@ func main() { cmdline.Main("hermod-gateway", run) }
 func run() error {
 	var cfg app.Config
 	var pickers, forward cmdline.List
-	cmd := bootstrap.NewCommand("hermod-gateway", &cfg.Config, bootstrap.Flags{Pool: "the inference pool this gateway serves", NoStreams: true})
+	cmd := bootstrap.NewCommand("hermod-gateway", &cfg.Config, bootstrap.Flags{Pool: "the inference pool this gateway serves", NoStreams: true, PublishQueue: app.DefaultPublishQueue})
 	fs := cmd.FlagSet
 	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "HTTP address of the OpenAI API (and /health, /ready); a deployment gives the pod's address, e.g. 0.0.0.0:8080")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready; empty: none")
