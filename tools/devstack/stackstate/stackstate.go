@@ -102,6 +102,10 @@ type Child struct {
 	// Probe is the readiness check devstack runs after each start: an
 	// http:// URL that must answer 200, or "redis-ping HOST:PORT".
 	Probe string `json:"probe,omitempty"`
+	// Liveness is the check devstack runs while the child is ready (same
+	// forms as Probe): failing it 3 times in a row, 2 s apart, kills the
+	// process, which then restarts.
+	Liveness string `json:"liveness,omitempty"`
 	// State is ChildStarting, ChildReady, ChildBackoff, ChildExited or
 	// ChildFailed.
 	State string `json:"state"`
@@ -113,7 +117,8 @@ type Child struct {
 	// while it has not).
 	ReadySince time.Time `json:"ready_since,omitzero"`
 	// LastExit is how the previous process ended ("signal: killed",
-	// "exit status 1"), LastExitAt when.
+	// "exit status 1"; a process the liveness probe killed says so),
+	// LastExitAt when.
 	LastExit   string    `json:"last_exit,omitempty"`
 	LastExitAt time.Time `json:"last_exit_at,omitzero"`
 	// Restart is false for a child devstack leaves down once it exits

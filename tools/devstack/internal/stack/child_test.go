@@ -101,6 +101,9 @@ var testPolicy = restartPolicy{
 	startAttempts: 3,
 	probeEvery:    10 * time.Millisecond,
 	probeTimeout:  time.Second,
+	liveEvery:     50 * time.Millisecond,
+	liveTimeout:   time.Second,
+	liveFailures:  3,
 	stopGrace:     2 * time.Second,
 }
 

@@ -457,7 +457,7 @@ func (s *stack) launch(name, role string, addrs map[string]string, binary string
 	if !filepath.IsAbs(binary) {
 		binary = filepath.Join(s.o.BinDir, binary)
 	}
-	return s.sup.start(childSpec{name: name, role: role, bin: binary, args: args, ports: portsOf(addrs), probe: probeFor(role, addrs),
+	return s.sup.start(childSpec{name: name, role: role, bin: binary, args: args, ports: portsOf(addrs), probe: probeFor(role, addrs), live: livenessFor(role, addrs),
 		noRestart: restartSet(s.o.NoRestart).excludes(name, role)})
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hermod/hermod/libs/retry"
@@ -30,6 +31,12 @@ type restartPolicy struct {
 	// probeEvery and probeTimeout pace the readiness probe after each
 	// start.
 	probeEvery, probeTimeout time.Duration
+	// liveEvery and liveTimeout pace the liveness probe once a child is
+	// ready; liveFailures failures in a row kill it (SIGKILL to its group),
+	// and it restarts like any child that exits: a hung child that stays
+	// alive is not left hanging.
+	liveEvery, liveTimeout time.Duration
+	liveFailures           int
 	// stopGrace is how long a stopped child has between SIGTERM and
 	// SIGKILL.
 	stopGrace time.Duration
@@ -42,10 +49,16 @@ var defaultRestartPolicy = restartPolicy{
 	startAttempts: 3,
 	probeEvery:    100 * time.Millisecond,
 	probeTimeout:  time.Second,
-	stopGrace:     10 * time.Second,
+	// As a kubelet's defaults (10 s, 1 s, 3) but quicker, and with room
+	// for a loaded machine: a child that stops answering is killed after
+	// 6-8 s.
+	liveEvery:    2 * time.Second,
+	liveTimeout:  2 * time.Second,
+	liveFailures: 3,
+	stopGrace:    10 * time.Second,
 }
 
-// probe is a child's readiness check.
+// probe is a child's readiness or liveness check.
 type probe struct {
 	desc  string // as the state file shows it
 	check func(ctx context.Context) error
@@ -108,6 +121,8 @@ type childSpec struct {
 	args, env  []string
 	ports      map[string]int
 	probe      *probe // nil: ready once started
+	// live is the liveness probe once ready (nil: none).
+	live *probe
 	// noRestart leaves the child down once it exits (--no-restart).
 	noRestart bool
 }
@@ -156,6 +171,9 @@ type child struct {
 	readySince time.Time
 	lastExit   string
 	lastExitAt time.Time
+	// unresponsive says why the liveness probe killed the current
+	// process ("" when it did not).
+	unresponsive string
 }
 
 // start starts spec's process and supervises it. An error is the first
@@ -296,6 +314,12 @@ func (c *child) run(p *proc) {
 				return // stopped
 			}
 			status, output, pid, ran = p.exitStatus(), p.lastOutput(), p.pid(), time.Since(p.started)
+			c.mu.Lock()
+			if c.unresponsive != "" {
+				status += " (" + c.unresponsive + ")"
+				c.unresponsive = ""
+			}
+			c.mu.Unlock()
 		} else {
 			status = startErr.Error()
 		}
@@ -344,18 +368,33 @@ func (c *child) run(p *proc) {
 	}
 }
 
-// watch probes p's readiness until it passes, and waits for p to exit;
-// it returns false when the child is stopped first.
+// watch probes p's readiness until it passes, then its liveness, and
+// waits for p to exit; it returns false when the child is stopped first.
+// A process that fails the liveness probe the policy's number of times in
+// a row is killed (its exit then restarts it).
 func (c *child) watch(p *proc) bool {
 	pol := c.sup.policy
+	live := c.spec.live
+	if pol.liveEvery <= 0 || pol.liveFailures <= 0 {
+		live = nil // a policy without liveness probing
+	}
 	var tick <-chan time.Time
+	var t *time.Ticker
 	if c.spec.probe == nil {
 		c.becameReady()
+		if live != nil {
+			t = time.NewTicker(pol.liveEvery)
+			tick = t.C
+		}
 	} else {
-		t := time.NewTicker(pol.probeEvery)
-		defer t.Stop()
+		t = time.NewTicker(pol.probeEvery)
 		tick = t.C
 	}
+	if t != nil {
+		defer t.Stop()
+	}
+	ready := c.spec.probe == nil
+	failures := 0
 	for {
 		select {
 		case <-p.done:
@@ -363,13 +402,39 @@ func (c *child) watch(p *proc) bool {
 		case <-c.ctx.Done():
 			return false
 		case <-tick:
+		}
+		if !ready {
 			ctx, cancel := context.WithTimeout(c.ctx, pol.probeTimeout)
 			err := c.spec.probe.check(ctx)
 			cancel()
-			if err == nil {
-				tick = nil
-				c.becameReady()
+			if err != nil {
+				continue
 			}
+			ready = true
+			c.becameReady()
+			if live == nil {
+				tick = nil
+			} else {
+				t.Reset(pol.liveEvery)
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, pol.liveTimeout)
+		err := live.check(ctx)
+		cancel()
+		if err == nil || c.ctx.Err() != nil {
+			failures = 0
+			continue
+		}
+		failures++
+		c.sup.log.Warn("child failed its liveness probe", "child", c.spec.name, "role", c.spec.role, "pid", p.pid(),
+			"failures", failures, "of", pol.liveFailures, "probe", live.desc, "error", err)
+		if failures >= pol.liveFailures {
+			c.mu.Lock()
+			c.unresponsive = fmt.Sprintf("liveness probe failed %d times: %v", failures, err)
+			c.mu.Unlock()
+			p.signal(syscall.SIGKILL)
+			tick = nil // its exit comes next
 		}
 	}
 }
@@ -445,6 +510,9 @@ func (c *child) snapshot() stackstate.Child {
 	if c.spec.probe != nil {
 		sc.Probe = c.spec.probe.desc
 	}
+	if c.spec.live != nil {
+		sc.Liveness = c.spec.live.desc
+	}
 	if c.state == stackstate.ChildStarting || c.state == stackstate.ChildReady {
 		sc.PID = c.proc.pid()
 	}
@@ -490,6 +558,23 @@ func portsOf(addrs map[string]string) map[string]int {
 		}
 	}
 	return ports
+}
+
+// livenessFor is the liveness probe of a child of role: whether the
+// process answers at all (not whether it can serve, which its backends
+// decide): a pod's and a gateway's /health on their HTTP address, Valkey's
+// PING, every other service's /health on its ops address.
+func livenessFor(role string, addrs map[string]string) *probe {
+	switch role {
+	case stackstate.RolePod, stackstate.RoleGateway:
+		return httpProbe("http://" + addrs["http"] + "/health")
+	case stackstate.RoleValkey:
+		return redisProbe(addrs["redis"])
+	}
+	if addrs["ops"] == "" {
+		return nil
+	}
+	return httpProbe("http://" + addrs["ops"] + "/health")
 }
 
 // probeFor is the readiness probe of a child of role, as devstack has

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -366,5 +367,49 @@ func TestNoRestart(t *testing.T) {
 		if got := tc.set.excludes(tc.name, tc.role); got != tc.want {
 			t.Errorf("%v excludes %s (%s) = %v", tc.set, tc.name, tc.role, got)
 		}
+	}
+}
+
+// A ready child that stops answering (SIGSTOP: alive, hung) fails its
+// liveness probe and is killed after the policy's failures in a row, then
+// restarts and serves again; one that answers is left alone.
+func TestLivenessProbeRestartsAHungChild(t *testing.T) {
+	pol := testPolicy
+	pol.liveTimeout = 200 * time.Millisecond
+	sup, logs := newTestSupervisor(t, pol, nil)
+	spec := serveSpec(t, "svc")
+	port := spec.ports["http"]
+	spec.live = httpProbe(fmt.Sprintf("http://127.0.0.1:%d/health", port))
+	c, err := sup.start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.awaitReady(context.Background(), 10*time.Second, c); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * pol.liveEvery) // answering: probed and left alone
+	before := c.snapshot()
+	if before.Restarts != 0 || !before.Ready() || before.Liveness == "" {
+		t.Fatalf("an answering child: %+v", before)
+	}
+	if err := syscall.Kill(before.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	after := waitChild(t, c, 10*time.Second, "restarted and ready", func(sc stackstate.Child) bool { return sc.Restarts == 1 && sc.Ready() })
+	took := after.LastExitAt.Sub(stopped)
+	t.Logf("hung child killed %s after it stopped answering; last exit %q", took.Round(time.Millisecond), after.LastExit)
+	// 3 probes, each up to its timeout, 50 ms apart
+	if minimum := 2 * pol.liveEvery; took < minimum {
+		t.Errorf("killed %s after it hung, before %d failed probes could have run", took, pol.liveFailures)
+	}
+	if after.PID == before.PID || !strings.Contains(after.LastExit, "signal: killed") || !strings.Contains(after.LastExit, "liveness probe failed 3 times") {
+		t.Errorf("pid %d -> %d, last exit %q", before.PID, after.PID, after.LastExit)
+	}
+	if pid, err := answer(port); err != nil || pid != after.PID {
+		t.Errorf("port %d answers %d, %v; want the new pid %d", port, pid, err, after.PID)
+	}
+	if log := logs.String(); strings.Count(log, `msg="child failed its liveness probe"`) != 3 {
+		t.Errorf("want 3 failed probes logged:\n%s", log)
 	}
 }
