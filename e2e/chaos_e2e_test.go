@@ -115,6 +115,7 @@ func TestChaos(t *testing.T) {
 			{name: "kill -9 one picker of two", quick: true, fault: killPicker("picker-1")},
 			{name: "kill -9 a picker cut off from NATS", quick: true, fault: killPickerCutOff("picker-1")},
 			{name: "kill -9 both pickers", fault: killPickers},
+			{name: "hang one picker of two (SIGSTOP)", fault: hangPicker("picker-1")},
 			{name: "kill -9 the gateway", fault: killGateway},
 			{name: "kill -9 the indexer", fault: killProcess("indexer")},
 			{name: "kill -9 the collector (leader)", fault: killProcess("collector")},
@@ -374,18 +375,18 @@ func (r *chaosRun) state(t *testing.T) *stackstate.State {
 // returns the time from the kill to the last one ready.
 func (r *chaosRun) kill(t *testing.T, names ...string) time.Duration {
 	t.Helper()
-	k := r.signalKill(t, names...)
+	k := r.signal(t, syscall.SIGKILL, names...)
 	return r.awaitRestarted(t, k)
 }
 
-// killed is what signalKill did: the children as they were, and when.
+// killed is what signal did: the children as they were, and when.
 type killed struct {
 	before map[string]stackstate.Child
 	at     time.Time
 }
 
-// signalKill kill -9s the named devstack children at once.
-func (r *chaosRun) signalKill(t *testing.T, names ...string) killed {
+// signal sends sig to the named devstack children at once.
+func (r *chaosRun) signal(t *testing.T, sig syscall.Signal, names ...string) killed {
 	t.Helper()
 	st := r.state(t)
 	before := map[string]stackstate.Child{}
@@ -398,8 +399,8 @@ func (r *chaosRun) signalKill(t *testing.T, names ...string) killed {
 	}
 	at := time.Now()
 	for _, c := range before {
-		if err := syscall.Kill(c.PID, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill %s (%d): %v", c.Name, c.PID, err)
+		if err := syscall.Kill(c.PID, sig); err != nil {
+			t.Fatalf("%s to %s (%d): %v", sig, c.Name, c.PID, err)
 		}
 	}
 	return killed{before: before, at: at}
@@ -437,6 +438,16 @@ func killPicker(name string) func(*testing.T, *chaosRun) faultOutcome {
 	}
 }
 
+// hangPicker stops one picker of two with SIGSTOP: alive, listening, and
+// answering nothing. The devstack's liveness probe kills it and it
+// restarts; the recovery is from the stop to the restarted picker ready.
+// A Pick it holds times out and the client's retry is served.
+func hangPicker(name string) func(*testing.T, *chaosRun) faultOutcome {
+	return func(t *testing.T, r *chaosRun) faultOutcome {
+		return faultOutcome{recovery: r.awaitRestarted(t, r.signal(t, syscall.SIGSTOP, name)), check: projectionsAgree}
+	}
+}
+
 // killPickerCutOff stalls the pickers' NATS connections, kill -9s one
 // picker when it has routed requests for a while that it could not have
 // published, and heals the stall. The gateway publishes the decisions the
@@ -449,7 +460,7 @@ func killPickerCutOff(name string) func(*testing.T, *chaosRun) faultOutcome {
 		}
 		p.Set(faultproxy.Stall)
 		time.Sleep(chaosCutOff)
-		k := r.signalKill(t, name)
+		k := r.signal(t, syscall.SIGKILL, name)
 		p.Set(faultproxy.Pass)
 		return faultOutcome{recovery: r.awaitRestarted(t, k), check: projectionsAgree}
 	}
