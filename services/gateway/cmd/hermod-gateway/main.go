@@ -37,6 +37,8 @@ func run() error {
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "endpoints tried per request (the picked one and its fallbacks)")
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")
+	fs.DurationVar(&cfg.PickAttemptTimeout, "pick-attempt-timeout", pickerclient.DefaultAttemptTimeout,
+		"deadline of a Pick on one picker replica while others remain; one that misses it is passed over for 1s, doubling to 30s while it keeps missing")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		cfg.PickerAddrs = pickers.Or("127.0.0.1:9002")
 		if err := proxy.CheckForwardHeaders(forward); err != nil {

@@ -52,6 +52,9 @@ type Config struct {
 	MaxBodyBytes   int64
 	MaxAttempts    int
 	PickTimeout    time.Duration
+	// PickAttemptTimeout bounds a Pick on one picker replica while others
+	// remain (pickerclient.Options.AttemptTimeout).
+	PickAttemptTimeout time.Duration
 	// FlowControlFile, when set, is the flow-control configuration
 	// (shedding, queueing by priority; flowcontrol.FileConfig).
 	FlowControlFile string
@@ -166,7 +169,8 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.picker, err = pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, DialOptions: svc.GRPCDialOptions()})
+	g.picker, err = pickerclient.New(cfg.PickerAddrs, pickerclient.Options{PickTimeout: cfg.PickTimeout, AttemptTimeout: cfg.PickAttemptTimeout,
+		DialOptions: svc.GRPCDialOptions(), Logger: g.log, Metrics: g.reg})
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func (r *replica) Complete(_ context.Context, in *pickerv1.CompleteRequest) (*pi
 	return &pickerv1.CompleteResponse{}, nil
 }
 
-func serve(t *testing.T, r *replica) (addr string, stop func()) {
+func serve(t *testing.T, r pickerv1.PickerServiceServer) (addr string, stop func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
