@@ -6,6 +6,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hermod/hermod/libs v0.0.0
 	github.com/hermod/hermod/libs/api v0.0.0
+	github.com/hermod/hermod/libs/kube v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -15,6 +16,11 @@ require (
 	k8s.io/apimachinery v0.37.0
 	k8s.io/client-go v0.37.0
 	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/valkey-io/valkey-go v1.0.79 // indirect
 )
 
 require (
@@ -118,5 +124,7 @@ require (
 replace github.com/hermod/hermod/libs => ../../libs
 
 replace github.com/hermod/hermod/libs/api => ../../libs/api
+
+replace github.com/hermod/hermod/libs/kube => ../../libs/kube
 
 replace github.com/hermod/hermod/testkit => ../../testkit

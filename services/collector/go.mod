@@ -3,9 +3,9 @@ module github.com/hermod/hermod/services/collector
 go 1.26.0
 
 require (
-	github.com/go-logr/logr v1.4.4
 	github.com/hermod/hermod/libs v0.0.0
 	github.com/hermod/hermod/libs/api v0.0.0
+	github.com/hermod/hermod/libs/kube v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -16,10 +16,17 @@ require (
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0
 	k8s.io/client-go v0.37.0
-	k8s.io/klog/v2 v2.140.0
 )
 
-require github.com/prometheus/common v0.72.0 // indirect
+require (
+	cel.dev/expr v0.25.3 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/google/cel-go v0.31.0 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	k8s.io/klog/v2 v2.140.0 // indirect
+)
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
@@ -97,9 +104,9 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
+	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -123,5 +130,7 @@ require (
 replace github.com/hermod/hermod/libs => ../../libs
 
 replace github.com/hermod/hermod/libs/api => ../../libs/api
+
+replace github.com/hermod/hermod/libs/kube => ../../libs/kube
 
 replace github.com/hermod/hermod/testkit => ../../testkit

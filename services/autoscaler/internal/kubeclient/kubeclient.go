@@ -1,69 +1,22 @@
 // Package kubeclient loads the autoscaler's Kubernetes client
-// configuration: a kubeconfig's current context, or the in-cluster service
-// account. The clients (the actuator's scale client, the VariantAutoscaling
-// source's dynamic client) are built from the *rest.Config it returns, so
-// that a test can hand any cluster's config to them instead.
+// configuration (kube.Load with the autoscaler's user agent). The clients
+// (the actuator's scale client, the VariantAutoscaling source's dynamic
+// client) are built from the *rest.Config it returns, so that a test can
+// hand any cluster's config to them instead.
 package kubeclient
 
 import (
-	"fmt"
-	"os"
-	"strings"
-
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hermod/hermod/libs/kube"
 )
 
 // UserAgent is set on a config that names none.
 const UserAgent = "hermod-autoscaler"
 
-// serviceAccountNamespace is where a pod finds its own namespace.
-const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// Load returns the client configuration for the cluster of the kubeconfig
-// at path (its current context), or, when path is empty, for the cluster
-// the process runs in. It also returns the default namespace: the
-// context's ("default" when it names none), or in a cluster POD_NAMESPACE
-// or the service account's ("" when neither is known). Errors wrap
-// rest.ErrNotInCluster outside a cluster without a kubeconfig, and name
-// the file otherwise.
+// Load returns the client configuration and the default namespace of
+// kube.Load(path, UserAgent): the kubeconfig at path (its current
+// context), or the cluster the process runs in when path is empty.
 func Load(path string) (*rest.Config, string, error) {
-	var (
-		cfg *rest.Config
-		ns  string
-		err error
-	)
-	if path == "" {
-		cfg, err = rest.InClusterConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("in-cluster config (outside a cluster, give a kubeconfig): %w", err)
-		}
-		ns = inClusterNamespace()
-	} else {
-		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{})
-		if cfg, err = cc.ClientConfig(); err != nil {
-			return nil, "", fmt.Errorf("kubeconfig %s: %w", path, err)
-		}
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, "", fmt.Errorf("namespace of kubeconfig %s: %w", path, err)
-		}
-	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = UserAgent
-	}
-	return cfg, ns, nil
-}
-
-// inClusterNamespace returns the pod's namespace: POD_NAMESPACE (the
-// downward API), else the service account's; "" when neither is set.
-func inClusterNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return ""
+	return kube.Load(path, UserAgent)
 }

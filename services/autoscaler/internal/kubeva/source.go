@@ -5,25 +5,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
+	"github.com/hermod/hermod/libs/kube"
 	"github.com/hermod/hermod/services/autoscaler/internal/config"
 )
+
+// resource is what a Source lists and watches.
+var resource = kube.Resource{GVR: GVR, Kind: "VariantAutoscaling", CRD: true}
 
 // SourceConfig configures a Source.
 type SourceConfig struct {
@@ -68,24 +67,20 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	if cfg.Client == nil || cfg.OnChange == nil {
 		return nil, errors.New("kubernetes VariantAutoscaling source: a dynamic client and OnChange are required")
 	}
-	var sel labels.Selector
+	var tweak func(*metav1.ListOptions)
 	if cfg.Selector != "" {
-		var err error
-		if sel, err = labels.Parse(cfg.Selector); err != nil {
+		sel, err := labels.Parse(cfg.Selector)
+		if err != nil {
 			return nil, fmt.Errorf("kubernetes VariantAutoscaling source: selector %q: %w", cfg.Selector, err)
 		}
+		tweak = func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &Source{cfg: cfg, log: cfg.Logger.With("source", "kubernetes"), done: make(chan struct{}), valid: map[string]*config.VariantAutoscaling{}}
-	s.inf = dynamicinformer.NewFilteredDynamicInformer(cfg.Client, GVR, cfg.Namespace, cfg.Resync, cache.Indexers{},
-		func(o *metav1.ListOptions) {
-			if sel != nil {
-				o.LabelSelector = sel.String()
-			}
-		}).Informer()
-	if err := s.inf.SetWatchErrorHandlerWithContext(s.watchError); err != nil {
+	var err error
+	if s.inf, err = kube.NewInformer(cfg.Client, resource, cfg.Namespace, cfg.Resync, tweak, s.log); err != nil {
 		return nil, fmt.Errorf("kubernetes VariantAutoscaling source: %w", err)
 	}
 	reg, err := s.inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -97,16 +92,12 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 		return nil, fmt.Errorf("kubernetes VariantAutoscaling source: %w", err)
 	}
 	s.reg = reg
-	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, logr.FromSlogHandler(s.log.Handler())))
+	runCtx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
-	inner := make(chan struct{})
-	go func() {
-		defer close(inner)
-		s.inf.RunWithContext(runCtx)
-	}()
+	stopped := kube.Run(runCtx, s.inf, s.log)
 	go func() {
 		defer close(s.done)
-		defer func() { <-inner }()
+		defer func() { <-stopped }()
 		select {
 		case <-reg.HasSyncedChecker().Done():
 		case <-runCtx.Done():
@@ -206,20 +197,4 @@ func sameSpec(a, b *config.VariantAutoscaling) bool {
 	return a.APIVersion == b.APIVersion && a.Spec.ScaleTargetRef == b.Spec.ScaleTargetRef && a.Spec.ModelID == b.Spec.ModelID &&
 		a.Min() == b.Min() && a.Max() == b.Max() && a.Spec.VariantCost == b.Spec.VariantCost &&
 		maps.Equal(a.Metadata.Labels, b.Metadata.Labels)
-}
-
-// watchError logs a failed list or watch (the informer retries with
-// backoff).
-func (s *Source) watchError(_ context.Context, _ *cache.Reflector, err error) {
-	switch {
-	case errors.Is(err, io.EOF):
-	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-		s.log.Debug("VariantAutoscaling watch expired; listing again", "error", err)
-	case apierrors.IsNotFound(err):
-		s.log.Warn("VariantAutoscaling list failed: is the CRD variantautoscalings.llmd.ai installed? Retrying", "error", err)
-	case apierrors.IsForbidden(err):
-		s.log.Warn("VariantAutoscaling list forbidden: grant get, list and watch on variantautoscalings.llmd.ai. Retrying", "error", err)
-	default:
-		s.log.Warn("VariantAutoscaling list or watch failed; retrying", "error", err)
-	}
 }

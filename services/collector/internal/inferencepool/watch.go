@@ -4,21 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
+
+	"github.com/hermod/hermod/libs/kube"
 )
+
+// resource is what a Watch lists and watches.
+var resource = kube.Resource{GVR: GVR, Kind: "InferencePool", CRD: true}
 
 // WatchConfig configures a Watch.
 type WatchConfig struct {
@@ -43,7 +43,7 @@ type Watch struct {
 	log    *slog.Logger
 	reg    cache.ResourceEventHandlerRegistration
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   <-chan struct{}
 
 	mu      sync.Mutex
 	current *Pool
@@ -64,13 +64,13 @@ func StartWatch(ctx context.Context, cfg WatchConfig) (*Watch, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	w := &Watch{cfg: cfg, log: cfg.Logger.With("inference_pool", cfg.Namespace+"/"+cfg.Name), done: make(chan struct{})}
+	w := &Watch{cfg: cfg, log: cfg.Logger.With("inference_pool", cfg.Namespace+"/"+cfg.Name)}
 	// One object: the API server filters by name (clients that ignore
 	// field selectors are filtered by the handler).
 	byName := fields.OneTermEqualSelector("metadata.name", cfg.Name).String()
-	inf := dynamicinformer.NewFilteredDynamicInformer(cfg.Client, GVR, cfg.Namespace, cfg.Resync, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = byName }).Informer()
-	if err := inf.SetWatchErrorHandlerWithContext(w.watchError); err != nil {
+	inf, err := kube.NewInformer(cfg.Client, resource, cfg.Namespace, cfg.Resync,
+		func(o *metav1.ListOptions) { o.FieldSelector = byName }, w.log)
+	if err != nil {
 		return nil, fmt.Errorf("inferencepool watch: %w", err)
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -82,12 +82,9 @@ func StartWatch(ctx context.Context, cfg WatchConfig) (*Watch, error) {
 		return nil, fmt.Errorf("inferencepool watch: %w", err)
 	}
 	w.reg = reg
-	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, logr.FromSlogHandler(w.log.Handler())))
+	runCtx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	go func() {
-		defer close(w.done)
-		inf.RunWithContext(runCtx)
-	}()
+	w.done = kube.Run(runCtx, inf, w.log)
 	return w, nil
 }
 
@@ -151,21 +148,4 @@ func samePicker(a, b *EndpointPickerRef) bool {
 		return a == b
 	}
 	return *a == *b
-}
-
-// watchError logs a failed list or watch (the informer retries with
-// backoff).
-func (w *Watch) watchError(_ context.Context, _ *cache.Reflector, err error) {
-	switch {
-	case errors.Is(err, io.EOF):
-		// a watch closed normally
-	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-		w.log.Debug("InferencePool watch expired; listing again", "error", err)
-	case apierrors.IsNotFound(err):
-		w.log.Warn("InferencePool list failed: is the InferencePool CRD (inference.networking.k8s.io/v1) installed? Retrying", "error", err)
-	case apierrors.IsForbidden(err):
-		w.log.Warn("InferencePool list forbidden: grant get, list and watch on inferencepools.inference.networking.k8s.io. Retrying", "error", err)
-	default:
-		w.log.Warn("InferencePool list or watch failed; retrying", "error", err)
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -15,9 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/kube"
 	"github.com/hermod/hermod/services/collector/internal/registrysync"
 )
 
@@ -210,40 +209,12 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// RESTConfig returns the client configuration for the cluster of the
-// kubeconfig at path (its current context), or, when path is empty, for
-// the cluster the process runs in (its service account), with the
-// collector's user agent. It also returns the namespace to watch when none
-// is given: the current context's (default "default"), or in a cluster
-// POD_NAMESPACE or the service account's namespace.
+// RESTConfig returns the client configuration and the namespace to watch
+// when none is given, as kube.Load(path, ...) with the collector's user
+// agent: the kubeconfig at path (its current context), or, when path is
+// empty, the cluster the process runs in.
 func RESTConfig(path string) (*rest.Config, string, error) {
-	var (
-		cfg *rest.Config
-		ns  string
-		err error
-	)
-	if path == "" {
-		cfg, err = rest.InClusterConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("in-cluster Kubernetes config (outside a cluster, give a kubeconfig): %w", err)
-		}
-		ns = inClusterNamespace()
-	} else {
-		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{})
-		cfg, err = cc.ClientConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("load %s: %w", path, err)
-		}
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, "", fmt.Errorf("namespace of %s: %w", path, err)
-		}
-	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = userAgent
-	}
-	return cfg, ns, nil
+	return kube.Load(path, userAgent)
 }
 
 // NewClient returns a Kubernetes client and the namespace of RESTConfig(path).
@@ -270,19 +241,4 @@ func NewClientsForConfig(cfg *rest.Config) (kubernetes.Interface, dynamic.Interf
 		return nil, nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
 	return cs, dyn, nil
-}
-
-// serviceAccountNamespace is where a pod finds its own namespace.
-const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// inClusterNamespace returns the pod's namespace: POD_NAMESPACE (the
-// downward API), else the service account's; "" when neither is set.
-func inClusterNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return ""
 }

@@ -2,26 +2,25 @@ package kubediscovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/hermod/hermod/libs/coord"
+	"github.com/hermod/hermod/libs/kube"
 	"github.com/hermod/hermod/services/collector/internal/inferencepool"
 	"github.com/hermod/hermod/services/collector/internal/registrysync"
 )
+
+// podResource is what the pod informer lists and watches.
+var podResource = kube.Resource{GVR: corev1.SchemeGroupVersion.WithResource("pods"), Kind: "pod"}
 
 // Source keeps a pool's endpoint registry equal to the Ready pods of a
 // namespace that a label selector (or an InferencePool) picks; see the
@@ -101,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 		informers.WithTransform(slimPod))
 	inf := s.factory.Core().V1().Pods().Informer()
 	s.podInf = inf
-	if err := inf.SetWatchErrorHandlerWithContext(s.watchError); err != nil {
+	if err := inf.SetWatchErrorHandlerWithContext(kube.WatchErrorHandler(podResource, log.With("namespace", cfg.Namespace))); err != nil {
 		met.unregister()
 		return nil, fmt.Errorf("kubernetes discovery: pod informer: %w", err)
 	}
@@ -110,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("kubernetes discovery: pod informer: %w", err)
 	}
 	// client-go logs through the context's logger: this one.
-	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, logr.FromSlogHandler(log.Handler())))
+	runCtx, cancel := context.WithCancel(kube.WithLogger(ctx, log))
 	s.cancel = cancel
 	if cfg.InferencePool != "" {
 		s.pool, err = inferencepool.StartWatch(runCtx, inferencepool.WatchConfig{
@@ -185,19 +184,6 @@ func (s *Source) Synced() bool { return s.synced.Load() }
 
 // Leading says whether this Source is the pool's discovery leader.
 func (s *Source) Leading() bool { return s.writer.Leading() }
-
-// watchError logs a failed list or watch of the pods (the informer retries
-// with backoff).
-func (s *Source) watchError(_ context.Context, _ *cache.Reflector, err error) {
-	switch {
-	case errors.Is(err, io.EOF):
-		// a watch closed normally
-	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-		s.log.Debug("kubernetes pod watch expired; listing again", "error", err)
-	default:
-		s.log.Warn("kubernetes pod list or watch failed; retrying", "namespace", s.cfg.Namespace, "error", err)
-	}
-}
 
 // slimPod keeps of a pod what discovery reads, so that the informer's cache
 // stays small.
