@@ -8,31 +8,9 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-)
 
-// writeKubeconfig writes a kubeconfig whose current context has namespace
-// ns (none when empty) and returns its path.
-func writeKubeconfig(t *testing.T, ns string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config")
-	kubeconfig := `apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "https://127.0.0.1:6443"}
-users:
-- name: u
-  user: {token: t}
-contexts:
-- name: x
-  context: {cluster: c, user: u, namespace: "` + ns + `"}
-current-context: x
-`
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+	"github.com/hermod/hermod/libs/kube/kubetest"
+)
 
 func TestLoad(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,7 +20,7 @@ func TestLoad(t *testing.T) {
 		{"no context namespace", "", "default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, ns, err := Load(writeKubeconfig(t, tc.contextNS), "hermod-test")
+			cfg, ns, err := Load(kubetest.WriteKubeconfig(t, "https://127.0.0.1:6443", "t", tc.contextNS), "hermod-test")
 			if err != nil {
 				t.Fatal(err)
 			}

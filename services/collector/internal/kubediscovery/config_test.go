@@ -2,7 +2,6 @@ package kubediscovery
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hermod/hermod/libs/kube/kubetest"
 )
 
 func TestValidate(t *testing.T) {
@@ -76,24 +77,7 @@ func TestStartChecksConfig(t *testing.T) {
 }
 
 func TestNewClientFromKubeconfig(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config")
-	const kubeconfig = `apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "https://127.0.0.1:6443"}
-users:
-- name: u
-  user: {token: t}
-contexts:
-- name: x
-  context: {cluster: c, user: u, namespace: inference}
-current-context: x
-`
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := kubetest.WriteKubeconfig(t, "https://127.0.0.1:6443", "t", "inference")
 	kube, ns, err := NewClient(path)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +85,7 @@ current-context: x
 	if kube == nil || ns != "inference" {
 		t.Fatalf("NewClient = %v, %q; want a client and the context's namespace", kube, ns)
 	}
-	if _, _, err := NewClient(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, _, err := NewClient(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("NewClient of a missing file: %v", err)
 	}
 	// Outside a cluster, no kubeconfig is an error that says so.

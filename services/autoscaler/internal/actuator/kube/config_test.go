@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hermod/hermod/services/autoscaler/internal/actuator"
+
+	"github.com/hermod/hermod/libs/kube/kubetest"
 )
 
 // apiServer is a minimal Kubernetes API: legacy discovery for apps/v1 and
@@ -175,32 +176,6 @@ func (s *apiServer) get(k string) int32 {
 	return s.replicas[k]
 }
 
-func writeKubeconfig(t *testing.T, server string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := `apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster:
-    server: ` + server + `
-contexts:
-- name: test
-  context:
-    cluster: test
-    user: test
-current-context: test
-users:
-- name: test
-  user:
-    token: secret
-`
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // TestKubeconfigActuatorAgainstAPIServer runs the production wiring
 // (clientset, memory-cached discovery, deferred RESTMapper, scale client)
 // against an in-process API server.
@@ -209,7 +184,7 @@ func TestKubeconfigActuatorAgainstAPIServer(t *testing.T) {
 	api.set("deployments/llm/d1", 1, 1)
 	api.set("leaderworkersets/llm/w1", 2, 0)
 	quiet := WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	a, err := NewFromKubeconfig(writeKubeconfig(t, srv.URL), quiet)
+	a, err := NewFromKubeconfig(kubetest.WriteKubeconfig(t, srv.URL, "secret", ""), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
