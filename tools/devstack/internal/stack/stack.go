@@ -457,7 +457,8 @@ func (s *stack) launch(name, role string, addrs map[string]string, binary string
 	if !filepath.IsAbs(binary) {
 		binary = filepath.Join(s.o.BinDir, binary)
 	}
-	return s.sup.start(childSpec{name: name, role: role, bin: binary, args: args, ports: portsOf(addrs), probe: probeFor(role, addrs), live: livenessFor(role, addrs),
+	ready, live := probesFor(role, addrs)
+	return s.sup.start(childSpec{name: name, role: role, bin: binary, args: args, ports: portsOf(addrs), probe: ready, live: live,
 		noRestart: restartSet(s.o.NoRestart).excludes(name, role)})
 }
 

@@ -560,38 +560,29 @@ func portsOf(addrs map[string]string) map[string]int {
 	return ports
 }
 
-// livenessFor is the liveness probe of a child of role: whether the
-// process answers at all (not whether it can serve, which its backends
-// decide): a pod's and a gateway's /health on their HTTP address, Valkey's
-// PING, every other service's /health on its ops address.
-func livenessFor(role string, addrs map[string]string) *probe {
-	switch role {
-	case stackstate.RolePod, stackstate.RoleGateway:
-		return httpProbe("http://" + addrs["http"] + "/health")
-	case stackstate.RoleValkey:
-		return redisProbe(addrs["redis"])
-	}
-	if addrs["ops"] == "" {
-		return nil
-	}
-	return httpProbe("http://" + addrs["ops"] + "/health")
-}
-
-// probeFor is the readiness probe of a child of role, as devstack has
-// always waited for its children: a pod's /health, a gateway's /ready on
-// its API address, Valkey's PING, every other service's /ready on its ops
-// address.
-func probeFor(role string, addrs map[string]string) *probe {
+// probesFor are the readiness and liveness probes of a child of role. A
+// pod is ready, and alive, while its /health answers; a gateway is ready
+// once /ready on its API address answers, alive while /health there does;
+// Valkey both while it answers PING; every other service is ready once
+// /ready on its ops address answers and alive while /health there does
+// (alive: the process answers at all, whatever its backends allow it to
+// serve).
+func probesFor(role string, addrs map[string]string) (ready, live *probe) {
+	var base string
 	switch role {
 	case stackstate.RolePod:
-		return httpProbe("http://" + addrs["http"] + "/health")
-	case stackstate.RoleGateway:
-		return httpProbe("http://" + addrs["http"] + "/ready")
+		p := httpProbe("http://" + addrs["http"] + "/health")
+		return p, p
 	case stackstate.RoleValkey:
-		return redisProbe(addrs["redis"])
+		p := redisProbe(addrs["redis"])
+		return p, p
+	case stackstate.RoleGateway:
+		base = "http://" + addrs["http"]
+	default:
+		if addrs["ops"] == "" {
+			return nil, nil
+		}
+		base = "http://" + addrs["ops"]
 	}
-	if addrs["ops"] == "" {
-		return nil
-	}
-	return httpProbe("http://" + addrs["ops"] + "/ready")
+	return httpProbe(base + "/ready"), httpProbe(base + "/health")
 }
