@@ -7,7 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hermod/hermod/libs/retry"
 )
 
 // Names of the streams and of the metrics KV bucket.
@@ -186,6 +189,27 @@ func MetricsBucketConfig(l Limits) jetstream.KeyValueConfig {
 // services race to create it with other limits.
 const ensureAttempts = 5
 
+// lookupTimeout bounds one look-up request of EnsureStreams. A request sent
+// while the stream (or JetStream's meta layer) has no leader, as when a
+// cluster has just restarted, gets no answer, not an error: it is sent
+// again, until the caller's context ends, rather than waited on.
+var lookupTimeout = 2 * time.Second
+
+// lookup runs get with lookupTimeout, again after a short backoff while
+// it gets no answer.
+func lookup[T any](ctx context.Context, get func(context.Context) (T, error)) (T, error) {
+	bo := retry.Backoff(50*time.Millisecond, time.Second)
+	for {
+		actx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		v, err := get(actx)
+		cancel()
+		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+		if err == nil || !unanswered || ctx.Err() != nil || !retry.Sleep(ctx, bo.NextBackOff()) {
+			return v, err
+		}
+	}
+}
+
 // EnsureStreams creates Hermod's streams and metrics bucket, or updates
 // those whose configuration differs from the one the limits give. It is
 // idempotent and safe when several services call it at once. A stream's
@@ -214,7 +238,7 @@ var ErrInvalidReplicas = errors.New("stream replicas must be 1 to 5, or 0 to kee
 // existing stream's replica count as it is.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keepReplicas bool) error {
 	for range ensureAttempts {
-		s, err := js.Stream(ctx, want.Name)
+		s, err := lookup(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, want.Name) })
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateStream(ctx, want)
@@ -270,7 +294,7 @@ func streamMatches(have, want jetstream.StreamConfig) bool {
 // existing bucket's replica count as it is.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, keepReplicas bool) error {
 	for range ensureAttempts {
-		kv, err := js.KeyValue(ctx, want.Bucket)
+		kv, err := lookup(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, want.Bucket) })
 		switch {
 		case errors.Is(err, jetstream.ErrBucketNotFound):
 			_, err = js.CreateKeyValue(ctx, want)
@@ -284,7 +308,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		case err != nil:
 			return fmt.Errorf("look up bucket %s: %w", want.Bucket, err)
 		}
-		st, err := kv.Status(ctx)
+		st, err := lookup(ctx, kv.Status)
 		if err != nil {
 			return fmt.Errorf("read bucket %s: %w", want.Bucket, err)
 		}

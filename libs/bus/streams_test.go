@@ -247,3 +247,32 @@ func TestEnsureStreamsNeedsJetStream(t *testing.T) {
 		t.Fatal("nil JetStream accepted")
 	}
 }
+
+// A look-up that gets no answer (a stream without a leader yet) is asked
+// again until it gets one; one that gets an answer, even an error, is not;
+// the caller's context bounds it all.
+func TestLookupAsksAgainWhileUnanswered(t *testing.T) {
+	defer func(d time.Duration) { lookupTimeout = d }(lookupTimeout)
+	lookupTimeout = 20 * time.Millisecond
+	calls := 0
+	v, err := lookup(t.Context(), func(ctx context.Context) (int, error) {
+		if calls++; calls < 3 {
+			<-ctx.Done() // no answer
+			return 0, ctx.Err()
+		}
+		return 7, nil
+	})
+	if v != 7 || err != nil || calls != 3 {
+		t.Fatalf("lookup = %d, %v after %d calls; want 7 after 3", v, err, calls)
+	}
+	calls = 0
+	if _, err := lookup(t.Context(), func(context.Context) (int, error) { calls++; return 0, jetstream.ErrStreamNotFound }); !errors.Is(err, jetstream.ErrStreamNotFound) || calls != 1 {
+		t.Fatalf("an answer is not asked again: %v after %d calls", err, calls)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := lookup(ctx, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Fatalf("never answered: %v after %s", err, time.Since(start))
+	}
+}
