@@ -26,6 +26,9 @@ const (
 	// SourceLive: the completion subject over core NATS, ahead of the
 	// stream.
 	SourceLive = "live"
+	// SourceAbandoned: a decision this replica took for a caller that
+	// gave up before the answer, released here (it was never published).
+	SourceAbandoned = "abandoned"
 )
 
 // DefaultWindow is the default deduplication window.
@@ -346,7 +349,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"result"})
 	m := &metrics{completions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermod_picker_projection_completions_total",
-		Help: "Completions folded, by source (rpc: a Complete call; live: the subject over core NATS; stream: the stream; extproc: Envoy mode) and result (applied, duplicate, foreign, malformed).",
+		Help: "Completions folded, by source (rpc: a Complete call; live: the subject over core NATS; stream: the stream; extproc: Envoy mode; abandoned: a decision whose caller gave up before the answer, released where it was taken) and result (applied, duplicate, foreign, malformed).",
 	}, []string{"source", "result"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hermod_picker_projection_decision_lag_seconds",

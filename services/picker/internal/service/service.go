@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
@@ -188,6 +189,17 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	ev.Replica = s.o.Replica
 	for _, t := range out.Targets[1:] {
 		ev.FallbackEndpoints = append(ev.FallbackEndpoints, t.GetAddress())
+	}
+	if in.GetCallerPublishesDecision() && ctx.Err() != nil {
+		// The caller gave up first (its attempt timed out, or it went
+		// away): it gets no answer, so it publishes no decision and sends
+		// no completion. Release what the decision took here, so that this
+		// replica's projection stays its peers'.
+		s.o.Folder.Completion(context.WithoutCancel(ctx), &eventsv1.RequestCompleted{
+			DecisionId: ev.GetDecisionId(), RequestId: req.ID, Pool: s.o.Pool, EndpointName: out.Targets[0].GetName(),
+			Outcome: eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, Time: timestamppb.Now(),
+		}, projection.SourceAbandoned)
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	s.hand(ctx, in, out, ev)
 	if s.verbose {

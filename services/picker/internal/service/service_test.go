@@ -218,6 +218,29 @@ func TestPickHandsTheDecisionToACallerThatPublishesIt(t *testing.T) {
 	}
 }
 
+// A caller that asked to publish the decision and gave up before the
+// answer gets none: the picker releases what the decision took, so that
+// its projection does not count a request its peers never hear of.
+func TestPickAbandonedByItsCallerIsReleased(t *testing.T) {
+	f := newFixture(t, ep("pod-a", "10.0.0.1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // gone before the answer
+	in := pick(`{"model": "llama", "prompt": "hi"}`)
+	in.CallerPublishesDecision = true
+	if _, err := f.srv.Pick(ctx, in); status.Code(err) != codes.Canceled {
+		t.Fatalf("abandoned pick: %v, want Canceled", err)
+	}
+	if got := f.inFlight("pod-a"); got != 0 || len(f.sink.events) != 0 {
+		t.Errorf("after an abandoned pick: pod-a in flight %d, %d events published", got, len(f.sink.events))
+	}
+	// A caller that left the publishing to the picker: the decision stands
+	// and is published, for the stream's completion to end it.
+	out, err := f.srv.Pick(ctx, pick(`{"model": "llama", "prompt": "hi"}`))
+	if err != nil || f.inFlight("pod-a") != 1 || len(f.sink.events) != 1 || f.sink.ids[0] != out.GetDecisionId() {
+		t.Errorf("picker-published pick with a gone caller: %v, in flight %d, %d events", err, f.inFlight("pod-a"), len(f.sink.events))
+	}
+}
+
 func TestPickErrorsMapToCodes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, ep("pod-a", "10.0.0.1", "llama", "sql-lora"))
