@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"log/slog"
@@ -90,11 +91,11 @@ type Command struct {
 func NewCommand(name string, cfg *Config, f Flags) *Command {
 	c := &Command{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), cfg: cfg}
 	fs := c.FlagSet
-	fs.StringVar(&cfg.Pool, "pool", "default", or(f.Pool, "the inference pool"))
-	fs.StringVar(&cfg.Replica, "replica", "", or(f.Replica, "this replica's id (default: host name and a random suffix)"))
+	fs.StringVar(&cfg.Pool, "pool", "default", cmp.Or(f.Pool, "the inference pool"))
+	fs.StringVar(&cfg.Replica, "replica", "", cmp.Or(f.Replica, "this replica's id (default: host name and a random suffix)"))
 	etcdUsage := "etcd endpoints, comma-separated (default " + DefaultEtcd + ")"
 	if f.EtcdOptional {
-		etcdUsage = "etcd endpoints, comma-separated (" + or(f.Etcd, "none: no etcd") + ")"
+		etcdUsage = "etcd endpoints, comma-separated (" + cmp.Or(f.Etcd, "none: no etcd") + ")"
 	} else {
 		c.defaultEtcd = []string{DefaultEtcd}
 	}
@@ -103,7 +104,7 @@ func NewCommand(name string, cfg *Config, f Flags) *Command {
 	if !f.NoNATS {
 		fs.StringVar(&cfg.NATSURL, "nats-url", DefaultNATSURL, "NATS server URL(s)")
 		cfg.NATS.RegisterFlags(fs)
-		fs.IntVar(&cfg.PublishQueue, "publish-queue", or0(f.PublishQueue, bus.DefaultQueueSize),
+		fs.IntVar(&cfg.PublishQueue, "publish-queue", cmp.Or(f.PublishQueue, bus.DefaultQueueSize),
 			"events the stream publisher holds while NATS is slow or away; more are dropped (counted in hermod_bus_publish_dropped_total)")
 		if !f.NoStreams {
 			fs.IntVar(&cfg.StreamReplicas, "stream-replicas", 0,
@@ -127,18 +128,4 @@ func (c *Command) Run(args []string, run func(ctx context.Context, log *slog.Log
 		c.cfg.OTLPEndpoint = c.common.OTLPEndpoint
 		return run(ctx, log)
 	})
-}
-
-func or0(n, def int) int {
-	if n > 0 {
-		return n
-	}
-	return def
-}
-
-func or(s, def string) string {
-	if s != "" {
-		return s
-	}
-	return def
 }
