@@ -45,9 +45,7 @@ func (e *ejections) eject(r int) time.Duration {
 func (e *ejections) answered(r int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.inRow[r] != 0 || !e.until[r].IsZero() {
-		e.inRow[r], e.until[r] = 0, time.Time{}
-	}
+	e.inRow[r], e.until[r] = 0, time.Time{}
 }
 
 // order returns the replicas to try from first on, in rotation: those not
