@@ -86,6 +86,21 @@ func TestClusterR3Streams(t *testing.T) {
 			t.Fatalf("%s: replicas %d, cluster %+v", name, info.Config.Replicas, info.Cluster)
 		}
 	}
+	// an object store follows the same rule: R3 when asked, kept by 0,
+	// and scaled down in place
+	for _, step := range []struct{ asked, want int }{{3, 3}, {0, 3}, {1, 1}} {
+		obs, err := EnsureObjectStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: "SNAPS", Replicas: step.asked})
+		if err != nil {
+			t.Fatalf("object store, replicas %d: %v", step.asked, err)
+		}
+		st, err := obs.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Replicas() != step.want {
+			t.Fatalf("object store asked for %d replicas has %d, want %d", step.asked, st.Replicas(), step.want)
+		}
+	}
 	l := startLoad(t, c)
 	time.Sleep(300 * time.Millisecond)
 	l.finish(t)

@@ -189,15 +189,18 @@ func MetricsBucketConfig(l Limits) jetstream.KeyValueConfig {
 // services race to create it with other limits.
 const ensureAttempts = 5
 
-// lookupTimeout bounds one look-up request of EnsureStreams. A request sent
+// lookupTimeout bounds one request of Lookup. A JetStream API request sent
 // while the stream (or JetStream's meta layer) has no leader, as when a
-// cluster has just restarted, gets no answer, not an error: it is sent
-// again, until the caller's context ends, rather than waited on.
+// cluster has just restarted or a stream was just created, gets no answer,
+// not an error: it is sent again, until the caller's context ends, rather
+// than waited on.
 var lookupTimeout = 2 * time.Second
 
-// lookup runs get with lookupTimeout, again after a short backoff while
-// it gets no answer.
-func lookup[T any](ctx context.Context, get func(context.Context) (T, error)) (T, error) {
+// Lookup runs get, a JetStream request that is safe to repeat (a stream's
+// or bucket's info, a listing), with a 2 s bound, and again after a short
+// backoff while it gets no answer (a timeout or no responders), until ctx
+// ends. Other errors return at once.
+func Lookup[T any](ctx context.Context, get func(context.Context) (T, error)) (T, error) {
 	bo := retry.Backoff(50*time.Millisecond, time.Second)
 	for {
 		actx, cancel := context.WithTimeout(ctx, lookupTimeout)
@@ -238,7 +241,7 @@ var ErrInvalidReplicas = errors.New("stream replicas must be 1 to 5, or 0 to kee
 // existing stream's replica count as it is.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keepReplicas bool) error {
 	for range ensureAttempts {
-		s, err := lookup(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, want.Name) })
+		s, err := Lookup(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, want.Name) })
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateStream(ctx, want)
@@ -294,7 +297,7 @@ func streamMatches(have, want jetstream.StreamConfig) bool {
 // existing bucket's replica count as it is.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, keepReplicas bool) error {
 	for range ensureAttempts {
-		kv, err := lookup(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, want.Bucket) })
+		kv, err := Lookup(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, want.Bucket) })
 		switch {
 		case errors.Is(err, jetstream.ErrBucketNotFound):
 			_, err = js.CreateKeyValue(ctx, want)
@@ -308,7 +311,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		case err != nil:
 			return fmt.Errorf("look up bucket %s: %w", want.Bucket, err)
 		}
-		st, err := lookup(ctx, kv.Status)
+		st, err := Lookup(ctx, kv.Status)
 		if err != nil {
 			return fmt.Errorf("read bucket %s: %w", want.Bucket, err)
 		}
@@ -342,4 +345,57 @@ func bucketMatches(st jetstream.KeyValueStatus, want jetstream.KeyValueConfig) b
 		have.MaxBytes == want.MaxBytes &&
 		have.Storage == want.Storage &&
 		have.Replicas == want.Replicas
+}
+
+// EnsureObjectStore opens an object store, creating it with want when it
+// does not exist and updating it when its description, storage or replica
+// count differ. want.Replicas 0 keeps an existing store's replica count
+// (DefaultReplicas when created), as Limits.Replicas does for the streams.
+// Its look-ups are asked again while unanswered, as EnsureStreams' are.
+func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	if js == nil {
+		return nil, errors.New("ensure object store: nil JetStream")
+	}
+	if want.Replicas < 0 || want.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("ensure object store %s: replicas %d: %w", want.Bucket, want.Replicas, ErrInvalidReplicas)
+	}
+	keep := want.Replicas == 0
+	if keep {
+		want.Replicas = DefaultReplicas
+	}
+	for range ensureAttempts {
+		obs, err := Lookup(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, want.Bucket) })
+		switch {
+		case errors.Is(err, jetstream.ErrBucketNotFound):
+			obs, err = js.CreateObjectStore(ctx, want)
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				continue // created meanwhile: compare again
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create object store %s with %d replicas: %w", want.Bucket, want.Replicas, err)
+			}
+			return obs, nil
+		case err != nil:
+			return nil, fmt.Errorf("look up object store %s: %w", want.Bucket, err)
+		}
+		st, err := Lookup(ctx, obs.Status)
+		if err != nil {
+			return nil, fmt.Errorf("read object store %s: %w", want.Bucket, err)
+		}
+		if keep {
+			want.Replicas = st.Replicas()
+		}
+		if st.Description() == want.Description && st.Storage() == want.Storage && st.Replicas() == want.Replicas {
+			return obs, nil
+		}
+		obs, err = js.UpdateObjectStore(ctx, want)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("update object store %s (replicas %d to %d): %w", want.Bucket, st.Replicas(), want.Replicas, err)
+		}
+		return obs, nil
+	}
+	return nil, fmt.Errorf("ensure object store %s: still changing after %d attempts", want.Bucket, ensureAttempts)
 }

@@ -255,7 +255,7 @@ func TestLookupAsksAgainWhileUnanswered(t *testing.T) {
 	defer func(d time.Duration) { lookupTimeout = d }(lookupTimeout)
 	lookupTimeout = 20 * time.Millisecond
 	calls := 0
-	v, err := lookup(t.Context(), func(ctx context.Context) (int, error) {
+	v, err := Lookup(t.Context(), func(ctx context.Context) (int, error) {
 		if calls++; calls < 3 {
 			<-ctx.Done() // no answer
 			return 0, ctx.Err()
@@ -266,13 +266,82 @@ func TestLookupAsksAgainWhileUnanswered(t *testing.T) {
 		t.Fatalf("lookup = %d, %v after %d calls; want 7 after 3", v, err, calls)
 	}
 	calls = 0
-	if _, err := lookup(t.Context(), func(context.Context) (int, error) { calls++; return 0, jetstream.ErrStreamNotFound }); !errors.Is(err, jetstream.ErrStreamNotFound) || calls != 1 {
+	if _, err := Lookup(t.Context(), func(context.Context) (int, error) { calls++; return 0, jetstream.ErrStreamNotFound }); !errors.Is(err, jetstream.ErrStreamNotFound) || calls != 1 {
 		t.Fatalf("an answer is not asked again: %v after %d calls", err, calls)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := lookup(ctx, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+	if _, err := Lookup(ctx, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
 		t.Fatalf("never answered: %v after %s", err, time.Since(start))
+	}
+}
+
+// EnsureObjectStore creates a store, keeps its objects when called again,
+// updates a changed description in place, and refuses a replica count
+// JetStream does not allow.
+func TestEnsureObjectStore(t *testing.T) {
+	t.Parallel()
+	js, _ := server(t)
+	ctx := testContext(t)
+	cfg := jetstream.ObjectStoreConfig{Bucket: "SNAPS", Description: "snapshots"}
+	obs, err := EnsureObjectStore(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, "p.a", []byte("index")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Replicas() != DefaultReplicas || st.Storage() != jetstream.FileStorage {
+		t.Fatalf("created with %d replicas, storage %v", st.Replicas(), st.Storage())
+	}
+	cfg.Description = "index snapshots"
+	for range 2 {
+		if obs, err = EnsureObjectStore(ctx, js, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err = obs.Status(ctx); err != nil || st.Description() != "index snapshots" {
+		t.Fatalf("description %q (%v), want the updated one", st.Description(), err)
+	}
+	if b, err := obs.GetBytes(ctx, "p.a"); err != nil || string(b) != "index" {
+		t.Fatalf("object after ensure: %q, %v", b, err)
+	}
+	for _, r := range []int{-1, MaxReplicas + 1} {
+		cfg.Replicas = r
+		if _, err := EnsureObjectStore(ctx, js, cfg); !errors.Is(err, ErrInvalidReplicas) {
+			t.Errorf("replicas %d: %v, want ErrInvalidReplicas", r, err)
+		}
+	}
+	cfg.Replicas = 3 // a single server cannot hold 3
+	if _, err := EnsureObjectStore(ctx, js, cfg); err == nil {
+		t.Error("3 replicas on one server: no error")
+	}
+	if _, err := EnsureObjectStore(ctx, nil, cfg); err == nil {
+		t.Error("nil JetStream: no error")
+	}
+}
+
+// Services that start together race to create the store: each gets it.
+func TestEnsureObjectStoreConcurrent(t *testing.T) {
+	t.Parallel()
+	js, connect := server(t)
+	ctx := testContext(t)
+	jss := []jetstream.JetStream{js, connect(), connect(), connect()}
+	errs := make([]error, len(jss))
+	var wg sync.WaitGroup
+	for i := range jss {
+		wg.Go(func() { _, errs[i] = EnsureObjectStore(ctx, jss[i], jetstream.ObjectStoreConfig{Bucket: "SNAPS"}) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.ObjectStore(ctx, "SNAPS"); err != nil {
+		t.Fatal(err)
 	}
 }

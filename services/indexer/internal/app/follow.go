@@ -33,7 +33,7 @@ type projected interface {
 // periodically; observe sees each batch after it is applied. caughtUp is
 // closed once the projection reaches the stream's end.
 func followLocal(ctx context.Context, js jetstream.JetStream, cfg Config, reg *prometheus.Registry, caughtUp chan<- struct{}, observe func(*eventsv1.KVEventBatch), log *slog.Logger) (*projection.Projector, uint64, func(), error) {
-	snaps, err := openSnapshots(ctx, js, cfg.Pool, cfg.Replica, reg, log)
+	snaps, err := newSnapshots(js, cfg.Pool, cfg.Replica, cfg.StreamReplicas, reg, log)
 	if err != nil {
 		return nil, 0, nil, err
 	}

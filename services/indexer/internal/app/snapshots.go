@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/libs/kv/index"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/indexer/internal/projection"
@@ -27,24 +28,35 @@ const SnapshotBucket = "HERMOD_KV_SNAPSHOTS"
 
 const seqKey = "stream-sequence"
 
+// Bounds of the snapshot bucket's requests. A starting replica gives
+// opening and listing the bucket listTimeout, and reading the snapshot
+// transferTimeout (writing one has as long), then builds its index from
+// the stream instead: the snapshots only shorten the start.
+const (
+	openTimeout     = 10 * time.Second
+	listTimeout     = 20 * time.Second
+	transferTimeout = time.Minute
+)
+
 type snapshots struct {
-	obs           jetstream.ObjectStore
+	js            jetstream.JetStream
+	replicas      int
 	pool, replica string
 	log           *slog.Logger
 	took          prometheus.Histogram
 	size, covered prometheus.Gauge
 	failures      prometheus.Counter
+
+	// obs is the bucket once open: load opens it, then run (which load
+	// happens before) if load could not.
+	obs jetstream.ObjectStore
 }
 
-func openSnapshots(ctx context.Context, js jetstream.JetStream, pool, replica string, reg prometheus.Registerer, log *slog.Logger) (*snapshots, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: SnapshotBucket, Description: "hermod-indexer's index snapshots", Storage: jetstream.FileStorage})
-	if err != nil {
-		return nil, fmt.Errorf("snapshot bucket: %w", err)
-	}
+// newSnapshots registers the snapshot metrics; the bucket is opened by
+// load, with replicas replicas (0 keeps those it has, as the streams do).
+func newSnapshots(js jetstream.JetStream, pool, replica string, replicas int, reg prometheus.Registerer, log *slog.Logger) (*snapshots, error) {
 	s := &snapshots{
-		obs: obs, pool: pool, replica: replica, log: log,
+		js: js, replicas: replicas, pool: pool, replica: replica, log: log,
 		took:     telemetry.NewHistogram("hermod_indexer_snapshot_seconds", "Time to write and upload an index snapshot.", prometheus.ExponentialBuckets(0.01, 2, 12)),
 		size:     telemetry.NewGauge("hermod_indexer_snapshot_bytes", "Size of the last index snapshot."),
 		covered:  telemetry.NewGauge("hermod_indexer_snapshot_stream_sequence", "HERMOD_KV stream sequence the last snapshot covers."),
@@ -58,22 +70,82 @@ func openSnapshots(ctx context.Context, js jetstream.JetStream, pool, replica st
 	return s, nil
 }
 
+// open opens (or creates) the bucket unless it is open.
+func (s *snapshots) open(ctx context.Context) error {
+	if s.obs != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	obs, err := bus.EnsureObjectStore(ctx, s.js, jetstream.ObjectStoreConfig{Bucket: SnapshotBucket, Description: "hermod-indexer's index snapshots", Storage: jetstream.FileStorage, Replicas: s.replicas})
+	if err != nil {
+		return fmt.Errorf("snapshot bucket: %w", err)
+	}
+	s.obs = obs
+	return nil
+}
+
 func (s *snapshots) name() string { return s.pool + "." + s.replica }
 
 // load restores the newest snapshot of the pool; nil when there is none
 // or none loads (the replica then builds its index from the stream).
 func (s *snapshots) load(ctx context.Context, cfg index.Config, reg prometheus.Registerer) *projection.Projector {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	infos, err := s.obs.List(ctx)
+	best, err := s.newest(ctx)
 	if err != nil {
-		if !errors.Is(err, jetstream.ErrNoObjectsFound) {
-			s.failures.Inc()
-			s.log.Warn("cannot list index snapshots; building the index from the stream", "error", err)
-		}
+		s.failures.Inc()
+		s.log.Warn("cannot list index snapshots; building the index from the stream", "error", err)
 		return nil
 	}
-	var best *jetstream.ObjectInfo
+	if best == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	defer cancel()
+	obj, err := s.obs.Get(ctx, best)
+	if err != nil {
+		s.failures.Inc()
+		s.log.Warn("cannot read an index snapshot; building the index from the stream", "snapshot", best, "error", err)
+		return nil
+	}
+	defer func() { _ = obj.Close() }()
+	p, err := projection.ReadSnapshot(obj, cfg, reg)
+	if err != nil {
+		s.failures.Inc()
+		s.log.Warn("an index snapshot does not load; building the index from the stream", "snapshot", best, "error", err)
+		return nil
+	}
+	s.log.Info("index restored from a snapshot", "snapshot", best, "stream_sequence", p.StreamSequence(), "keys", p.Index().Len())
+	return p
+}
+
+// newest names the pool's snapshot covering the most of the stream; ""
+// when there is none.
+func (s *snapshots) newest(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	if err := s.open(ctx); err != nil {
+		return "", err
+	}
+	// An empty bucket is not listed: List waits for the bucket's last
+	// entry, and on an empty bucket for a marker that it withholds when
+	// its first request fails, until its context ends. A listing that
+	// gets no answer (a stream just created in a cluster, say) is asked
+	// again.
+	st, err := bus.Lookup(ctx, s.obs.Status)
+	if err != nil {
+		return "", fmt.Errorf("snapshot bucket status: %w", err)
+	}
+	if st.Size() == 0 {
+		return "", nil
+	}
+	infos, err := bus.Lookup(ctx, func(ctx context.Context) ([]*jetstream.ObjectInfo, error) { return s.obs.List(ctx) })
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var best string
 	var bestSeq uint64
 	for _, info := range infos {
 		if info.Deleted || !strings.HasPrefix(info.Name, s.pool+".") {
@@ -83,28 +155,11 @@ func (s *snapshots) load(ctx context.Context, cfg index.Config, reg prometheus.R
 		if err != nil {
 			continue
 		}
-		if best == nil || seq > bestSeq {
-			best, bestSeq = info, seq
+		if best == "" || seq > bestSeq {
+			best, bestSeq = info.Name, seq
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	obj, err := s.obs.Get(ctx, best.Name)
-	if err != nil {
-		s.failures.Inc()
-		s.log.Warn("cannot read an index snapshot; building the index from the stream", "snapshot", best.Name, "error", err)
-		return nil
-	}
-	defer func() { _ = obj.Close() }()
-	p, err := projection.ReadSnapshot(obj, cfg, reg)
-	if err != nil {
-		s.failures.Inc()
-		s.log.Warn("an index snapshot does not load; building the index from the stream", "snapshot", best.Name, "error", err)
-		return nil
-	}
-	s.log.Info("index restored from a snapshot", "snapshot", best.Name, "stream_sequence", p.StreamSequence(), "keys", p.Index().Len())
-	return p
+	return best, nil
 }
 
 // save writes and uploads this replica's snapshot.
@@ -117,7 +172,7 @@ func (s *snapshots) save(ctx context.Context, p *projection.Projector) error {
 		return err
 	}
 	size := buf.Len()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
 	defer cancel()
 	if _, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: s.name(), Metadata: map[string]string{seqKey: strconv.FormatUint(seq, 10)}}, &buf); err != nil {
 		s.failures.Inc()
@@ -143,6 +198,14 @@ func (s *snapshots) run(ctx context.Context, p *projection.Projector, interval t
 		case <-t.C:
 		}
 		if seq := p.StreamSequence(); seq == last {
+			continue
+		}
+		if err := s.open(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.failures.Inc()
+			s.log.Warn("index snapshot skipped", "error", err)
 			continue
 		}
 		if err := s.save(ctx, p); err != nil {

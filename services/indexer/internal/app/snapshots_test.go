@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	"github.com/hermod/hermod/libs/kv/index"
+	"github.com/hermod/hermod/services/indexer/internal/projection"
+	"github.com/hermod/hermod/testkit/bustest"
+	"github.com/hermod/hermod/testkit/natsembed"
+)
+
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs an embedded NATS server (skipped with -short)")
+	}
+}
+
+// A replica starting on an empty snapshot bucket whose last-message
+// request gets no answer starts at once. List would wait out its context
+// there: nats.go sends the end-of-listing marker of an empty bucket only
+// when that request says "not found".
+func TestSnapshotsLoadAnEmptyBucketPromptly(t *testing.T) {
+	skipShort(t)
+	deny := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.DIRECT.GET.>"}}}
+	srv, err := natsembed.Start(natsembed.Options{JetStream: true, Users: []*server.User{{Username: "indexer", Password: "secret", Permissions: deny}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("indexer", "secret"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSnapshots(js, "p", "a", 0, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if p := s.load(t.Context(), index.Config{Shards: 2}, prometheus.NewRegistry()); p != nil {
+		t.Fatal("restored a snapshot from an empty bucket")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("load took %s", took)
+	}
+	if n := testutil.ToFloat64(s.failures); n != 0 {
+		t.Fatalf("%v failures on an empty bucket", n)
+	}
+	// the fault is real: List on that bucket waits out its context
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := s.obs.List(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("List: %v, want it to wait out its context", err)
+	}
+}
+
+// With NATS away when the replica starts, it builds its index from the
+// stream; its snapshots begin once NATS is back, in a bucket with the
+// streams' replica count.
+func TestSnapshotsBeginWhenTheBucketComesBack(t *testing.T) {
+	skipShort(t)
+	srv := bustest.Start(t)
+	_, js := bustest.Connect(t, srv)
+	bustest.Stop(t, srv)
+	s, err := newSnapshots(js, "p", "a", 1, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if p := s.load(t.Context(), index.Config{Shards: 2}, prometheus.NewRegistry()); p != nil {
+		t.Fatal("restored a snapshot with NATS away")
+	}
+	if took := time.Since(start); took > listTimeout+time.Second {
+		t.Fatalf("load took %s", took)
+	}
+	if n := testutil.ToFloat64(s.failures); n != 1 {
+		t.Fatalf("%v failures, want 1", n)
+	}
+	idx, err := index.New(index.Config{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := projection.New(idx, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Apply(&eventsv1.KVEventBatch{Pod: "pod-0", Seq: 1}, 7)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(ctx, p, 20*time.Millisecond)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond) // ticks with NATS still away
+	bustest.Restart(t, srv)
+	deadline := time.Now().Add(15 * time.Second)
+	for testutil.ToFloat64(s.covered) != 7 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot after NATS came back (%v failures)", testutil.ToFloat64(s.failures))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	obs, err := js.ObjectStore(t.Context(), SnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := obs.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Replicas() != 1 {
+		t.Fatalf("bucket has %d replicas", st.Replicas())
+	}
+	restored, err := newSnapshots(js, "p", "b", 0, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := restored.load(t.Context(), index.Config{Shards: 2}, prometheus.NewRegistry()); r == nil || r.StreamSequence() != 7 {
+		t.Fatalf("a new replica did not restore the snapshot: %v", r)
+	}
+}
