@@ -345,3 +345,59 @@ func (l *load) finish(t *testing.T) {
 func infoLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
+
+// A Consumer set up while its R3 stream has no quorum (2 of 3 servers
+// down) gets no answer to its set-up requests; it asks again and starts,
+// caught up, once the servers are back.
+func TestClusterConsumeStartsOnceQuorumIsBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test: starts a 3-node NATS cluster (skipped with -short)")
+	}
+	c := bustest.StartCluster(t, 3)
+	_, js := bustest.ConnectCluster(t, c)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := EnsureStreams(ctx, js, Limits{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	publishDecisions(t, js, "p", 0, 5)
+	c.Stop(1)
+	c.Stop(2)
+	_, lone := bustest.Connect(t, c.Node(0))
+	type started struct {
+		c   *Consumer
+		err error
+	}
+	res := make(chan started, 1)
+	var got sync.Map
+	go func() {
+		cons, err := Consume(ctx, lone, ConsumeOptions{Stream: DecisionsStream, FilterSubject: DecisionsPrefix + "p"},
+			func(d *eventsv1.RoutingDecision, _ Meta) { got.Store(d.GetRequestId(), true) })
+		res <- started{cons, err}
+	}()
+	select {
+	case r := <-res:
+		t.Fatalf("Consume returned without quorum: %v", r.err)
+	case <-time.After(3 * time.Second):
+	}
+	for _, i := range []int{1, 2} {
+		if err := c.Restart(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("Consume after quorum came back: %v", r.err)
+	}
+	defer r.c.Close()
+	select {
+	case <-r.c.CaughtUp():
+	case <-ctx.Done():
+		t.Fatal("not caught up")
+	}
+	n := 0
+	got.Range(func(any, any) bool { n++; return true })
+	if n != 5 {
+		t.Fatalf("consumed %d decisions, want 5", n)
+	}
+}

@@ -134,7 +134,10 @@ func Consume[T proto.Message](ctx context.Context, js jetstream.JetStream, o Con
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", o.Stream, err)
 	}
-	stream, err := js.Stream(ctx, o.Stream)
+	// The set-up requests are asked again while unanswered, as when the
+	// stream was just created or its cluster is electing a leader; ctx
+	// bounds them all.
+	stream, err := Lookup(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, o.Stream) })
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", o.Stream, err)
 	}
@@ -154,11 +157,11 @@ func Consume[T proto.Message](ctx context.Context, js jetstream.JetStream, o Con
 	// last message matching the filter (and the start) that is already
 	// stored.
 	if !o.DeliverNew {
-		if c.target, err = c.lastPreexisting(ctx); err != nil {
+		if c.target, err = Lookup(ctx, c.lastPreexisting); err != nil {
 			return nil, fmt.Errorf("consume %s: %w", o.Stream, err)
 		}
 	}
-	cons, err := js.OrderedConsumer(ctx, o.Stream, cfg)
+	cons, err := Lookup(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return js.OrderedConsumer(ctx, o.Stream, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: create consumer: %w", o.Stream, err)
 	}
