@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -134,7 +135,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	etcd, nc, js := b.Etcd, b.NATS, b.JetStream
 	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	kv, err := js.KeyValue(kctx, bus.MetricsBucket)
+	kv, err := bus.Lookup(kctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, bus.MetricsBucket) })
 	cancel()
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", bus.MetricsBucket, err)
