@@ -53,21 +53,28 @@ func Connect(tb testing.TB, srv *natsembed.Server) (*nats.Conn, jetstream.JetStr
 	return connect(tb, srv.ClientURL())
 }
 
-// connect connects to url (a comma-separated list is allowed) as Connect
-// does.
-func connect(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+// ConnectWith connects to srv as Connect does, with more options last (the
+// credentials of a server with users, say).
+func ConnectWith(tb testing.TB, srv *natsembed.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	tb.Helper()
-	nc, err := nats.Connect(url,
+	return connect(tb, srv.ClientURL(), opts...)
+}
+
+// connect connects to url (a comma-separated list is allowed) as Connect
+// does, with opts after Connect's options.
+func connect(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(tb.Name()),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(ReconnectWait),
 		nats.ReconnectJitter(0, 0),
 		nats.ReconnectBufSize(-1),
-		nats.Timeout(5*time.Second),
+		nats.Timeout(5 * time.Second),
 		// The default handler prints asynchronous errors (a write to a
 		// stopped server) to stderr; the tests check behaviour instead.
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
-	)
+	}, opts...)...)
 	if err != nil {
 		tb.Fatalf("bustest: connect to %s: %v", url, err)
 	}
