@@ -240,41 +240,23 @@ var ErrInvalidReplicas = errors.New("stream replicas must be 1 to 5, or 0 to kee
 // ensureStream creates or updates a stream; keepReplicas leaves an
 // existing stream's replica count as it is.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keepReplicas bool) error {
-	for range ensureAttempts {
-		s, err := Lookup(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, want.Name) })
-		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-			_, err = js.CreateStream(ctx, want)
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				continue // created meanwhile with another config: compare again
+	_, err := createOrUpdate(ctx, ensureOps[jetstream.Stream]{
+		what:     "stream " + want.Name,
+		replicas: &want.Replicas,
+		notFound: jetstream.ErrStreamNotFound,
+		exists:   jetstream.ErrStreamNameAlreadyInUse,
+		get:      func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, want.Name) },
+		create:   func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, want) },
+		update:   func(ctx context.Context) (jetstream.Stream, error) { return js.UpdateStream(ctx, want) },
+		current: func(_ context.Context, s jetstream.Stream) (int, bool, error) {
+			have := s.CachedInfo().Config
+			if keepReplicas {
+				want.Replicas = have.Replicas
 			}
-			if err != nil {
-				return fmt.Errorf("create stream %s with %d replicas: %w", want.Name, want.Replicas, err)
-			}
-			return nil
-		case err != nil:
-			return fmt.Errorf("look up stream %s: %w", want.Name, err)
-		}
-		have := s.CachedInfo().Config
-		if keepReplicas {
-			want.Replicas = have.Replicas
-		}
-		if streamMatches(have, want) {
-			return nil
-		}
-		_, err = js.UpdateStream(ctx, want)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil && have.Replicas != want.Replicas {
-			return fmt.Errorf("update stream %s (replicas %d to %d): %w", want.Name, have.Replicas, want.Replicas, err)
-		}
-		if err != nil {
-			return fmt.Errorf("update stream %s: %w", want.Name, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("ensure stream %s: still changing after %d attempts", want.Name, ensureAttempts)
+			return have.Replicas, streamMatches(have, want), nil
+		},
+	})
+	return err
 }
 
 // streamMatches says whether a stream's configuration has every setting
@@ -296,41 +278,31 @@ func streamMatches(have, want jetstream.StreamConfig) bool {
 // ensureBucket creates or updates the bucket; keepReplicas leaves an
 // existing bucket's replica count as it is.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, keepReplicas bool) error {
-	for range ensureAttempts {
-		kv, err := Lookup(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, want.Bucket) })
-		switch {
-		case errors.Is(err, jetstream.ErrBucketNotFound):
-			_, err = js.CreateKeyValue(ctx, want)
-			if errors.Is(err, jetstream.ErrBucketExists) {
-				continue
-			}
+	_, err := createOrUpdate(ctx, ensureOps[jetstream.KeyValue]{
+		what:     "bucket " + want.Bucket,
+		replicas: &want.Replicas,
+		notFound: jetstream.ErrBucketNotFound,
+		exists:   jetstream.ErrBucketExists,
+		get:      func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, want.Bucket) },
+		create:   func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, want) },
+		update:   func(ctx context.Context) (jetstream.KeyValue, error) { return js.UpdateKeyValue(ctx, want) },
+		current: func(ctx context.Context, kv jetstream.KeyValue) (int, bool, error) {
+			st, err := Lookup(ctx, kv.Status)
 			if err != nil {
-				return fmt.Errorf("create bucket %s with %d replicas: %w", want.Bucket, want.Replicas, err)
+				return 0, false, err
 			}
-			return nil
-		case err != nil:
-			return fmt.Errorf("look up bucket %s: %w", want.Bucket, err)
-		}
-		st, err := Lookup(ctx, kv.Status)
-		if err != nil {
-			return fmt.Errorf("read bucket %s: %w", want.Bucket, err)
-		}
-		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && keepReplicas && bs.StreamInfo() != nil {
-			want.Replicas = bs.StreamInfo().Config.Replicas
-		}
-		if bucketMatches(st, want) {
-			return nil
-		}
-		_, err = js.UpdateKeyValue(ctx, want)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("update bucket %s: %w", want.Bucket, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("ensure bucket %s: still changing after %d attempts", want.Bucket, ensureAttempts)
+			bs, ok := st.(*jetstream.KeyValueBucketStatus)
+			if !ok || bs.StreamInfo() == nil {
+				return 0, false, nil
+			}
+			have := bs.StreamInfo().Config.Replicas
+			if keepReplicas {
+				want.Replicas = have
+			}
+			return have, bucketMatches(st, want), nil
+		},
+	})
+	return err
 }
 
 func bucketMatches(st jetstream.KeyValueStatus, want jetstream.KeyValueConfig) bool {
@@ -363,39 +335,85 @@ func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstre
 	if keep {
 		want.Replicas = DefaultReplicas
 	}
+	return createOrUpdate(ctx, ensureOps[jetstream.ObjectStore]{
+		what:     "object store " + want.Bucket,
+		replicas: &want.Replicas,
+		notFound: jetstream.ErrBucketNotFound,
+		exists:   jetstream.ErrBucketExists,
+		get:      func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, want.Bucket) },
+		create:   func(ctx context.Context) (jetstream.ObjectStore, error) { return js.CreateObjectStore(ctx, want) },
+		update:   func(ctx context.Context) (jetstream.ObjectStore, error) { return js.UpdateObjectStore(ctx, want) },
+		current: func(ctx context.Context, obs jetstream.ObjectStore) (int, bool, error) {
+			st, err := Lookup(ctx, obs.Status)
+			if err != nil {
+				return 0, false, err
+			}
+			if keep {
+				want.Replicas = st.Replicas()
+			}
+			return st.Replicas(), st.Description() == want.Description && st.Storage() == want.Storage && st.Replicas() == want.Replicas, nil
+		},
+	})
+}
+
+// ensureOps are the requests that create or update one stream or bucket
+// of type T.
+type ensureOps[T any] struct {
+	// what names it in errors ("stream HERMOD_KV").
+	what string
+	// replicas is the replica count of the configuration create and
+	// update ask for (current may change it).
+	replicas *int
+	// notFound is get's and update's error when it does not exist, exists
+	// create's when it was created meanwhile.
+	notFound, exists error
+	get              func(context.Context) (T, error)
+	create, update   func(context.Context) (T, error)
+	// current returns the existing one's replica count and whether its
+	// configuration is the wanted one; it may adjust the configuration
+	// update asks for (to keep the replica count).
+	current func(context.Context, T) (replicas int, matches bool, err error)
+}
+
+// createOrUpdate creates the stream or bucket when get does not find it,
+// and updates it when its configuration differs, again (up to
+// ensureAttempts rounds) while others create or delete it meanwhile. Its
+// look-up is asked again while unanswered (Lookup).
+func createOrUpdate[T any](ctx context.Context, o ensureOps[T]) (T, error) {
+	var zero T
 	for range ensureAttempts {
-		obs, err := Lookup(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, want.Bucket) })
+		v, err := Lookup(ctx, o.get)
 		switch {
-		case errors.Is(err, jetstream.ErrBucketNotFound):
-			obs, err = js.CreateObjectStore(ctx, want)
-			if errors.Is(err, jetstream.ErrBucketExists) {
+		case errors.Is(err, o.notFound):
+			v, err = o.create(ctx)
+			if errors.Is(err, o.exists) {
 				continue // created meanwhile: compare again
 			}
 			if err != nil {
-				return nil, fmt.Errorf("create object store %s with %d replicas: %w", want.Bucket, want.Replicas, err)
+				return zero, fmt.Errorf("create %s with %d replicas: %w", o.what, *o.replicas, err)
 			}
-			return obs, nil
+			return v, nil
 		case err != nil:
-			return nil, fmt.Errorf("look up object store %s: %w", want.Bucket, err)
+			return zero, fmt.Errorf("look up %s: %w", o.what, err)
 		}
-		st, err := Lookup(ctx, obs.Status)
+		have, matches, err := o.current(ctx, v)
 		if err != nil {
-			return nil, fmt.Errorf("read object store %s: %w", want.Bucket, err)
+			return zero, fmt.Errorf("read %s: %w", o.what, err)
 		}
-		if keep {
-			want.Replicas = st.Replicas()
+		if matches {
+			return v, nil
 		}
-		if st.Description() == want.Description && st.Storage() == want.Storage && st.Replicas() == want.Replicas {
-			return obs, nil
-		}
-		obs, err = js.UpdateObjectStore(ctx, want)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
+		v, err = o.update(ctx)
+		if errors.Is(err, o.notFound) {
 			continue // deleted meanwhile
 		}
-		if err != nil {
-			return nil, fmt.Errorf("update object store %s (replicas %d to %d): %w", want.Bucket, st.Replicas(), want.Replicas, err)
+		if err != nil && have != *o.replicas {
+			return zero, fmt.Errorf("update %s (replicas %d to %d): %w", o.what, have, *o.replicas, err)
 		}
-		return obs, nil
+		if err != nil {
+			return zero, fmt.Errorf("update %s: %w", o.what, err)
+		}
+		return v, nil
 	}
-	return nil, fmt.Errorf("ensure object store %s: still changing after %d attempts", want.Bucket, ensureAttempts)
+	return zero, fmt.Errorf("ensure %s: still changing after %d attempts", o.what, ensureAttempts)
 }
