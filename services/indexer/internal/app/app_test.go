@@ -53,7 +53,13 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	etcdSrv.Close()
-	if err := goleak.Find(); code == 0 && err != nil {
+	// nats.go v1.55.0's object store Put publishes through a JetStream
+	// context of its own and cleans it up when done; when that cleanup
+	// runs before the reconnect listener the first publish started has
+	// read its channel, the listener reads a nil channel and blocks for
+	// good (jetstream/publish.go, resetPendingAcksOnReconnect). A snapshot
+	// upload leaves one such goroutine now and then; it holds nothing.
+	if err := goleak.Find(goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")); code == 0 && err != nil {
 		fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
 		code = 1
 	}

@@ -50,6 +50,10 @@ type snapshots struct {
 	// obs is the bucket once open: load opens it, then run (which load
 	// happens before) if load could not.
 	obs jetstream.ObjectStore
+
+	// uploading, when set (tests), is called by save between writing the
+	// snapshot and uploading it.
+	uploading func()
 }
 
 // newSnapshots registers the snapshot metrics; the bucket is opened by
@@ -162,42 +166,49 @@ func (s *snapshots) newest(ctx context.Context) (string, error) {
 	return best, nil
 }
 
-// save writes and uploads this replica's snapshot.
-func (s *snapshots) save(ctx context.Context, p *projection.Projector) error {
+// save writes and uploads this replica's snapshot and returns the stream
+// sequence it covers (events applied while it uploads are not in it).
+func (s *snapshots) save(ctx context.Context, p *projection.Projector) (uint64, error) {
 	start := time.Now()
 	var buf bytes.Buffer
 	seq, err := p.WriteSnapshot(&buf)
 	if err != nil {
 		s.failures.Inc()
-		return err
+		return 0, err
 	}
 	size := buf.Len()
+	if s.uploading != nil {
+		s.uploading()
+	}
 	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
 	defer cancel()
 	if _, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: s.name(), Metadata: map[string]string{seqKey: strconv.FormatUint(seq, 10)}}, &buf); err != nil {
 		s.failures.Inc()
-		return fmt.Errorf("upload the index snapshot: %w", err)
+		return 0, fmt.Errorf("upload the index snapshot: %w", err)
 	}
 	s.took.Observe(time.Since(start).Seconds())
 	s.size.Set(float64(size))
 	s.covered.Set(float64(seq))
 	s.log.Debug("index snapshot written", "stream_sequence", seq, "bytes", size, "took", time.Since(start))
-	return nil
+	return seq, nil
 }
 
 // run saves a snapshot every interval until ctx ends, when the index has
-// moved since the last one.
+// moved past what the last one covers. That is the sequence the snapshot
+// was written at, not the projector's after the upload: events applied
+// during an upload make the next tick write another, even when the stream
+// goes quiet after them.
 func (s *snapshots) run(ctx context.Context, p *projection.Projector, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var last uint64
+	var covered uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if seq := p.StreamSequence(); seq == last {
+		if p.StreamSequence() == covered {
 			continue
 		}
 		if err := s.open(ctx); err != nil {
@@ -208,13 +219,14 @@ func (s *snapshots) run(ctx context.Context, p *projection.Projector, interval t
 			s.log.Warn("index snapshot skipped", "error", err)
 			continue
 		}
-		if err := s.save(ctx, p); err != nil {
+		seq, err := s.save(ctx, p)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			s.log.Warn("index snapshot failed", "error", err)
 			continue
 		}
-		last = p.StreamSequence()
+		covered = seq
 	}
 }

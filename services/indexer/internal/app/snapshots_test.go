@@ -127,3 +127,62 @@ func TestSnapshotsBeginWhenTheBucketComesBack(t *testing.T) {
 		t.Fatalf("a new replica did not restore the snapshot: %v", r)
 	}
 }
+
+// Events applied while a snapshot uploads are not in it: when the stream
+// then goes quiet, the next tick writes one that covers them.
+func TestSnapshotsCoverEventsAppliedDuringAnUpload(t *testing.T) {
+	skipShort(t)
+	srv := bustest.Start(t)
+	_, js := bustest.Connect(t, srv)
+	s, err := newSnapshots(js, "p", "a", 1, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := index.New(index.Config{Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := projection.New(idx, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Apply(&eventsv1.KVEventBatch{Pod: "pod-0", Seq: 1}, 7)
+	uploads := make(chan uint64, 16)
+	s.uploading = func() {
+		uploads <- p.StreamSequence()
+		if p.StreamSequence() == 7 {
+			// arrives during the first upload; nothing after it
+			p.Apply(&eventsv1.KVEventBatch{Pod: "pod-0", Seq: 2}, 8)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(ctx, p, 10*time.Millisecond)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, want := range []uint64{7, 8} {
+		select {
+		case got := <-uploads:
+			if got != want {
+				t.Fatalf("upload at sequence %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no snapshot at sequence %d (covered %v)", want, testutil.ToFloat64(s.covered))
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(s.covered) != 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the newest snapshot covers %v, the stream 8", testutil.ToFloat64(s.covered))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// quiet now: no more snapshots
+	select {
+	case got := <-uploads:
+		t.Fatalf("a snapshot at %d with nothing new", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
