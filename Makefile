@@ -11,8 +11,19 @@ export PATH  := $(BIN):$(PATH)
 APT_PACKAGES := libzmq3-dev pkg-config redis-server
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
-# Every module of the workspace (go.work), in a stable order.
+# Every module of the workspace (go.work), in a stable order, and each as
+# a package pattern (./libs/...): one go or golangci-lint command covers them
+# all, sharing its loading and its build graph.
 MODULES      = $(shell $(GO) list -m -f '{{.Dir}}' | sort)
+MODULE_PKGS  = $(patsubst $(CURDIR)/%,./%/...,$(MODULES))
+# The tests `make unit` runs: every package but the e2e suite (e2e-tls);
+# and the packages with tests that skip under -race (TestTiming*, TestNoRace*).
+E2E_PKG      := github.com/hermod/hermod/e2e
+UNIT_PKGS    = $(filter-out $(E2E_PKG),$(shell $(GO) list $(MODULE_PKGS)))
+TIMING_PKGS  = $(sort $(dir $(shell git grep -lE '^func (TestTiming|TestNoRace)' -- '*_test.go')))
+# Test binaries run at once in `make unit`: most tests wait on servers and
+# processes more than they compute, so a few more than the cores.
+TEST_P       ?= $(shell echo $$(( $$(nproc) + 2 )))
 
 # Fuzz budget per target in `make test`: an execution count (20000x) or a
 # duration (make fuzz FUZZTIME=5m for a longer search).
@@ -21,10 +32,13 @@ FUZZTIME     ?= 20000x
 BENCH        ?= .
 BENCHTIME    ?= 1s
 COUNT        ?= 1
+# make flake-hunt PKG='libs/bus services/indexer/internal/app' COUNT=20
+PKG          ?=
+FLAKE_COUNT   = $(if $(filter command line environment,$(origin COUNT)),$(COUNT),10)
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: chaos kube-apiserver test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e-tls vet lint fmt fuzz-smoke fuzz bench bench-prefix bench-multi bench-overhead microbench chart clean help
+.PHONY: chaos kube-apiserver test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e e2e-tls vet lint fmt fuzz-smoke fuzz flake-hunt ci bench bench-prefix bench-multi bench-overhead microbench chart clean help
 
 all: build
 
@@ -32,7 +46,9 @@ help:
 	@echo "make run          run Hermod on this machine: embedded NATS and etcd, every service, a vllm-sim fleet"
 	@echo "                  (RUN_ARGS='--pods 8 --pickers 2' passes flags to hermod-devstack)"
 	@echo "make deps         install Debian packages and the pinned Go tools (bin/)"
-	@echo "make test         vet, lint, proto check, unit + integration tests, the e2e suite again under --tls, fuzz smoke"
+	@echo "make test         lint (with go vet), proto check, build, unit + integration tests, the e2e suite under --tls, fuzz smoke"
+	@echo "make ci           make deps and make test as .ci/run runs them, with each phase's time at the end"
+	@echo "make flake-hunt   every server- or process-starting package's tests 10 times (PKG='libs/bus ...' COUNT=20)"
 	@echo "make test-cluster NATS (R3 streams) and etcd clusters of 3 with nodes and leaders restarted under load"
 	@echo "make e2e-tls      the e2e suite with every devstack under --tls (mutual TLS, etcd and NATS users)"
 	@echo "make build        build every module and the binaries into bin/"
@@ -53,7 +69,12 @@ help:
 	@echo "                  needed (IMAGES=a,b  VERSION=  REGISTRY=localhost:5000 pushes  PODMAN=1 loads into podman)"
 	@echo "make images-test  make images, then unpack each image and run its binary's --version"
 
-deps: apt-deps tools kube-apiserver
+# What `make deps` and `make test` run, in order; `make ci` (.ci/run) runs
+# the same and prints each phase's time at the end.
+DEPS_PHASES := apt-deps tools kube-apiserver
+TEST_PHASES := lint proto-check build unit e2e-tls fuzz-smoke
+
+deps: $(DEPS_PHASES)
 
 # Installs only the packages that are missing.
 apt-deps:
@@ -95,7 +116,7 @@ PURE_BINARIES := ./services/gateway/cmd/hermod-gateway ./services/picker/cmd/her
 CGO_BINARIES  := ./tools/vllm-sim/cmd/vllm-sim ./services/indexer/cmd/hermod-indexer
 
 build: binaries
-	@for m in $(MODULES); do echo "build $$m"; (cd "$$m" && $(GO) build ./...); done
+	$(GO) build $(MODULE_PKGS)
 
 binaries: mongotest
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(PURE_BINARIES)
@@ -127,14 +148,15 @@ RUN_ARGS ?=
 run: apt-deps binaries
 	$(BIN)/hermod-devstack $(RUN_ARGS)
 
+# go vet's analyzers also run in lint (govet), which `make test` runs.
 vet:
-	@for m in $(MODULES); do echo "vet $$m"; (cd "$$m" && $(GO) vet ./...); done
+	$(GO) vet $(MODULE_PKGS)
 
 lint: tools
-	@for m in $(MODULES); do echo "lint $$m"; (cd "$$m" && golangci-lint run ./...); done
+	golangci-lint run $(MODULE_PKGS)
 
 fmt: tools
-	@for m in $(MODULES); do (cd "$$m" && golangci-lint fmt ./...); done
+	golangci-lint fmt $(MODULE_PKGS)
 
 # Unit and integration tests of every module, with the race detector; then
 # without it the tests that skip under -race: the timing tests (TestTiming*)
@@ -142,14 +164,18 @@ fmt: tools
 # (e.g. the large reference tokenizers; a representative slice of each runs
 # under -race).
 unit: mongotest tools kube-apiserver
-	@for m in $(MODULES); do echo "test $$m"; (cd "$$m" && $(GO) test -race -count=1 ./...); done
-	@for m in $(MODULES); do echo "timing tests $$m"; (cd "$$m" && $(GO) test -count=1 -run '^(TestTiming|TestNoRace)' ./... > .timing.log 2>&1 || { cat .timing.log; rm -f .timing.log; exit 1; }; rm -f .timing.log); done
+	$(GO) test -race -count=1 -p $(TEST_P) $(UNIT_PKGS)
+	$(GO) test -count=1 -run '^(TestTiming|TestNoRace)' $(addprefix ./,$(TIMING_PKGS))
 
 # The e2e suite with every devstack under --tls: a generated CA, mutual TLS
 # on gRPC, etcd (client certificates, RBAC) and NATS (client certificates,
 # a user); the tests connect with the state file's security settings.
-e2e-tls: mongotest tools kube-apiserver
-	cd e2e && HERMOD_E2E_TLS=1 $(GO) test -race -count=1 ./...
+e2e-tls: binaries tools kube-apiserver
+	cd e2e && HERMOD_E2E_BIN=$(BIN) HERMOD_E2E_TLS=1 $(GO) test -race -count=1 .
+
+# The e2e suite with plain connections, as `make run` starts the stack.
+e2e: binaries tools kube-apiserver
+	cd e2e && HERMOD_E2E_BIN=$(BIN) $(GO) test -race -count=1 .
 
 # The heavy cluster tests: a 3-node NATS cluster with R3 streams and a
 # 3-member etcd cluster, a node, a member and the leaders stopped and
@@ -170,13 +196,23 @@ chaos: mongotest
 	cd e2e && HERMOD_CHAOS=full HERMOD_CHAOS_REPORT=$(CURDIR)/bench-out/chaos/report.md $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./
 	@cat bench-out/chaos/report.md
 
+# Tests that fail only now and then: each package COUNT times under -race,
+# then its timing tests COUNT times without it; PKG lists package
+# directories (default: every package whose tests start servers or
+# processes). Logs and a summary in bench-out/flake-hunt.
+flake-hunt: mongotest tools kube-apiserver
+	@PKG='$(PKG)' COUNT=$(FLAKE_COUNT) ./scripts/flake-hunt.sh
+
 # Every fuzz target briefly, from its committed seed corpus.
 fuzz-smoke:
 	@FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 fuzz: fuzz-smoke
 
-test: vet lint proto-check build unit e2e-tls fuzz-smoke
+test: $(TEST_PHASES)
+
+ci:
+	@PHASES_OUT=$(PHASES_OUT) ./scripts/phases.sh $(DEPS_PHASES) $(TEST_PHASES)
 
 # The routing benchmark: round-robin, reference/000's load-aware and the
 # recommended predicted-latency config, each on five arrival orders of
