@@ -44,8 +44,9 @@ func TestConfigValidateReferenceConfigs(t *testing.T) {
 			t.Errorf("output does not report %s valid:\n%s", f, stdout)
 		}
 	}
-	// The resolved reference/000 config shows its five weighted scorers.
-	for _, want := range []string{"profileHandler: single-profile-handler", "name: no-hit-lru-scorer", "maxNumOfEndpoints: 2", "origin: default"} {
+	// The effective reference/000 config shows its weighted scorers and
+	// the plugins added by default, in the llm-d.ai layout.
+	for _, want := range []string{"apiVersion: llm-d.ai/v1alpha1", "type: single-profile-handler # default", "type: no-hit-lru-scorer", "maxNumOfEndpoints: 2"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("resolved output lacks %q", want)
 		}
@@ -57,7 +58,7 @@ func TestConfigValidateHeimdallValuesFile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{`"name": "context-length-aware"`, `"weight": 2`} {
+	for _, want := range []string{`"type": "context-length-aware"`, `"weight": 2`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("json output lacks %s:\n%s", want, stdout)
 		}
@@ -92,7 +93,7 @@ plugins:
 
 func TestConfigValidateStrictAndUsage(t *testing.T) {
 	warn := filepath.Join(referenceConfigs, "003-pd-context-length.yaml")
-	if _, stderr, code := hermodctl(t, "config", "validate", "-strict", warn); code != 1 || !strings.Contains(stderr, "warnings are errors") {
+	if _, stderr, code := hermodctl(t, "config", "validate", "-strict", warn); code != 1 || !strings.Contains(stderr, "are errors with -strict") {
 		t.Errorf("-strict with warnings: exit %d, stderr %q", code, stderr)
 	}
 	if _, _, code := hermodctl(t, "config", "validate"); code != 2 {

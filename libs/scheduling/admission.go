@@ -2,7 +2,6 @@ package scheduling
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -85,13 +84,12 @@ func (b *builder) admission(s *Scheduler) {
 			s.admitters = append(s.admitters, timed[Admitter]{a, m.timer(PointAdmission, a)})
 		}
 	}
-	var section struct {
-		PluginRef string `json:"pluginRef"`
-	}
-	if len(b.cfg.SaturationDetector) > 0 {
-		if err := json.Unmarshal(b.cfg.SaturationDetector, &section); err != nil {
-			b.fail("saturationDetector: %v", err)
-			return
+	ref := ""
+	if f := b.cfg.FlowControl; f != nil {
+		ref = f.SaturationDetector
+		if f.queueSettings() || f.EnableEviction {
+			// A client must hear when what it asked for does not happen.
+			b.warn("flowControl: its queue bounds, TTL, bands and policies are not applied from the endpoint picker config: Hermod's gateways queue by their --flow-control file (only flowControl.saturationDetector is used here)")
 		}
 	}
 	var found Plugin
@@ -100,46 +98,40 @@ func (b *builder) admission(s *Scheduler) {
 			continue
 		}
 		tn := inst.plugin.TypedName()
-		if (section.PluginRef != "" && tn.Name == section.PluginRef) || (section.PluginRef == "" && tn.Type == TypeUtilizationDetector) {
+		if (ref != "" && tn.Name == ref) || (ref == "" && tn.Type == TypeUtilizationDetector) {
 			found = inst.plugin
 			break
 		}
 	}
 	switch d, ok := found.(SaturationDetector); {
-	case found == nil && section.PluginRef != "":
-		b.fail("saturationDetector.pluginRef: no plugin named %q is declared in plugins", section.PluginRef)
+	case found == nil && ref != "":
+		b.fail("flowControl.saturationDetector.pluginRef: no plugin named %q is declared in plugins", ref)
 	case found != nil && !ok:
-		b.fail("saturationDetector.pluginRef: %q (type %s) is not a saturation detector", section.PluginRef, found.TypedName().Type)
+		b.fail("flowControl.saturationDetector.pluginRef: %q (type %s) is not a saturation detector", ref, found.TypedName().Type)
 	case ok && !b.gates[GateFlowControl]:
 		s.detector = d
 	}
 }
 
-// parser checks the parser section: its pluginRef must name a declared
-// request parser (upstream adds openai-parser when it names none; Hermod
-// parses the OpenAI wire either way).
-func (b *builder) parser() {
-	if len(b.cfg.Parser) == 0 {
-		return
-	}
-	var section struct {
-		PluginRef string `json:"pluginRef"`
-	}
-	if err := json.Unmarshal(b.cfg.Parser, &section); err != nil {
-		b.fail("parser: %v", err)
-		return
-	}
-	if section.PluginRef == "" {
-		return
-	}
-	for _, inst := range b.instances {
-		if inst.implicit || inst.plugin == nil || inst.plugin.TypedName().Name != section.PluginRef {
+// parsers resolves requestHandler.parsers: each pluginRef names a
+// declared request parser or, as upstream, a parser type, which is made
+// with its defaults. A config that lists none gets the default parsers.
+func (b *builder) parsers() {
+	for i, ref := range b.cfg.Parsers {
+		path := fmt.Sprintf("requestHandler.parsers[%d].pluginRef", i)
+		if inst, ok := b.byName[ref]; ok {
+			if inst.plugin != nil && !is[RequestParser](inst.plugin) {
+				b.fail("%s: %q (type %s) is not a request parser", path, ref, inst.plugin.TypedName().Type)
+			}
 			continue
 		}
-		if _, ok := inst.plugin.(RequestParser); !ok {
-			b.fail("parser.pluginRef: %q (type %s) is not a request parser", section.PluginRef, inst.plugin.TypedName().Type)
+		reg, ok := b.o.registry.Lookup(ref)
+		if !ok {
+			b.fail("%s: no plugin named %q is declared in plugins, and no parser type has that name", path, ref)
+			continue
 		}
-		return
+		if p := b.implicit(reg.Type); p != nil && !is[RequestParser](p) {
+			b.fail("%s: %q is not a request parser type", path, ref)
+		}
 	}
-	b.fail("parser.pluginRef: no plugin named %q is declared in plugins", section.PluginRef)
 }

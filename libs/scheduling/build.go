@@ -107,6 +107,9 @@ func New(cfg *Config, opts ...Option) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, d := range s.desc.Deprecations {
+		o.logger.Info("endpoint picker config uses a deprecated field", "deprecation", d)
+	}
 	for _, w := range s.desc.Warnings {
 		o.logger.Warn("endpoint picker config", "warning", w)
 	}
@@ -119,6 +122,9 @@ type builder struct {
 	gates map[string]bool
 	errs  []error
 	warns []string
+	// deprecations are the old fields the config uses (logged at info,
+	// as upstream does; hermodctl config validate prints them)
+	deprecations []string
 
 	instances []*instance          // in declaration order, implicit ones appended
 	byName    map[string]*instance // declared plugins only
@@ -139,7 +145,12 @@ func (b *builder) fail(format string, args ...any) {
 	b.errs = append(b.errs, fmt.Errorf(format, args...))
 }
 
+func (b *builder) warn(format string, args ...any) {
+	b.warns = append(b.warns, fmt.Sprintf(format, args...))
+}
+
 func (b *builder) build() (*Scheduler, error) {
+	b.deprecations = append(b.deprecations, b.cfg.Deprecations...)
 	b.checkGates()
 	b.instantiate()
 	if len(b.errs) > 0 {
@@ -160,7 +171,7 @@ func (b *builder) build() (*Scheduler, error) {
 	b.handler(s)
 	b.hooks(s)
 	b.admission(s)
-	b.parser()
+	b.parsers()
 	b.dataLayer()
 	if len(b.errs) > 0 {
 		return nil, b.abandon()
@@ -214,11 +225,14 @@ func (b *builder) abandon() error {
 
 func (b *builder) checkGates() {
 	for i, g := range b.cfg.FeatureGates {
-		if !slices.Contains(KnownFeatureGates, g) {
-			b.fail("featureGates[%d]: unknown feature gate %q (known: %s)", i, g, strings.Join(KnownFeatureGates, ", "))
+		if !slices.Contains(KnownFeatureGates, g.Name) {
+			b.fail("featureGates[%d]: unknown feature gate %q (known: %s)", i, g.Name, strings.Join(KnownFeatureGates, ", "))
 			continue
 		}
-		b.gates[g] = true
+		if g.Name == GateHAPopulateNonLeaderDatastore && !g.Enabled {
+			b.warn("featureGates[%d]: %s=false changes nothing: every picker replica keeps the whole pool (none leads)", i, g.Name)
+		}
+		b.gates[g.Name] = g.Enabled
 	}
 }
 
@@ -469,8 +483,18 @@ func (b *builder) dataLayer() {
 	if d == nil {
 		return
 	}
+	section := d.section
+	if section == "" {
+		section = "dataLayer"
+	}
+	if d.Discovery != "" {
+		b.dataRef(section+".discovery.pluginRef", d.Discovery, is[EndpointDiscovery], "endpoint discovery plugin")
+	}
+	if d.CrossReplicaSyncerPluginRef != "" {
+		b.fail("%s.crossReplicaSyncerPluginRef: %q: there are no cross-replica syncer plugins (picker replicas share the pool's state through the event streams); remove it", section, d.CrossReplicaSyncerPluginRef)
+	}
 	for i, src := range d.Sources {
-		path := fmt.Sprintf("data.sources[%d]", i)
+		path := fmt.Sprintf("%s.sources[%d]", section, i)
 		var events bool
 		b.dataRef(path+".pluginRef", src.PluginRef, func(p Plugin) bool {
 			_, events = p.(EndpointSource)

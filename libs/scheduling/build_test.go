@@ -132,7 +132,7 @@ schedulingProfiles:
 func TestBuildErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"unknown gate", "featureGates: [prepareDataPlugins, fastMode]\nplugins: [{type: queue-scorer}]",
-			`featureGates[1]: unknown feature gate "fastMode" (known: prepareDataPlugins, dataLayer, flowControl, enableLegacyMetrics)`},
+			`featureGates[1]: unknown feature gate "fastMode" (known: flowControl, haPopulateNonLeaderDatastore, prepareDataPlugins)`},
 		{"duplicate name", "plugins: [{type: queue-scorer}, {type: queue-scorer}]",
 			`plugins[1] (queue-scorer): name "queue-scorer" is already used by plugins[0]`},
 		{"duplicate explicit name", "plugins: [{type: queue-scorer, name: s}, {type: kv-cache-utilization-scorer, name: s}]",

@@ -20,21 +20,30 @@ const (
 	ConfigKind     = "EndpointPickerConfig"
 )
 
-// Config is a parsed EndpointPickerConfig, before plugins are built.
+// Config is a parsed EndpointPickerConfig, before plugins are built, in
+// the llm-d router's v0.9+ layout: ParseConfig moves the deprecated fields
+// (top-level parser and saturationDetector) to where that layout keeps
+// them and says so in Deprecations.
 type Config struct {
 	APIVersion         string
 	Kind               string
-	FeatureGates       []string
+	FeatureGates       []FeatureGate
 	Plugins            []PluginSpec
 	SchedulingProfiles []ProfileSpec
-	// Data is the data-layer section (key "data", or "dataLayer").
+	// Data is the data-layer section (key dataLayer, or the older data).
 	Data *DataSpec
-	// Sections the scheduling core does not interpret; the services that own
-	// them (gateway flow control, saturation detection) decode them.
-	SaturationDetector json.RawMessage
-	FlowControl        json.RawMessage
-	Parser             json.RawMessage
-	RequestControl     json.RawMessage
+	// Parsers are requestHandler.parsers' pluginRefs in order (matched by
+	// path); the deprecated top-level parser gives one.
+	Parsers []string
+	// FlowControl is the flowControl section; the deprecated top-level
+	// saturationDetector sets its SaturationDetector.
+	FlowControl *FlowControlSpec
+	// RequestControl is GIE's requestControl section, which the scheduling
+	// core does not interpret.
+	RequestControl json.RawMessage
+	// Deprecations name each deprecated field the document uses and what
+	// replaces it.
+	Deprecations []string
 	// FromValuesFile is set when the config came from a Helm values file's
 	// `config:` key.
 	FromValuesFile bool
@@ -58,17 +67,6 @@ type ProfilePluginSpec struct {
 	PluginRef string
 	// Weight is nil when the config does not set one (default 1).
 	Weight *float64
-}
-
-// DataSpec is the data-layer section.
-type DataSpec struct {
-	Sources []DataSourceSpec
-}
-
-// DataSourceSpec is a data source and its extractors.
-type DataSourceSpec struct {
-	PluginRef  string
-	Extractors []string
 }
 
 // DefaultConfig is the configuration used when none is given: queue-scorer
@@ -204,6 +202,9 @@ func valuesConfig(doc *yaml.Node) *yaml.Node {
 
 type configParser struct {
 	errs []error
+	// noVersion: the document gives no apiVersion; sawParser: it has the
+	// deprecated top-level parser.
+	noVersion, sawParser bool
 }
 
 func (p *configParser) fail(format string, args ...any) {
@@ -214,6 +215,9 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 	cfg := &Config{}
 	seen := map[string]bool{}
 	var dataNode *yaml.Node
+	var legacyParser, legacyDetector string
+	var thresholds []byte
+	hasDetector := false
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k, v := doc.Content[i], doc.Content[i+1]
 		if seen[k.Value] {
@@ -227,7 +231,7 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 		case "kind":
 			cfg.Kind = p.str(v, "kind")
 		case "featureGates":
-			cfg.FeatureGates = p.strList(v, "featureGates")
+			cfg.FeatureGates = p.featureGates(v)
 		case "plugins":
 			cfg.Plugins = p.plugins(v)
 		case "schedulingProfiles":
@@ -239,12 +243,16 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 			}
 			dataNode = v
 			cfg.Data = p.data(v, k.Value)
-		case "saturationDetector":
-			cfg.SaturationDetector = p.rawObject(v, k.Value)
+		case "requestHandler":
+			cfg.Parsers = p.requestHandler(v)
 		case "flowControl":
-			cfg.FlowControl = p.rawObject(v, k.Value)
+			cfg.FlowControl = p.flowControl(v)
+		case "saturationDetector":
+			hasDetector = v.Kind != yaml.ScalarNode || v.Tag != "!!null"
+			legacyDetector, thresholds = p.legacySaturationDetector(v)
 		case "parser":
-			cfg.Parser = p.rawObject(v, k.Value)
+			p.sawParser = true
+			legacyParser = p.pluginRefField(v, "parser", false)
 		case "requestControl":
 			cfg.RequestControl = p.rawObject(v, k.Value)
 		default:
@@ -255,10 +263,11 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 	// name an EndpointPickerConfig.
 	switch cfg.APIVersion {
 	case "":
-		cfg.APIVersion = APIVersionGIE
+		p.noVersion = true
+		cfg.APIVersion = APIVersionLLMD
 	case APIVersionGIE, APIVersionLLMD:
 	default:
-		p.fail("apiVersion: %q is not supported (use %s or %s)", cfg.APIVersion, APIVersionGIE, APIVersionLLMD)
+		p.fail("apiVersion: %q is not supported (use %s or %s)", cfg.APIVersion, APIVersionLLMD, APIVersionGIE)
 	}
 	switch cfg.Kind {
 	case "":
@@ -267,6 +276,7 @@ func (p *configParser) config(doc *yaml.Node) *Config {
 	default:
 		p.fail("kind: %q is not supported (use %s)", cfg.Kind, ConfigKind)
 	}
+	p.migrate(cfg, legacyParser, legacyDetector, thresholds, hasDetector)
 	return cfg
 }
 
@@ -324,22 +334,6 @@ func (p *configParser) profilePlugins(n *yaml.Node, path string) []ProfilePlugin
 			}
 			return true
 		})
-}
-
-func (p *configParser) data(n *yaml.Node, path string) *DataSpec {
-	if n.Kind != yaml.MappingNode {
-		p.fail("%s: must be a mapping (line %d)", path, n.Line)
-		return nil
-	}
-	spec := &DataSpec{}
-	p.fields(n, path, func(key string, v *yaml.Node) bool {
-		if key != "sources" {
-			return false
-		}
-		spec.Sources = p.dataSources(v, path+".sources")
-		return true
-	})
-	return spec
 }
 
 func (p *configParser) dataSources(n *yaml.Node, path string) []DataSourceSpec {

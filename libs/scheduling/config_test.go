@@ -28,8 +28,8 @@ func TestParseConfigAPIVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.APIVersion != APIVersionGIE || cfg.Kind != ConfigKind {
-		t.Errorf("omitted apiVersion/kind: got %q %q, want the GIE defaults", cfg.APIVersion, cfg.Kind)
+	if cfg.APIVersion != APIVersionLLMD || cfg.Kind != ConfigKind || len(cfg.Deprecations) != 0 {
+		t.Errorf("omitted apiVersion/kind: got %q %q (%q), want the llm-d.ai defaults and no deprecation", cfg.APIVersion, cfg.Kind, cfg.Deprecations)
 	}
 }
 
@@ -61,7 +61,7 @@ dataLayer:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.FeatureGates, ","); got != "prepareDataPlugins,dataLayer" {
+	if got := strings.Join(gateStrings(cfg.FeatureGates), ","); got != "prepareDataPlugins" || !strings.Contains(strings.Join(cfg.Deprecations, "\n"), "dataLayer changes nothing") {
 		t.Errorf("featureGates = %s", got)
 	}
 	if len(cfg.Plugins) != 2 || cfg.Plugins[0].Name != "q" || cfg.Plugins[1].Name != "max-score-picker" {
@@ -123,9 +123,13 @@ config: |
 	}
 }
 
-func TestParseConfigAcceptsOtherSections(t *testing.T) {
+// The deprecated top-level sections move to the v0.9+ layout: parser to
+// requestHandler.parsers, saturationDetector to flowControl (GIE's inline
+// thresholds become a utilization-detector), each with a deprecation.
+func TestParseConfigMovesDeprecatedSections(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`
-plugins: [{type: queue-scorer}]
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+plugins: [{type: queue-scorer}, {type: utilization-detector, name: saturation-detector}]
 saturationDetector: {queueDepthThreshold: 5, kvCacheUtilThreshold: 0.8, metricsStalenessThreshold: 200ms}
 flowControl: {maxBytes: 1000}
 parser: {pluginRef: openai-parser}
@@ -134,11 +138,72 @@ requestControl: {prepareDataTimeout: 1s}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(cfg.SaturationDetector) != `{"queueDepthThreshold":5,"kvCacheUtilThreshold":0.8,"metricsStalenessThreshold":"200ms"}` {
-		t.Errorf("saturationDetector = %s", cfg.SaturationDetector)
+	last := cfg.Plugins[len(cfg.Plugins)-1]
+	if last.Type != TypeUtilizationDetector || last.Name != "saturation-detector-2" ||
+		string(last.Parameters) != `{"queueDepthThreshold":5,"kvCacheUtilThreshold":0.8,"metricsStalenessThreshold":"200ms"}` {
+		t.Errorf("GIE's thresholds gave %+v", last)
 	}
-	if cfg.FlowControl == nil || cfg.Parser == nil || cfg.RequestControl == nil {
-		t.Errorf("sections lost: %+v", cfg)
+	if cfg.FlowControl == nil || cfg.FlowControl.SaturationDetector != "saturation-detector-2" || cfg.FlowControl.MaxBytes.Value != 1000 {
+		t.Errorf("flowControl = %+v", cfg.FlowControl)
+	}
+	if strings.Join(cfg.Parsers, ",") != "openai-parser" || cfg.RequestControl == nil {
+		t.Errorf("parsers %v, requestControl %s", cfg.Parsers, cfg.RequestControl)
+	}
+	if len(cfg.Deprecations) != 3 {
+		t.Errorf("deprecations: %q", cfg.Deprecations)
+	}
+	for _, want := range []string{"apiVersion: inference.networking.x-k8s.io/v1alpha1 is deprecated", "use requestHandler.parsers", "use flowControl.saturationDetector"} {
+		if !strings.Contains(strings.Join(cfg.Deprecations, "\n"), want) {
+			t.Errorf("no deprecation says %q: %q", want, cfg.Deprecations)
+		}
+	}
+}
+
+// The new field wins over the deprecated one when both are set.
+func TestParseConfigNewFieldsWin(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl=false, "haPopulateNonLeaderDatastore=TRUE", dataLayer]
+plugins: [{type: queue-scorer}]
+parser: {pluginRef: old-parser}
+requestHandler:
+  parsers: [{pluginRef: openai-parser}, {pluginRef: anthropic-parser}]
+saturationDetector: {pluginRef: old-detector}
+flowControl:
+  saturationDetector: {pluginRef: new-detector}
+  maxRequests: 10k
+  defaultRequestTTL: 0s
+  enableEviction: true
+  defaultPriorityBand: {maxRequests: 5000, maxBytes: 1G}
+  priorityBands:
+  - {priority: 100, maxRequests: "2k", fairnessPolicyRef: round-robin-fairness-policy, orderingPolicyRef: fcfs-ordering-policy}
+  - {priority: -10, maxBytes: 1Gi}
+dataLayer:
+  injectDefaults: false
+  discovery: {pluginRef: file-discovery}
+  sources: [{pluginRef: metrics-data-source, extractors: [{pluginRef: core-metrics-extractor}]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(gateStrings(cfg.FeatureGates), ","); got != "flowControl=false,haPopulateNonLeaderDatastore" {
+		t.Errorf("gates = %s", got)
+	}
+	if strings.Join(cfg.Parsers, ",") != "openai-parser,anthropic-parser" {
+		t.Errorf("parsers = %v", cfg.Parsers)
+	}
+	f := cfg.FlowControl
+	if f.SaturationDetector != "new-detector" || f.MaxRequests.Value != 10000 || *f.DefaultRequestTTL != 0 || !f.EnableEviction ||
+		f.DefaultPriorityBand.MaxBytes.Value != 1e9 || len(f.PriorityBands) != 2 || f.PriorityBands[0].MaxRequests.Value != 2000 ||
+		f.PriorityBands[1].Priority != -10 || f.PriorityBands[1].MaxBytes.Value != 1<<30 {
+		t.Errorf("flowControl = %+v", f)
+	}
+	if d := cfg.Data; *d.InjectDefaults || d.Discovery != "file-discovery" || len(d.Sources) != 1 {
+		t.Errorf("dataLayer = %+v", d)
+	}
+	if len(cfg.Deprecations) != 3 {
+		t.Errorf("deprecations: %q", cfg.Deprecations)
 	}
 }
 
@@ -258,5 +323,25 @@ func TestDefaultConfigShape(t *testing.T) {
 	w := cfg.SchedulingProfiles[0].Plugins
 	if *w[0].Weight != 2 || *w[1].Weight != 2 || *w[2].Weight != 3 || w[3].Weight != nil {
 		t.Errorf("default weights = %v %v %v", *w[0].Weight, *w[1].Weight, *w[2].Weight)
+	}
+}
+
+func TestParseQuantity(t *testing.T) {
+	for in, want := range map[string]int64{
+		"0": 0, "1000": 1000, "10Gi": 10 << 30, "1k": 1000, "1.5M": 1500000, "1500m": 2, "1m": 1,
+		"1e3": 1000, "2E-2": 1, "+5": 5, "0.5Ki": 512, "1G": 1e9, "8Ei": -1, "7Ei": 7 << 60, " 3 ": 3,
+	} {
+		q, err := ParseQuantity(in)
+		switch {
+		case want < 0 && err == nil:
+			t.Errorf("%q: %d, want out of range", in, q.Value)
+		case want >= 0 && (err != nil || q.Value != want):
+			t.Errorf("%q: %d, %v; want %d", in, q.Value, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1Xi", "k", "1e", "1e99999", "1.2.3", "Gi", strings.Repeat("9", 80)} {
+		if q, err := ParseQuantity(bad); err == nil {
+			t.Errorf("%q parsed as %d", bad, q.Value)
+		}
 	}
 }

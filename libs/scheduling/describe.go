@@ -1,6 +1,9 @@
 package scheduling
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Resolved is a configuration as the scheduler runs it, defaults applied.
 type Resolved struct {
@@ -13,6 +16,14 @@ type Resolved struct {
 	// Warnings are load-time warnings (skipped plugins, deprecated or
 	// unknown parameters, ignored weights).
 	Warnings []string `json:"warnings,omitempty"`
+	// Deprecations name the deprecated fields the config uses and what
+	// replaces each (it runs as if it used those).
+	Deprecations []string `json:"deprecations,omitempty"`
+	// Effective is the configuration as it runs, in the v0.9+ layout:
+	// every plugin (those the builder added too) with its effective
+	// parameters, the profiles' filters, scorers (with weights) and picker
+	// in order, the parsers in use. It loads as it is.
+	Effective *Config `json:"-"`
 }
 
 // ResolvedPlugin is one plugin instance.
@@ -87,9 +98,10 @@ func ExtensionPoints(p Plugin) []string {
 func (b *builder) describe(s *Scheduler) *Resolved {
 	r := &Resolved{
 		APIVersion:   b.cfg.APIVersion,
-		FeatureGates: append([]string{}, b.cfg.FeatureGates...),
+		FeatureGates: gateStrings(b.cfg.FeatureGates),
 		Data:         b.cfg.Data,
 		Warnings:     b.warns,
+		Deprecations: b.deprecations,
 	}
 	for _, inst := range b.instances {
 		rp := ResolvedPlugin{Name: inst.spec.Name, Type: inst.spec.Type, Origin: inst.origin()}
@@ -104,6 +116,7 @@ func (b *builder) describe(s *Scheduler) *Resolved {
 		r.Plugins = append(r.Plugins, rp)
 	}
 	r.ProfileHandler = s.handler.TypedName().Name
+	r.Effective = b.effective(s)
 	for _, name := range s.profileOrder {
 		p := s.profiles[name]
 		rp := ResolvedProfile{Name: name, Picker: p.picker.TypedName().Name, Scorers: p.scorerInfo}
@@ -123,4 +136,65 @@ func (inst *instance) origin() string {
 		return "default"
 	}
 	return fmt.Sprintf("plugins[%d]", inst.index)
+}
+
+func gateStrings(gates []FeatureGate) []string {
+	out := make([]string, 0, len(gates))
+	for _, g := range gates {
+		out = append(out, g.String())
+	}
+	return out
+}
+
+// effective is the configuration s runs, in the v0.9+ layout.
+func (b *builder) effective(s *Scheduler) *Config {
+	cfg := &Config{
+		APIVersion:     APIVersionLLMD,
+		Kind:           ConfigKind,
+		FeatureGates:   b.cfg.FeatureGates,
+		Data:           b.cfg.Data,
+		FlowControl:    b.cfg.FlowControl,
+		RequestControl: b.cfg.RequestControl,
+		Parsers:        b.cfg.Parsers,
+	}
+	for _, inst := range b.instances {
+		spec := PluginSpec{Name: inst.spec.Name, Type: inst.spec.Type, Parameters: inst.spec.Parameters}
+		if inst.plugin != nil {
+			tn := inst.plugin.TypedName()
+			spec.Name, spec.Type = tn.Name, tn.Type
+			if pr, ok := inst.plugin.(ParameterReporter); ok {
+				if raw, err := json.Marshal(pr.Parameters()); err == nil && string(raw) != "{}" {
+					spec.Parameters = raw
+				}
+			}
+		}
+		cfg.Plugins = append(cfg.Plugins, spec)
+	}
+	for _, name := range s.profileOrder {
+		p := s.profiles[name]
+		// A plugin is listed once and serves every extension point it
+		// implements there (a filter that scores carries its weight).
+		ps := ProfileSpec{Name: name}
+		at := map[string]int{}
+		ref := func(name string, weight *float64) {
+			if i, ok := at[name]; ok {
+				if weight != nil {
+					ps.Plugins[i].Weight = weight
+				}
+				return
+			}
+			at[name] = len(ps.Plugins)
+			ps.Plugins = append(ps.Plugins, ProfilePluginSpec{PluginRef: name, Weight: weight})
+		}
+		for _, f := range p.filters {
+			ref(f.TypedName().Name, nil)
+		}
+		for _, sc := range p.scorerInfo {
+			w := sc.Weight
+			ref(sc.Name, &w)
+		}
+		ref(p.picker.TypedName().Name, nil)
+		cfg.SchedulingProfiles = append(cfg.SchedulingProfiles, ps)
+	}
+	return cfg
 }

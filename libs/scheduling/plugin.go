@@ -279,6 +279,15 @@ type RequestParser interface {
 	ParseRequest(api openai.API, body []byte) (openai.Request, error)
 }
 
+// EndpointDiscovery is a plugin that says where a pool's endpoints come
+// from when no platform lists them (dataLayer.discovery.pluginRef), as
+// upstream's file-discovery: the collector, which keeps the pool's
+// endpoint registry, follows the file it names.
+type EndpointDiscovery interface {
+	Plugin
+	EndpointsFile() string
+}
+
 // EndpointSource is a data source of endpoint events (an endpoint added or
 // removed) rather than of fetched data, as upstream's
 // endpoint-notification-source. The scheduler delivers those events to

@@ -8,18 +8,30 @@ import (
 
 // Feature gates of EndpointPickerConfig.featureGates.
 const (
-	GatePrepareDataPlugins = "prepareDataPlugins"
-	// GateDataLayer is accepted as upstream now does: the data layer is
-	// on without it, and it changes nothing.
-	GateDataLayer   = "dataLayer"
 	GateFlowControl = "flowControl"
-	// GateEnableLegacyMetrics is accepted for Heimdall compatibility; Hermod
-	// always exports its metrics, so it changes nothing.
+	// GateHAPopulateNonLeaderDatastore keeps non-leader replicas' view of
+	// the pool current upstream; every picker replica here has it (none
+	// leads), so it is on whatever the config says.
+	GateHAPopulateNonLeaderDatastore = "haPopulateNonLeaderDatastore"
+	// GatePrepareDataPlugins enables PrepareData plugins (the gate of
+	// GIE's releases, which Hermod keeps: responses-store needs it).
+	GatePrepareDataPlugins = "prepareDataPlugins"
+	// GateDataLayer and GateEnableLegacyMetrics are gone upstream (the
+	// data layer is always on; the legacy metrics are not served); older
+	// configs name them, so ParseConfig drops them, noting a deprecation.
+	GateDataLayer           = "dataLayer"
 	GateEnableLegacyMetrics = "enableLegacyMetrics"
 )
 
-// KnownFeatureGates lists every gate a config may name; any other is an error.
-var KnownFeatureGates = []string{GatePrepareDataPlugins, GateDataLayer, GateFlowControl, GateEnableLegacyMetrics}
+// KnownFeatureGates lists every gate a config may name (besides the
+// removed ones); any other is an error.
+var KnownFeatureGates = []string{GateFlowControl, GateHAPopulateNonLeaderDatastore, GatePrepareDataPlugins}
+
+// removedGates say why a gate that older configs name does nothing.
+var removedGates = map[string]string{
+	GateDataLayer:           "the llm-d router removed it in v0.10: the data layer is always on",
+	GateEnableLegacyMetrics: "the llm-d router removed it in v0.9: Hermod serves the llm_d_epp_*, GIE and its own metric names alike",
+}
 
 // Registration describes one plugin type.
 type Registration struct {

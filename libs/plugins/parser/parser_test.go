@@ -22,11 +22,30 @@ func TestOpenAIParserParsesTheOpenAIWire(t *testing.T) {
 	}
 }
 
+// requestHandler.parsers (and the deprecated parser) name declared
+// parsers, or parser types, made with their defaults, as upstream does.
 func TestParserSection(t *testing.T) {
+	for _, yaml := range []string{
+		"plugins: [{type: queue-scorer}]\nparser: {pluginRef: openai-parser}",
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}]}",
+		"plugins: [{type: queue-scorer}, {type: openai-parser, name: p}]\nrequestHandler: {parsers: [{pluginRef: p}]}",
+	} {
+		cfg, err := scheduling.ParseConfig([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := scheduling.New(cfg)
+		if err != nil {
+			t.Errorf("%s: %v", yaml, err)
+			continue
+		}
+		_ = s.Close()
+	}
 	for yaml, want := range map[string]string{
-		"plugins: [{type: queue-scorer}]\nparser: {pluginRef: openai-parser}":                            `parser.pluginRef: no plugin named "openai-parser"`,
-		"plugins: [{type: queue-scorer}]\nparser: {pluginRef: queue-scorer}":                             "is not a request parser",
-		"plugins: [{type: vllmgrpc-parser}, {type: queue-scorer}]\nparser: {pluginRef: vllmgrpc-parser}": "vllmgrpc-parser is not supported",
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: nope}]}":                                     `requestHandler.parsers[0].pluginRef: no plugin named "nope" is declared in plugins, and no parser type has that name`,
+		"plugins: [{type: queue-scorer}]\nparser: {pluginRef: queue-scorer}":                                                  "is not a request parser",
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: kv-cache-utilization-scorer}]}":              "is not a request parser type",
+		"plugins: [{type: vllmgrpc-parser}, {type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: vllmgrpc-parser}]}": "vllmgrpc-parser is not supported",
 	} {
 		cfg, err := scheduling.ParseConfig([]byte(yaml))
 		if err != nil {

@@ -351,6 +351,11 @@ func newPD(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Pl
 		return nil, scheduling.ParamErrorf("deciderPluginName", "plugin %q (type %s) is not a prefill decider", p.DeciderPluginName, dp.TypedName().Type)
 	}
 	pd.decider = dec
+	if !deciderSet {
+		// the effective parameters name it only as the config did: named, it
+		// also brings the headers handler
+		pd.params.DeciderPluginName = ""
+	}
 	if deciderSet {
 		if err := ensureHeadersHandler(h, p.PrefillProfile, "encode"); err != nil {
 			return nil, err
@@ -368,7 +373,9 @@ func newPD(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Pl
 		}
 		pd.prefix = m
 	case !prefixNameSet && errors.Is(err, scheduling.ErrNotDeclared):
-		// no prefix plugin: the decider sees no cached tokens
+		// no prefix plugin: the decider sees no cached tokens (and the
+		// effective parameters name none)
+		pd.params.PrefixPluginName = ""
 	default:
 		return nil, scheduling.ParamErrorf("prefixPluginName", "%v", err)
 	}

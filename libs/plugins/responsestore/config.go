@@ -46,8 +46,8 @@ type Params struct {
 // StoreConfig selects the backend: tieredConfig wins over inMemoryConfig;
 // neither (storeConfig omitted) is memory with a 24h ttl.
 type StoreConfig struct {
-	InMemoryConfig *MemoryConfig `json:"inMemoryConfig"`
-	TieredConfig   *TieredConfig `json:"tieredConfig"`
+	InMemoryConfig *MemoryConfig `json:"inMemoryConfig,omitempty"`
+	TieredConfig   *TieredConfig `json:"tieredConfig,omitempty"`
 }
 
 // MemoryConfig is the in-memory backend.
@@ -408,8 +408,9 @@ type Plugin struct {
 	Config *StoreConfig
 }
 
-// Parameters implements scheduling.Plugin.
-func (p *Plugin) Parameters() any { return p.Config }
+// Parameters implements scheduling.ParameterReporter: the effective
+// parameters, as a config would give them.
+func (p *Plugin) Parameters() any { return Params{StoreConfig: p.Config} }
 
 func factory(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
 	c, err := parseParams(raw, h)

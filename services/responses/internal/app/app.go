@@ -178,7 +178,7 @@ func resolveStoreConfig(ctx context.Context, svc *bootstrap.Service, cfg Config)
 	}
 	gated := false
 	for _, g := range pc.FeatureGates {
-		gated = gated || g == scheduling.GatePrepareDataPlugins
+		gated = gated || (g.Name == scheduling.GatePrepareDataPlugins && g.Enabled)
 	}
 	if !gated {
 		log.Warn("the pool's responses-store plugin is used, but its config lacks featureGates: [prepareDataPlugins] (pickers skip it)")

@@ -28,7 +28,8 @@ type command struct {
 // groups maps "group verb" to commands.
 var groups = map[string]map[string]command{
 	"config": {
-		"validate": {summary: "check EndpointPickerConfig files and print them resolved", run: configValidate, output: validateFormats},
+		"validate": {summary: "check EndpointPickerConfig files and print the config each runs as (llm-d.ai layout)", run: configValidate, output: validateFormats},
+		"convert":  {summary: "rewrite EndpointPickerConfig files in the llm-d.ai/v1alpha1 (v0.9+) layout", run: configConvert, output: convertFormats},
 		"get":      {summary: "print the pool's EndpointPickerConfig stored in etcd", run: configGet, output: configGetFormats},
 		"set":      {summary: "validate a config and store it for the pool (pickers reload it)", run: configSet},
 	},

@@ -34,6 +34,7 @@ const (
 var (
 	readFormats      = []string{formatTable, formatJSON, formatYAML}
 	configGetFormats = []string{formatRaw, formatJSON, formatYAML}
+	convertFormats   = []string{formatYAML, formatJSON}
 	validateFormats  = []string{formatYAML, formatJSON, formatNone}
 )
 

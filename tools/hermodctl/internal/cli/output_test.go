@@ -164,7 +164,7 @@ func readCommandArgs() [][]string {
 	var out [][]string
 	for _, c := range outputCommands() {
 		args := strings.Fields(c.name)
-		if c.name == "config validate" {
+		if c.name == "config validate" || c.name == "config convert" {
 			args = append(args, "file.yaml")
 		}
 		out = append(out, args)
@@ -176,8 +176,8 @@ func readCommandArgs() [][]string {
 // (exit 2) that names the formats it takes, before it connects anywhere.
 func TestInvalidOutputIsAUsageError(t *testing.T) {
 	cmds := readCommandArgs()
-	if len(cmds) != 8 {
-		t.Errorf("%d read commands, want 8: %v", len(cmds), cmds)
+	if len(cmds) != 9 {
+		t.Errorf("%d read commands, want 9: %v", len(cmds), cmds)
 	}
 	for _, args := range cmds {
 		for _, bad := range [][]string{{"-o", "xml"}, {"--output", "xml"}, {"-oxml"}} {
