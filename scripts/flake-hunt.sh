@@ -21,12 +21,13 @@ mkdir -p "$out"
 
 # Packages whose tests start a server or a process: an embedded NATS or
 # etcd, redis-server, the MongoDB wire server, kube-apiserver, a child
-# process, a listener of their own.
+# process, a listener of their own (e2e among them: the longest, last).
 servers='"github.com/hermod/hermod/testkit/|"os/exec"|"net/http/httptest"|net\.Listen\(|grpc\.NewServer\(|zmq4\.|embed\.StartEtcd|server\.NewServer\('
 if [ -n "${PKG:-}" ]; then
 	read -r -a pkgs <<<"$PKG"
 else
-	mapfile -t pkgs < <(git ls-files -- '*_test.go' | xargs grep -lE "$servers" | xargs -n1 dirname | sort -u)
+	# ... and testkit's own packages, which are such servers.
+	mapfile -t pkgs < <({ git ls-files -- '*_test.go' | xargs grep -lE "$servers"; git ls-files -- 'testkit/*_test.go'; } | xargs -n1 dirname | sort -u)
 fi
 
 # module returns the directory of the module that holds package dir $1.
