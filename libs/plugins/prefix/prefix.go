@@ -8,7 +8,6 @@ package prefix
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -44,6 +43,10 @@ type Params struct {
 	BlockSizeTokens        int  `json:"blockSizeTokens"`
 	MaxPrefixBlocksToMatch int  `json:"maxPrefixBlocksToMatch"`
 	LRUCapacityPerServer   int  `json:"lruCapacityPerServer"`
+	// The score's blend with the match's length (prefix-cache-scorer
+	// only; see scoreMatch).
+	MatchLengthWeight      float64 `json:"matchLengthWeight,omitempty"`
+	MatchLengthScaleTokens int     `json:"matchLengthScaleTokens,omitempty"`
 }
 
 type wireParams struct {
@@ -64,6 +67,9 @@ type Plugin struct {
 	key     scheduling.StateKey
 	pool    sync.Pool
 	metrics indexerMetrics
+	// weight and scale blend the score with the match's length.
+	weight float64
+	scale  int
 }
 
 // indexerMetrics are GIE's prefix indexer metrics: the blocks the index
@@ -85,12 +91,11 @@ func newIndexerMetrics(h scheduling.Handle) indexerMetrics {
 	}
 }
 
-// New builds a prefix-cache-scorer.
-func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	var w wireParams
-	if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
-		return nil, err
-	}
+// newIndexPlugin builds the index and matcher of prefix-cache-scorer and
+// approx-prefix-cache-producer (typ). maxTokens, when set, bounds the
+// match in tokens (upstream's maxPrefixTokensToMatch) where
+// maxPrefixBlocksToMatch is not given.
+func newIndexPlugin(typ, name string, w wireParams, maxTokens *int, h scheduling.Handle) (*Plugin, error) {
 	p := Params{AutoTune: true, BlockSizeTokens: DefaultBlockSizeTokens, MaxPrefixBlocksToMatch: DefaultMaxPrefixBlocksToMatch, LRUCapacityPerServer: DefaultLRUCapacityPerServer}
 	if w.BlockSize != nil {
 		if w.BlockSizeTokens == nil {
@@ -114,7 +119,17 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		}
 		*f.dst = *f.v
 	}
-	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, index: NewIndex(), key: scheduling.StateKey("prefix/" + name),
+	if typ == ProducerType && w.MaxPrefixBlocksToMatch == nil {
+		tokens := DefaultMaxPrefixTokensToMatch
+		if maxTokens != nil {
+			if *maxTokens < 1 {
+				return nil, scheduling.ParamErrorf("maxPrefixTokensToMatch", "must be at least 1 (got %d)", *maxTokens)
+			}
+			tokens = *maxTokens
+		}
+		p.MaxPrefixBlocksToMatch = (tokens + p.BlockSizeTokens - 1) / p.BlockSizeTokens
+	}
+	pl := &Plugin{Named: scheduling.Named{Type: typ, Name: name}, params: p, index: NewIndex(), key: scheduling.StateKey("prefix/" + name),
 		metrics: newIndexerMetrics(h)}
 	pl.pool.New = func() any { return &match{plugin: pl} }
 	return pl, nil
@@ -208,15 +223,7 @@ func (p *Plugin) capacity(e *scheduling.Endpoint) int {
 // Score implements scheduling.Scorer.
 func (p *Plugin) Score(_ context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
 	m := p.match(cs, req, eps)
-	if !m.Hit() {
-		return
-	}
-	total := float64(m.TotalBlocks)
-	for i, e := range eps {
-		if n := m.BlocksOf(e); n > 0 {
-			scores[i] = float64(n) / total
-		}
-	}
+	scoreMatch(&m.PrefixMatch, eps, scores, p.weight, p.scale)
 }
 
 // PreRequest implements scheduling.PreRequest: the request's blocks are

@@ -155,7 +155,7 @@ func TestReference000Parameters(t *testing.T) {
 		"active-request-scorer": "{RequestTimeout:2m0s IdleThreshold:0 MaxBusyScore:1}",
 		"no-hit-lru-scorer":     "{PrefixPluginType:prefix-cache-scorer PrefixPluginName:prefix-cache-scorer LRUSize:1024}",
 		"max-score-picker":      "{MaxNumOfEndpoints:2}",
-		"prefix-cache-scorer":   "{AutoTune:true BlockSizeTokens:16 MaxPrefixBlocksToMatch:256 LRUCapacityPerServer:31250}",
+		"prefix-cache-scorer":   "{AutoTune:true BlockSizeTokens:16 MaxPrefixBlocksToMatch:256 LRUCapacityPerServer:31250 MatchLengthWeight:0 MatchLengthScaleTokens:0}",
 	}
 	for _, p := range s.Describe().Plugins {
 		w, ok := want[p.Name]
