@@ -36,6 +36,10 @@ type Params struct {
 	PrefixPluginType string `json:"prefixPluginType"`
 	PrefixPluginName string `json:"prefixPluginName"`
 	LRUSize          int    `json:"lruSize"`
+	// PrefixMatchInfoProducerName names the producer whose match is read
+	// (llm-d router v0.9+); set, it replaces prefixPluginName and
+	// prefixPluginType.
+	PrefixMatchInfoProducerName string `json:"prefixMatchInfoProducerName,omitempty"`
 }
 
 // Scorer scores warm requests (some candidate holds at least one block of
@@ -106,6 +110,17 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 // prefixMatchers finds the prefix match the scorer reads: the named
 // plugin's, else that of every prefix plugin declared earlier.
 func prefixMatchers(p Params, h scheduling.Handle) ([]scheduling.PrefixMatcher, error) {
+	if name := p.PrefixMatchInfoProducerName; name != "" {
+		pp, err := h.Plugin(name)
+		if err != nil {
+			return nil, scheduling.ParamErrorf("prefixMatchInfoProducerName", "%v", err)
+		}
+		m, ok := pp.(scheduling.PrefixMatcher)
+		if !ok {
+			return nil, scheduling.ParamErrorf("prefixMatchInfoProducerName", "plugin %q (type %s) produces no prefix match", name, pp.TypedName().Type)
+		}
+		return []scheduling.PrefixMatcher{m}, nil
+	}
 	if pp, err := h.Plugin(p.PrefixPluginName); err == nil {
 		m, ok := pp.(scheduling.PrefixMatcher)
 		if !ok {

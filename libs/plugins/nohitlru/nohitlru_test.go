@@ -544,3 +544,24 @@ func TestRankingIsOrderIndependent(t *testing.T) {
 		t.Errorf("ranks differ:\n%v\n%v", ra, rb)
 	}
 }
+
+// prefixMatchInfoProducerName (v0.9+) names the producer whose match is
+// read, without a warning; a plugin that produces none is an error.
+func TestReadsTheNamedProducer(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: approx-prefix-cache-producer, name: shared}
+- {type: no-hit-lru-scorer, parameters: {prefixMatchInfoProducerName: shared}}
+- {type: max-score-picker}
+`)
+	if w := s.Describe().Warnings; len(w) > 0 {
+		t.Errorf("warnings: %q", w)
+	}
+	cfg, err := scheduling.ParseConfig([]byte("plugins: [{type: max-score-picker}, {type: no-hit-lru-scorer, parameters: {prefixMatchInfoProducerName: max-score-picker}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scheduling.New(cfg); err == nil || !strings.Contains(err.Error(), "produces no prefix match") {
+		t.Errorf("error %v", err)
+	}
+}

@@ -34,7 +34,7 @@ func followSpeculation(ctx context.Context, js jetstream.JetStream, pool string,
 	return bus.Consume(ctx, js, bus.ConsumeOptions{Stream: bus.DecisionsStream, FilterSubject: subject, DeliverNew: true, Logger: log},
 		func(d *eventsv1.RoutingDecision, _ bus.Meta) {
 			for _, e := range d.GetEffects() {
-				if e.GetType() != preciseprefix.Type || len(e.GetBlocks()) == 0 || e.GetCapacity() <= 0 {
+				if !preciseprefix.Records(e.GetType()) || len(e.GetBlocks()) == 0 || e.GetCapacity() <= 0 {
 					continue
 				}
 				keys = keys[:0]
