@@ -561,6 +561,17 @@ func (h *handle) NewPlugin(typ, name string, params json.RawMessage) (Plugin, er
 	return p, nil
 }
 
+func (h *handle) DefaultPlugin(typ string) (Plugin, error) {
+	n := len(h.b.errs)
+	p := h.b.implicit(typ)
+	if p == nil {
+		err := errors.Join(h.b.errs[n:]...)
+		h.b.errs = h.b.errs[:n]
+		return nil, err
+	}
+	return p, nil
+}
+
 func (h *handle) Earlier() []Plugin {
 	var out []Plugin
 	for _, inst := range h.b.instances {

@@ -54,6 +54,11 @@ type Handle interface {
 	// NewPlugin builds an undeclared helper plugin of a registered type (a
 	// profile handler's default decider, say). It shows in Describe.
 	NewPlugin(typ, name string, params json.RawMessage) (Plugin, error)
+	// DefaultPlugin returns the plugin of type typ that consumers use when
+	// they name none (a producer upstream creates on demand): the first
+	// declared earlier, else one the builder makes with default parameters
+	// and shares with every plugin that asks.
+	DefaultPlugin(typ string) (Plugin, error)
 	// Logger is the logger plugins log through.
 	Logger() *slog.Logger
 	// FeatureEnabled reports whether a feature gate is on.

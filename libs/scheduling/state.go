@@ -216,6 +216,21 @@ func (m *PrefixMatch) CachedTokens(endpoint string) int {
 // Hit reports whether any endpoint holds at least one block.
 func (m *PrefixMatch) Hit() bool { return m.Len() > 0 }
 
+// InFlightLoad is an endpoint's in-flight load: the requests routed to it
+// and not finished, and their tokens (upstream's InFlightLoad).
+type InFlightLoad struct {
+	Requests int
+	Tokens   int64
+}
+
+// InFlightLoader is a producer of endpoints' in-flight load
+// (inflight-load-producer); active-request-scorer, token-load-scorer,
+// utilization-filter and concurrency-detector read it.
+type InFlightLoader interface {
+	Plugin
+	InFlightLoad(e *Endpoint) InFlightLoad
+}
+
 // PrefixMatcher is implemented by prefix-cache plugins. MatchPrefix
 // computes the request's match at most once per cycle (later calls read it
 // from cs), so consumers may call it whether or not the prefix scorer runs

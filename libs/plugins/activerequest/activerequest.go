@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermod/hermod/libs/plugins/flight"
+	"github.com/hermod/hermod/libs/plugins/inflightload"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -38,6 +39,10 @@ type Params struct {
 	IdleThreshold int `json:"idleThreshold"`
 	// MaxBusyScore caps the score of busy endpoints (0..1).
 	MaxBusyScore float64 `json:"maxBusyScore"`
+	// InFlightLoadProducerName, when set, names the producer whose
+	// in-flight requests are counted (llm-d router v0.9+) instead of the
+	// scorer's own count.
+	InFlightLoadProducerName string `json:"inFlightLoadProducerName,omitempty"`
 }
 
 // Scorer scores c <= idleThreshold as 1.0 and otherwise
@@ -49,6 +54,7 @@ type Scorer struct {
 	scheduling.Named
 	params  Params
 	tracker *Tracker
+	load    scheduling.InFlightLoader // set: counts come from it
 }
 
 // New builds an active-request-scorer.
@@ -66,11 +72,19 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	if p.MaxBusyScore < 0 || p.MaxBusyScore > 1 {
 		return nil, scheduling.ParamErrorf("maxBusyScore", "must be between 0 and 1 (got %v)", p.MaxBusyScore)
 	}
-	return &Scorer{
+	sc := &Scorer{
 		Named:   scheduling.Named{Type: Type, Name: name},
 		params:  p,
 		tracker: flight.NewTracker[uint64, struct{}, struct{}](p.RequestTimeout.Std(), h.Now),
-	}, nil
+	}
+	if p.InFlightLoadProducerName != "" {
+		l, err := inflightload.Loader(h, p.InFlightLoadProducerName)
+		if err != nil {
+			return nil, err
+		}
+		sc.load = l
+	}
+	return sc, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
@@ -81,7 +95,15 @@ func (s *Scorer) Tracker() *Tracker { return s.tracker }
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	counts := s.tracker.Counts(eps, scores)
+	var counts []float64
+	if s.load != nil {
+		for i, e := range eps {
+			scores[i] = float64(s.load.InFlightLoad(e).Requests)
+		}
+		counts = scores
+	} else {
+		counts = s.tracker.Counts(eps, scores)
+	}
 	maxCount := 0.0
 	for _, c := range counts {
 		maxCount = max(maxCount, c)
@@ -100,6 +122,9 @@ func (s *Scorer) Score(_ context.Context, _ *scheduling.CycleState, _ *schedulin
 // request in flight on the primary target of every profile that picked one
 // (recorded as an effect, applied by ApplyEffect).
 func (s *Scorer) PreRequest(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, res *scheduling.Result) {
+	if s.load != nil {
+		return // the producer counts it
+	}
 	var buf [4]string
 	names := buf[:0]
 	for _, pr := range res.Profiles {

@@ -152,7 +152,7 @@ func TestReference000Parameters(t *testing.T) {
 	}
 	want := map[string]string{
 		"load-aware-scorer":     "{Threshold:128}",
-		"active-request-scorer": "{RequestTimeout:2m0s IdleThreshold:0 MaxBusyScore:1}",
+		"active-request-scorer": "{RequestTimeout:2m0s IdleThreshold:0 MaxBusyScore:1 InFlightLoadProducerName:}",
 		"no-hit-lru-scorer":     "{PrefixPluginType:prefix-cache-scorer PrefixPluginName:prefix-cache-scorer LRUSize:1024 PrefixMatchInfoProducerName:}",
 		"max-score-picker":      "{MaxNumOfEndpoints:2}",
 		"prefix-cache-scorer":   "{AutoTune:true BlockSizeTokens:16 MaxPrefixBlocksToMatch:256 LRUCapacityPerServer:31250 MatchLengthWeight:0 MatchLengthScaleTokens:0}",

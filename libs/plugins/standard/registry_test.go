@@ -17,7 +17,6 @@ var notYetBuilt = map[string]bool{
 	"agent-identity":                            true,
 	"anthropic-parser":                          true,
 	"burst-prefix-cache-producer":               true,
-	"concurrency-detector":                      true,
 	"dcgm-data-source":                          true,
 	"dcgm-extractor":                            true,
 	"destination-endpoint-served-verifier":      true,
@@ -31,7 +30,6 @@ var notYetBuilt = map[string]bool{
 	"header-based-testing-filter":               true,
 	"header-label-affinity-scorer":              true,
 	"header-profile-handler":                    true,
-	"inflight-load-producer":                    true,
 	"k8s-notification-source":                   true,
 	"label-selector-filter":                     true,
 	"latency-scorer":                            true,
@@ -60,11 +58,9 @@ var notYetBuilt = map[string]bool{
 	"slo-headroom-tier-filter":                  true,
 	"soft-reflective-ceiling-policy":            true,
 	"static-usage-limit-policy":                 true,
-	"token-load-scorer":                         true,
 	"topology-affinity-filter":                  true,
 	"topology-affinity-scorer":                  true,
 	"topology-extractor":                        true,
-	"utilization-filter":                        true,
 	"vllmhttp-parser":                           true,
 }
 

@@ -14,6 +14,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/decider"
 	_ "github.com/hermod/hermod/libs/plugins/filter"
 	_ "github.com/hermod/hermod/libs/plugins/headers"
+	_ "github.com/hermod/hermod/libs/plugins/inflightload"
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
 	_ "github.com/hermod/hermod/libs/plugins/parser"
@@ -25,6 +26,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/responsestore"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
 	_ "github.com/hermod/hermod/libs/plugins/tokenize"
+	_ "github.com/hermod/hermod/libs/plugins/utilization"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/tokenizer"
 )

@@ -37,6 +37,8 @@ type Handle struct {
 	Services map[string]any
 	// Metrics is what Registerer returns (NewHandle makes one).
 	Metrics *prometheus.Registry
+
+	defaults map[string]scheduling.Plugin // DefaultPlugin's
 }
 
 // NewHandle returns a Handle with the given feature gates on.
@@ -96,6 +98,28 @@ func (h *Handle) NewPlugin(typ, name string, params json.RawMessage) (scheduling
 		return nil, errors.New("plugin type " + typ + " is not available")
 	}
 	return reg.New(name, params, h)
+}
+
+// DefaultPlugin implements scheduling.Handle: the first declared plugin
+// of the type, else one made with defaults and kept for later calls.
+func (h *Handle) DefaultPlugin(typ string) (scheduling.Plugin, error) {
+	for _, p := range h.earlier {
+		if p.TypedName().Type == typ {
+			return p, nil
+		}
+	}
+	if p, ok := h.defaults[typ]; ok {
+		return p, nil
+	}
+	p, err := h.NewPlugin(typ, typ, nil)
+	if err != nil {
+		return nil, err
+	}
+	if h.defaults == nil {
+		h.defaults = map[string]scheduling.Plugin{}
+	}
+	h.defaults[typ] = p
+	return p, nil
 }
 
 // Logger implements scheduling.Handle.
