@@ -185,8 +185,10 @@ type Response struct {
 	// Target is the endpoint that served the request (the primary target).
 	Target Target
 	// Prefill is the prefill endpoint when the request was disaggregated
-	// (Prefill.Endpoint is nil otherwise).
-	Prefill Target
+	// (Prefill.Endpoint is nil otherwise), picked by the profile
+	// PrefillProfile names.
+	Prefill        Target
+	PrefillProfile string
 	// StatusCode is the upstream HTTP status (0 if none arrived).
 	StatusCode int
 	// Time is when the request ended (ResponseComplete only; zero when
@@ -216,7 +218,7 @@ type Usage struct {
 func NewResponse(res *Result, status int) *Response {
 	r := &Response{RequestID: res.RequestID, DecisionID: res.DecisionID, Target: res.Target(), StatusCode: status}
 	if t, ok := res.Prefill.Target(); ok {
-		r.Prefill = t
+		r.Prefill, r.PrefillProfile = t, res.Prefill.Profile
 	}
 	return r
 }

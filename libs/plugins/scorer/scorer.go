@@ -1,18 +1,16 @@
 // Package scorer holds the stateless scorers that read endpoint metrics or
 // request headers: queue-scorer, running-requests-size-scorer,
-// kv-cache-utilization-scorer, load-aware-scorer, lora-affinity-scorer and
-// session-affinity-scorer. Endpoints without metrics yet count as idle.
+// kv-cache-utilization-scorer, load-aware-scorer and lora-affinity-scorer
+// (session-affinity-scorer is in package session). Endpoints without
+// metrics yet count as idle.
 package scorer
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"log/slog"
 	"slices"
 
 	"github.com/hermod/hermod/libs/scheduling"
-	"github.com/hermod/hermod/libs/telemetry"
 )
 
 // Registered plugin types.
@@ -22,11 +20,7 @@ const (
 	KVCacheType         = "kv-cache-utilization-scorer"
 	LoadAwareType       = "load-aware-scorer"
 	LoRAAffinityType    = "lora-affinity-scorer"
-	SessionAffinityType = "session-affinity-scorer"
 )
-
-// SessionTokenHeader carries the base64 (standard) endpoint name.
-const SessionTokenHeader = "x-session-token"
 
 // DefaultLoadThreshold is load-aware-scorer's default threshold.
 const DefaultLoadThreshold = 128
@@ -45,12 +39,6 @@ func init() {
 		return &LoRAAffinity{n}
 	})})
 	scheduling.Register(scheduling.Registration{Type: LoadAwareType, New: newLoadAware})
-	scheduling.Register(scheduling.Registration{Type: SessionAffinityType, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-		if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
-			return nil, err
-		}
-		return &SessionAffinity{Named: scheduling.Named{Type: SessionAffinityType, Name: name}, logger: h.Logger()}, nil
-	}})
 }
 
 func noParams(typ string, mk func(scheduling.Named) scheduling.Plugin) scheduling.Factory {
@@ -177,43 +165,4 @@ func LoRAScore(adapter string, m *scheduling.Metrics) float64 {
 		return 0.6
 	}
 	return 0
-}
-
-// SessionAffinity scores 1.0 for the endpoint named by the request's
-// x-session-token (base64 of the endpoint name) and 0 for the others, and
-// sets the token of the serving endpoint on every response.
-type SessionAffinity struct {
-	scheduling.Named
-	logger *slog.Logger
-}
-
-// Score implements scheduling.Scorer.
-func (s *SessionAffinity) Score(ctx context.Context, _ *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	token := req.Header(SessionTokenHeader)
-	if token == "" {
-		return
-	}
-	name, err := base64.StdEncoding.DecodeString(token)
-	if err != nil {
-		s.logger.LogAttrs(ctx, telemetry.LevelRequest, "ignoring malformed session token",
-			slog.String("request_id", req.ID), slog.String("error", err.Error()))
-		return
-	}
-	for i, e := range eps {
-		if e.Name == string(name) {
-			scores[i] = 1
-		}
-	}
-}
-
-// ResponseReceived implements scheduling.ResponseReceived.
-func (s *SessionAffinity) ResponseReceived(_ context.Context, _ *scheduling.Request, resp *scheduling.Response) {
-	if resp.Target.Endpoint != nil {
-		resp.SetHeader(SessionTokenHeader, SessionToken(resp.Target.Endpoint.Name))
-	}
-}
-
-// SessionToken encodes an endpoint name as a session token.
-func SessionToken(endpoint string) string {
-	return base64.StdEncoding.EncodeToString([]byte(endpoint))
 }

@@ -1,13 +1,9 @@
 package scorer_test
 
 import (
-	"context"
-	"encoding/base64"
 	"errors"
-	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hermod/hermod/libs/plugins/scorer"
@@ -63,7 +59,7 @@ func req() *scheduling.Request { return schedulingtest.Completion("r1", "m", "he
 func TestRegisteredScorers(t *testing.T) {
 	for _, typ := range []string{
 		scorer.QueueType, scorer.RunningRequestsType, scorer.KVCacheType,
-		scorer.LoadAwareType, scorer.LoRAAffinityType, scorer.SessionAffinityType,
+		scorer.LoadAwareType, scorer.LoRAAffinityType,
 	} {
 		t.Run(typ, func(t *testing.T) {
 			h := schedulingtest.NewHandle()
@@ -352,147 +348,4 @@ func TestLoRAAffinityScorer(t *testing.T) {
 		r.Adapter = ""
 		checkScores(t, schedulingtest.Score(s, schedulingtest.CycleState(1), r, eps), []float64{1, 1, 1, 1, 1})
 	})
-}
-
-// recorder is a slog.Handler keeping every record.
-type recorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec)
-	return nil
-}
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *recorder) WithGroup(string) slog.Handler      { return r }
-
-func (r *recorder) all() []slog.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]slog.Record(nil), r.records...)
-}
-
-func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-
-func TestSessionAffinityScorer(t *testing.T) {
-	tests := []struct {
-		name    string
-		headers map[string]string
-		want    []float64
-		wantLog bool
-	}{
-		{"token for pod-1", map[string]string{scorer.SessionTokenHeader: b64("pod-1")}, []float64{0, 1, 0}, false},
-		{"token for pod-0", map[string]string{scorer.SessionTokenHeader: b64("pod-0")}, []float64{1, 0, 0}, false},
-		{"token for pod-2", map[string]string{scorer.SessionTokenHeader: "cG9kLTI="}, []float64{0, 0, 1}, false},
-		{"no header", nil, []float64{0, 0, 0}, false},
-		{"other headers only", map[string]string{"x-other": b64("pod-1")}, []float64{0, 0, 0}, false},
-		{"token for unknown endpoint", map[string]string{scorer.SessionTokenHeader: b64("pod-9")}, []float64{0, 0, 0}, false},
-		{"token is the plain name, not base64", map[string]string{scorer.SessionTokenHeader: "pod-1"}, []float64{0, 0, 0}, true},
-		{"bad token", map[string]string{scorer.SessionTokenHeader: "!!!not base64!!!"}, []float64{0, 0, 0}, true},
-		{"unpadded is not standard base64", map[string]string{scorer.SessionTokenHeader: "cG9kLTE"}, []float64{0, 0, 0}, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			rec := &recorder{}
-			h := schedulingtest.NewHandle()
-			h.Log = slog.New(rec)
-			s := schedulingtest.New[*scorer.SessionAffinity](t, h, scorer.SessionAffinityType, "", "")
-			r := req()
-			r.Headers = tc.headers
-			got := schedulingtest.Score(s, schedulingtest.CycleState(1), r, schedulingtest.Endpoints(3))
-			checkScores(t, got, tc.want)
-			if tc.wantLog {
-				logged := false
-				for _, l := range rec.all() {
-					if l.Level <= slog.LevelDebug {
-						logged = true
-					}
-				}
-				if !logged {
-					t.Errorf("bad token: no debug log record (got %d records)", len(rec.all()))
-				}
-			}
-			for _, l := range rec.all() {
-				if l.Level > slog.LevelDebug {
-					t.Errorf("session token handling logged above debug: %v %q", l.Level, l.Message)
-				}
-			}
-		})
-	}
-}
-
-func TestSessionAffinityStandardAlphabet(t *testing.T) {
-	// "pod~~~" encodes to "cG9kfn5+" in the standard alphabet and
-	// "cG9kfn5-" in the URL alphabet; only the standard one is a token.
-	eps := []*scheduling.Endpoint{schedulingtest.Endpoint("pod-a", nil, nil), schedulingtest.Endpoint("pod~~~", nil, nil)}
-	s := newScorer(t, scorer.SessionAffinityType, "")
-	for _, tc := range []struct {
-		token string
-		want  []float64
-	}{
-		{"cG9kfn5+", []float64{0, 1}},
-		{"cG9kfn5-", []float64{0, 0}},
-	} {
-		r := req()
-		r.Headers = map[string]string{scorer.SessionTokenHeader: tc.token}
-		got := schedulingtest.Score(s, schedulingtest.CycleState(1), r, eps)
-		for i := range tc.want {
-			if !approx(got[i], tc.want[i], tol) {
-				t.Errorf("token %q: scores %v, want %v", tc.token, got, tc.want)
-				break
-			}
-		}
-	}
-}
-
-func TestSessionAffinityResponseReceived(t *testing.T) {
-	s := schedulingtest.New[*scorer.SessionAffinity](t, schedulingtest.NewHandle(), scorer.SessionAffinityType, "", "")
-	var _ scheduling.ResponseReceived = s
-
-	eps := schedulingtest.Endpoints(3)
-	resp := &scheduling.Response{RequestID: "r1", Target: scheduling.Target{Endpoint: eps[2], Port: 8000}}
-	s.ResponseReceived(context.Background(), req(), resp)
-	tok, ok := resp.Headers[scorer.SessionTokenHeader]
-	if !ok {
-		t.Fatalf("response headers %v lack %s", resp.Headers, scorer.SessionTokenHeader)
-	}
-	if want := base64.StdEncoding.EncodeToString([]byte("pod-2")); tok != want {
-		t.Errorf("%s = %q, want %q", scorer.SessionTokenHeader, tok, want)
-	}
-	if tok != scorer.SessionToken("pod-2") {
-		t.Errorf("SessionToken(pod-2) = %q, response carries %q", scorer.SessionToken("pod-2"), tok)
-	}
-
-	// The token from the response pins the next request to the same endpoint.
-	next := req()
-	next.Headers = map[string]string{scorer.SessionTokenHeader: tok}
-	checkScores(t, schedulingtest.Score(s, schedulingtest.CycleState(1), next, eps), []float64{0, 0, 1})
-
-	t.Run("existing headers kept, token overwritten", func(t *testing.T) {
-		resp := &scheduling.Response{Target: scheduling.Target{Endpoint: eps[0]},
-			Headers: map[string]string{"x-other": "v", scorer.SessionTokenHeader: "stale"}}
-		s.ResponseReceived(context.Background(), req(), resp)
-		if resp.Headers["x-other"] != "v" || resp.Headers[scorer.SessionTokenHeader] != b64("pod-0") {
-			t.Errorf("headers = %v", resp.Headers)
-		}
-	})
-	t.Run("no target endpoint sets no token", func(t *testing.T) {
-		resp := &scheduling.Response{RequestID: "r2"}
-		s.ResponseReceived(context.Background(), req(), resp)
-		if _, ok := resp.Headers[scorer.SessionTokenHeader]; ok {
-			t.Errorf("headers = %v, want no session token", resp.Headers)
-		}
-	})
-}
-
-func TestSessionToken(t *testing.T) {
-	for _, name := range []string{"pod-1", "vllm-7f9c-0", "pod~~~", ""} {
-		if got, want := scorer.SessionToken(name), base64.StdEncoding.EncodeToString([]byte(name)); got != want {
-			t.Errorf("SessionToken(%q) = %q, want %q", name, got, want)
-		}
-	}
 }

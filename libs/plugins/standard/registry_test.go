@@ -51,7 +51,6 @@ var notYetBuilt = map[string]bool{
 	"priority-then-time-eviction-order-policy":  true,
 	"program-aware-fairness":                    true,
 	"round-robin-fairness-policy":               true,
-	"session-affinity-filter":                   true,
 	"session-id-producer":                       true,
 	"sheddable-eviction-filter":                 true,
 	"slo-deadline-ordering-policy":              true,

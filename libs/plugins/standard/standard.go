@@ -25,6 +25,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/profilehandler"
 	_ "github.com/hermod/hermod/libs/plugins/responsestore"
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
+	_ "github.com/hermod/hermod/libs/plugins/session"
 	_ "github.com/hermod/hermod/libs/plugins/tokenize"
 	_ "github.com/hermod/hermod/libs/plugins/utilization"
 	"github.com/hermod/hermod/libs/scheduling"

@@ -179,6 +179,9 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	out.Targets = make([]*pickerv1.Target, len(targets))
 	for i, t := range targets {
 		resp := &scheduling.Response{RequestID: req.ID, DecisionID: res.DecisionID, Target: t, Prefill: prefill}
+		if prefill.Endpoint != nil {
+			resp.PrefillProfile = res.Prefill.Profile
+		}
 		sched.ResponseReceived(ctx, req, resp)
 		out.Targets[i] = &pickerv1.Target{Name: t.Endpoint.Name, Address: t.HostPort(), ResponseHeaders: resp.Headers}
 	}
