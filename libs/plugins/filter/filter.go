@@ -16,6 +16,9 @@ import (
 const (
 	ByLabelType         = "by-label"
 	ByLabelSelectorType = "by-label-selector"
+	// LabelSelectorType is by-label-selector's name since the llm-d
+	// router's v0.9 (by-label-selector and by-label are deprecated).
+	LabelSelectorType = "label-selector-filter"
 	PrefillType         = "prefill-filter"
 	DecodeType          = "decode-filter"
 	EncodeType          = "encode-filter"
@@ -31,8 +34,15 @@ const (
 )
 
 func init() {
-	scheduling.Register(scheduling.Registration{Type: ByLabelType, New: newByLabel})
-	scheduling.Register(scheduling.Registration{Type: ByLabelSelectorType, New: newSelector})
+	scheduling.Register(scheduling.Registration{Type: ByLabelType, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		h.Warn(ByLabelType + " is deprecated (llm-d router v0.9): use " + LabelSelectorType + " (matchExpressions: [{key: LABEL, operator: In, values: [...]}]) or the role filters")
+		return newByLabel(name, raw, h)
+	}})
+	scheduling.Register(scheduling.Registration{Type: LabelSelectorType, New: newSelector})
+	scheduling.Register(scheduling.Registration{Type: ByLabelSelectorType, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		h.Warn(ByLabelSelectorType + " is deprecated (llm-d router v0.9): use " + LabelSelectorType + ", the same filter")
+		return newSelector(name, raw, h)
+	}})
 	scheduling.Register(scheduling.Registration{Type: PrefillType, New: newRole(PrefillType, false,
 		[]string{"prefill"}, []string{"prefill", "encode-prefill", "prefill-decode", "both", "encode-prefill-decode"})})
 	scheduling.Register(scheduling.Registration{Type: DecodeType, New: newRole(DecodeType, true,
@@ -192,7 +202,7 @@ func newSelector(name string, raw json.RawMessage, h scheduling.Handle) (schedul
 	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
 		return nil, err
 	}
-	s := &Selector{Named: scheduling.Named{Type: ByLabelSelectorType, Name: name}, params: p}
+	s := &Selector{Named: scheduling.Named{Type: LabelSelectorType, Name: name}, params: p}
 	keys := make([]string, 0, len(p.MatchLabels))
 	for k := range p.MatchLabels {
 		keys = append(keys, k)

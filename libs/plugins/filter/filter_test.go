@@ -49,18 +49,23 @@ func TestRegisteredFilters(t *testing.T) {
 	for typ, params := range map[string]string{
 		filter.ByLabelType:         `{"label": "a", "validValues": ["x"]}`,
 		filter.ByLabelSelectorType: "",
+		filter.LabelSelectorType:   "",
 		filter.PrefillType:         "",
 		filter.DecodeType:          "",
 		filter.EncodeType:          "",
 	} {
 		t.Run(typ, func(t *testing.T) {
+			want := typ
+			if typ == filter.ByLabelSelectorType { // deprecated: the same filter
+				want = filter.LabelSelectorType
+			}
 			f := schedulingtest.New[scheduling.Filter](t, schedulingtest.NewHandle(), typ, "", params)
-			if got := f.TypedName(); got.Type != typ || got.Name != typ {
-				t.Errorf("TypedName() = %+v, want %q", got, typ)
+			if got := f.TypedName(); got.Type != want || got.Name != typ {
+				t.Errorf("TypedName() = %+v, want %q", got, want)
 			}
 			f = schedulingtest.New[scheduling.Filter](t, schedulingtest.NewHandle(), typ, "mine", params)
-			if got := f.TypedName(); got.Type != typ || got.Name != "mine" {
-				t.Errorf("TypedName() = %+v, want type %q name mine", got, typ)
+			if got := f.TypedName(); got.Type != want || got.Name != "mine" {
+				t.Errorf("TypedName() = %+v, want type %q name mine", got, want)
 			}
 		})
 	}

@@ -31,7 +31,6 @@ var notYetBuilt = map[string]bool{
 	"header-label-affinity-scorer":              true,
 	"header-profile-handler":                    true,
 	"k8s-notification-source":                   true,
-	"label-selector-filter":                     true,
 	"latency-scorer":                            true,
 	"latency-slo-admitter":                      true,
 	"mm-embeddings-cache-producer":              true,
