@@ -29,7 +29,6 @@ var notYetBuilt = map[string]bool{
 	"global-strict-fairness-policy":             true,
 	"header-based-testing-filter":               true,
 	"header-label-affinity-scorer":              true,
-	"header-profile-handler":                    true,
 	"k8s-notification-source":                   true,
 	"latency-scorer":                            true,
 	"latency-slo-admitter":                      true,
