@@ -19,9 +19,9 @@ const (
 	// LabelSelectorType is by-label-selector's name since the llm-d
 	// router's v0.9 (by-label-selector and by-label are deprecated).
 	LabelSelectorType = "label-selector-filter"
-	PrefillType         = "prefill-filter"
-	DecodeType          = "decode-filter"
-	EncodeType          = "encode-filter"
+	PrefillType       = "prefill-filter"
+	DecodeType        = "decode-filter"
+	EncodeType        = "encode-filter"
 )
 
 // RoleLabel is Heimdall's role label, which the role filters read first;
