@@ -370,7 +370,9 @@ func (b *builder) profiles(s *Scheduler) {
 			sc, isScorer := pl.(Scorer)
 			pk, isPicker := pl.(Picker)
 			if !isFilter && !isScorer && !isPicker {
-				b.fail("%s.pluginRef: %q (type %s) is not a filter, scorer or picker; only those belong in profiles (declare it in plugins only)", rpath, ref.PluginRef, inst.spec.Type)
+				// Upstream accepts these: the plugin runs where it hooks in
+				// whatever the profile says.
+				b.warn("%s.pluginRef: %q (type %s) is not a filter, scorer or picker: it runs as a declared plugin, and listing it in a profile changes nothing", rpath, ref.PluginRef, inst.spec.Type)
 				continue
 			}
 			if isFilter {

@@ -164,8 +164,6 @@ schedulingProfiles: [{name: decode, plugins: []}, {name: prefill, plugins: []}]`
 			`plugins[0] (precise-prefix-cache-scorer): needs hermod-indexer: start the picker with --indexer-address`},
 		{"gated unavailable type with its gate", "featureGates: [prepareDataPlugins]\nplugins: [{type: test-gated-unavailable}]",
 			`plugins[0] (test-gated-unavailable): plugin type test-gated-unavailable is not available in this build`},
-		{"profile handler in a profile", "plugins: [{type: single-profile-handler}, {type: queue-scorer}]\nschedulingProfiles: [{name: a, plugins: [{pluginRef: single-profile-handler}]}]",
-			`schedulingProfiles[0].plugins[0].pluginRef: "single-profile-handler" (type single-profile-handler) is not a filter, scorer or picker`},
 		{"referenced twice", "plugins: [{type: queue-scorer}]\nschedulingProfiles: [{name: a, plugins: [{pluginRef: queue-scorer}, {pluginRef: queue-scorer}]}]",
 			`schedulingProfiles[0].plugins[1].pluginRef: "queue-scorer" is referenced twice in profile "a"`},
 		{"duplicate profile", "plugins: [{type: queue-scorer}, {type: single-profile-handler}]\nschedulingProfiles: [{name: a, plugins: []}, {name: a, plugins: []}]",
@@ -280,5 +278,18 @@ func TestBuildFailureClosesPlugins(t *testing.T) {
 	}
 	if err := s.Close(); err != nil || c.closed.Load() != 1 {
 		t.Errorf("Close: %v, closed %d", err, c.closed.Load())
+	}
+}
+
+// A plugin that is not a filter, scorer or picker may be listed in a
+// profile, as upstream accepts: it changes nothing there, and says so.
+func TestNonSchedulingPluginInAProfile(t *testing.T) {
+	s, err := build("plugins: [{type: single-profile-handler}, {type: queue-scorer}]\nschedulingProfiles: [{name: a, plugins: [{pluginRef: single-profile-handler}, {pluginRef: queue-scorer}]}]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `schedulingProfiles[0].plugins[0].pluginRef: "single-profile-handler" (type single-profile-handler) is not a filter, scorer or picker: it runs as a declared plugin`
+	if w := s.Describe().Warnings; len(w) != 1 || !strings.HasPrefix(w[0], want) {
+		t.Errorf("warnings %q, want %q", w, want)
 	}
 }

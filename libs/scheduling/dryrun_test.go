@@ -31,7 +31,7 @@ schedulingProfiles:
 	eps[0].Labels = map[string]string{"tier": "gold", "gpu": "h100"}
 	eps[1].Labels = map[string]string{"tier": "silver", "gpu": "a100"}
 	got := s.Unmatched(ctx, eps)
-	if len(got) != 1 || got[0] != (scheduling.Unmatch{Profile: "prefill", Filter: "a100 (by-label-selector)", Endpoints: 3}) {
+	if len(got) != 1 || got[0] != (scheduling.Unmatch{Profile: "prefill", Filter: "a100 (label-selector-filter)", Endpoints: 3}) {
 		t.Fatalf("unmatched %+v, want prefill's a100 selector", got)
 	}
 	eps[0].Labels["gpu"] = "a100"

@@ -57,7 +57,7 @@ func NewPromptTokenizer(h scheduling.Handle, cfg TokenizersPoolConfig, log *slog
 	case err == nil:
 		pt.tok, pt.tmpl = tok, tmpl
 	case pt.remote != nil:
-		h.Warn(fmt.Sprintf("no local tokenizer for %s (%v): the vLLM render API at %s tokenizes every prompt", cfg.ModelName, err, cfg.VLLM.HTTP))
+		h.Warn(fmt.Sprintf("no local tokenizer for %s (%v): the vLLM render API at %s tokenizes every prompt", cfg.ModelName, err, cfg.VLLM.Base()))
 	default:
 		return nil, err
 	}

@@ -19,14 +19,24 @@ import (
 )
 
 // VLLMConfig points a tokenizer at a vLLM server's own tokenization: its
-// render API (what llm-d's configs name `vllm: {http: ...}`).
+// render API (llm-d's `vllm: {url: ...}`; older configs name it `http`).
 type VLLMConfig struct {
-	// HTTP is the server's base URL (http://host:port).
-	HTTP string `json:"http"`
+	// URL is the server's base URL (http://host:port); HTTP is its older
+	// name.
+	URL  string `json:"url,omitempty"`
+	HTTP string `json:"http,omitempty"`
 	// Timeout bounds one call (default 5s); MMTimeout is accepted (Hermod
 	// renders text only).
 	Timeout   string `json:"timeout,omitempty"`
 	MMTimeout string `json:"mmTimeout,omitempty"`
+}
+
+// Base is the server's base URL: URL, else HTTP.
+func (c VLLMConfig) Base() string {
+	if c.URL != "" {
+		return c.URL
+	}
+	return c.HTTP
 }
 
 // DefaultRemoteTimeout bounds a call to a remote tokenizer.
@@ -61,9 +71,9 @@ type remoteEntry struct {
 
 // NewRemoteTokenizer checks cfg and returns its tokenizer.
 func NewRemoteTokenizer(cfg VLLMConfig) (*RemoteTokenizer, error) {
-	base := strings.TrimRight(cfg.HTTP, "/")
+	base := strings.TrimRight(cfg.Base(), "/")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, fmt.Errorf("http: %q is not an http:// or https:// URL", cfg.HTTP)
+		return nil, fmt.Errorf("url: %q is not an http:// or https:// URL", cfg.Base())
 	}
 	timeout := DefaultRemoteTimeout
 	if cfg.Timeout != "" {

@@ -15,7 +15,7 @@ import (
 // moved to the new layout) loads into the same effective configuration.
 func TestEffectiveConfigLoadsAgain(t *testing.T) {
 	var files []string
-	for _, pattern := range []string{"testdata/upstream/*.yaml", "testdata/reference/*.yaml"} {
+	for _, pattern := range []string{"testdata/upstream/*.yaml", "testdata/reference/*.yaml", "testdata/llmd-v010/*.yaml"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)

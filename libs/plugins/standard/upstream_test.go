@@ -33,6 +33,14 @@ func corpusPods(now time.Time) []*scheduling.Endpoint {
 	return eps
 }
 
+// corpusRequests are what each corpus config schedules: a chat with an
+// image and a completion.
+func corpusRequests(name string) []*scheduling.Request {
+	chat := schedulingtest.Chat("chat-"+name, "m", "be brief", strings.Repeat("describe the picture in detail ", 20))
+	chat.Body.Messages[1].Media = openai.MediaImage
+	return []*scheduling.Request{chat, schedulingtest.Completion("cmpl-"+name, "m", strings.Repeat("once upon a time ", 40))}
+}
+
 var typeLine = regexp.MustCompile(`(?m)^\s*-?\s*\{?\s*type:\s*([a-z0-9-]+)`)
 
 // The conformance corpus: configurations written from the upstream
@@ -67,9 +75,7 @@ func TestUpstreamCorpus(t *testing.T) {
 					t.Errorf("warning: %s", w)
 				}
 			}
-			chat := schedulingtest.Chat("chat-"+filepath.Base(f), "m", "be brief", strings.Repeat("describe the picture in detail ", 20))
-			chat.Body.Messages[1].Media = openai.MediaImage
-			for _, req := range []*scheduling.Request{chat, schedulingtest.Completion("cmpl-"+filepath.Base(f), "m", strings.Repeat("once upon a time ", 40))} {
+			for _, req := range corpusRequests(filepath.Base(f)) {
 				res, err := s.Schedule(context.Background(), req, corpusPods(time.Now()))
 				if err != nil {
 					t.Fatalf("%s: %v", req.ID, err)

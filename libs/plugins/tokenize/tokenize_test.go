@@ -99,7 +99,7 @@ func TestRenderAPIForModelsWithoutALocalTokenizer(t *testing.T) {
 	}))
 	defer srv.Close()
 	h := schedulingtest.NewHandle()
-	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.ProducerType, "", `{"vllm": {"http": "`+srv.URL+`", "timeout": "2s"}}`)
+	p := schedulingtest.New[*tokenize.Plugin](t, h, tokenize.ProducerType, "", `{"vllm": {"url": "`+srv.URL+`", "timeout": "2s"}}`)
 	for range 2 {
 		req := schedulingtest.Completion("r", "remote/model", "hello")
 		if err := p.PrepareData(context.Background(), req); err != nil || !slices.Equal(req.TokenIDs, []uint32{1, 2, 3}) {
