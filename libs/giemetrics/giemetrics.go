@@ -35,6 +35,11 @@ var (
 	HitBytesBuckets    = []float64{0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}
 )
 
+// EPPPrefix is the llm-d router's name prefix for its endpoint picker's
+// metrics (v0.9+); GIE's inference_* names are its deprecated aliases,
+// and both are served.
+const EPPPrefix = "llm_d_epp_"
+
 // help prefixes the upstream help texts' stability level.
 func help(s string) string { return "[ALPHA] " + s }
 

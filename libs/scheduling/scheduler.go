@@ -94,6 +94,10 @@ func (s *Scheduler) Describe() *Resolved { return s.desc }
 // (followed by those the builder added).
 func (s *Scheduler) Plugins() []Plugin { return s.plugins }
 
+// Metrics returns the metrics the scheduler was built with (WithMetrics;
+// nil: none, and their methods do nothing).
+func (s *Scheduler) Metrics() *SchedulerMetrics { return s.metrics }
+
 // Schedule picks the endpoints that serve req among candidates. On success
 // the Result's Primary target serves the request. Errors are *Error values
 // whose kind maps to 503 (no candidates, or a profile's filters left none),

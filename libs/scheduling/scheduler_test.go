@@ -276,15 +276,28 @@ inference_extension_scheduler_attempts_total{namespace="",pod_name="pod-1",port=
 # TYPE hermod_scheduler_failures_total counter
 hermod_scheduler_failures_total{kind="no_candidates"} 1
 hermod_scheduler_failures_total{kind="no_match"} 1
+# HELP llm_d_epp_scheduler_attempts_total [ALPHA] Total number of successful and failed scheduling attempts.
+# TYPE llm_d_epp_scheduler_attempts_total counter
+llm_d_epp_scheduler_attempts_total{endpoint_name="",namespace="",port="",status="failure",target_model_name="m"} 2
+llm_d_epp_scheduler_attempts_total{endpoint_name="pod-1",namespace="",port="8000",status="success",target_model_name="m"} 3
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "inference_extension_scheduler_attempts_total", "hermod_scheduler_failures_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "inference_extension_scheduler_attempts_total", "hermod_scheduler_failures_total", "llm_d_epp_scheduler_attempts_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(reg, "inference_extension_plugin_duration_seconds"); n < 4 {
-		t.Errorf("plugin duration series = %d, want filter, scorer, picker and handler", n)
+	for _, prefix := range []string{"inference_extension_", "llm_d_epp_"} {
+		if n := testutil.CollectAndCount(reg, prefix+"plugin_duration_seconds"); n < 4 {
+			t.Errorf("%splugin_duration_seconds series = %d, want filter, scorer, picker and handler", prefix, n)
+		}
+		if n := testutil.CollectAndCount(reg, prefix+"scheduler_e2e_duration_seconds"); n != 1 {
+			t.Errorf("%sscheduler_e2e_duration_seconds series = %d", prefix, n)
+		}
 	}
-	if n := testutil.CollectAndCount(reg, "inference_extension_scheduler_e2e_duration_seconds"); n != 1 {
-		t.Errorf("e2e duration series = %d", n)
+	m.RequestProcessed(3 * time.Millisecond)
+	m.ResponseProcessed(time.Millisecond)
+	for _, name := range []string{"llm_d_epp_request_processing_duration_seconds", "llm_d_epp_response_processing_duration_seconds"} {
+		if n := testutil.CollectAndCount(reg, name); n != 1 {
+			t.Errorf("%s series = %d", name, n)
+		}
 	}
 }
 

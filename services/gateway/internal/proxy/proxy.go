@@ -162,8 +162,10 @@ type request struct {
 	// (priority >= 0): when the picker sheds it, it is refused with 503
 	// to retry, not 429
 	keepable bool
-	// priority is flow control's classification (classified: it ran)
+	// priority and flow are flow control's classification (classified:
+	// it ran)
 	priority   int
+	flow       string
 	classified bool
 	// started: the request was routed and counted as started in the
 	// objective metrics; bodyBytes and answerBytes are the sizes of the
@@ -228,7 +230,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 	h.o.Reporter.Decided(d)
 	req.decision = d
 	req.started = true
-	h.m.objective.Started(info.Model, req.priority, len(body))
+	h.m.objective.Started(req.labels(r.Header), len(body))
 	defer func() {
 		if p := recover(); p != nil {
 			req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, fmt.Sprintf("gateway panic: %v", p)
@@ -472,7 +474,7 @@ func (h *Handler) complete(ctx context.Context, req *request) {
 	obs.FirstToken = req.firstByte
 	obs.Fill(ev)
 	req.m.observe(req, end, ev)
-	h.m.objective.Finished(ev, req.answerBytes)
+	h.m.objective.Finished(req.labels(nil), ev, req.answerBytes)
 	h.m.outcomes.WithLabelValues(openai.OutcomeLabel(ev.GetOutcome())).Inc()
 	h.o.Reporter.Report(req.decision, ev)
 	if h.verbose {
@@ -514,6 +516,16 @@ func pickerAnswered(err error) bool {
 	return reason != "" && reason != pickerv1.PickFailure_PICK_FAILURE_NOT_READY.String()
 }
 
+// labels are the request's metric labels: its model, and flow control's
+// priority and flow, or without flow control the flow its header names
+// (h; nil: the one Started saw, kept in req).
+func (req *request) labels(h http.Header) giemetrics.Labels {
+	if !req.classified && h != nil {
+		req.flow = h.Get(flowcontrol.FairnessHeader)
+	}
+	return giemetrics.Labels{Model: req.info.Model, Priority: req.priority, FairnessID: req.flow}
+}
+
 // admit runs the request through flow control; false when it was
 // answered (shed, refused, timed out in the queue, or its client left).
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f *Flow) bool {
@@ -523,7 +535,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 		return false
 	}
 	req.keepable = prio >= 0
-	req.priority, req.classified = prio, true
+	req.priority, req.flow, req.classified = prio, flow, true
 	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model, Bytes: req.bodyBytes})
 	switch {
 	case err == nil:
@@ -566,7 +578,7 @@ func (h *Handler) answer(w http.ResponseWriter, req *request, e *openai.Error) {
 		req.m.requests.WithLabelValues(strconv.Itoa(e.Status)).Inc()
 	}
 	if !req.started {
-		h.m.objective.Refused(req.info.Model, giemetrics.ErrorCode(e.Status, false))
+		h.m.objective.Refused(req.labels(nil), giemetrics.ErrorCode(e.Status, false))
 	}
 	e.Write(w)
 }

@@ -207,7 +207,7 @@ func (x *exchange) route(eos bool) error {
 		return x.reject(openai.PickRejection(err, false))
 	}
 	x.pick, x.pickedAt = out, time.Now()
-	x.s.m.objective.Started(x.model, priorityOf(x.headers), len(x.body))
+	x.s.m.objective.Started(x.labels(), len(x.body))
 	if len(out.GetTargets()) == 0 {
 		x.complete(eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, "the picker chose no endpoint")
 		return x.reject(refusal(http.StatusServiceUnavailable, "no endpoint available: the picker chose none", "hermod_no_target", 1))
@@ -468,7 +468,7 @@ func (x *exchange) reject(r openai.Rejection) error {
 	x.outcome = outcomeImmediate
 	x.s.m.immediateResponse(r.Status)
 	if x.pick == nil {
-		x.s.m.objective.Refused(x.model, giemetrics.ErrorCode(r.Status, false))
+		x.s.m.objective.Refused(x.labels(), giemetrics.ErrorCode(r.Status, false))
 	}
 	if x.s.verbose {
 		x.s.log.LogAttrs(x.ctx, telemetry.LevelRequest, "ext_proc request answered by the picker", slog.String("request_id", x.requestID),
@@ -552,7 +552,7 @@ func (x *exchange) complete(outcome eventsv1.CompletionOutcome, why string) {
 		obs.Observed = x.acct.Observed()
 	}
 	obs.Fill(ev)
-	x.s.m.objective.Finished(ev, x.answerBytes)
+	x.s.m.objective.Finished(x.labels(), ev, x.answerBytes)
 	x.s.o.Completer.Complete(context.WithoutCancel(x.ctx), ev)
 	x.outcome = openai.OutcomeLabel(outcome)
 	if x.s.verbose {

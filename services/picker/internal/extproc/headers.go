@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/reservedheaders"
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -180,6 +181,22 @@ func attributesMetadata(attrs []scheduling.Attribute) *structpb.Struct {
 
 // priorityOf is a request's priority from its headers (0 when absent or
 // not an integer): ext_proc has no flow control to resolve an objective.
+// FairnessHeaders name a request's flow, the llm-d router's header first,
+// then GIE's.
+var FairnessHeaders = []string{"x-llm-d-inference-fairness-id", "x-gateway-inference-fairness-id"}
+
+// labels are the exchange's metric labels: its model, priority and flow.
+func (x *exchange) labels() giemetrics.Labels {
+	l := giemetrics.Labels{Model: x.model, Priority: priorityOf(x.headers)}
+	for _, h := range FairnessHeaders {
+		if v := x.headers[h]; v != "" {
+			l.FairnessID = v
+			break
+		}
+	}
+	return l
+}
+
 func priorityOf(h map[string]string) int {
 	p, err := strconv.Atoi(h[scheduling.PriorityHeader])
 	if err != nil {

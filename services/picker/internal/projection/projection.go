@@ -302,6 +302,8 @@ func (f *Folder) ReplayCompletion(ctx context.Context, s *scheduling.Scheduler, 
 }
 
 func (f *Folder) complete(ctx context.Context, s *scheduling.Scheduler, id uint64, c *eventsv1.RequestCompleted) {
+	begin := time.Now()
+	defer func() { s.Metrics().ResponseProcessed(time.Since(begin)) }()
 	resp := &scheduling.Response{
 		RequestID:  c.GetRequestId(),
 		DecisionID: id,

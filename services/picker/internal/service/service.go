@@ -121,6 +121,7 @@ func (s *Server) Pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 }
 
 func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.PickResponse, error) {
+	begin := time.Now()
 	if s.o.Ready != nil {
 		if err := s.o.Ready(); err != nil {
 			return nil, failure(codes.Unavailable, pickerv1.PickFailure_PICK_FAILURE_NOT_READY, "picker not ready: "+err.Error())
@@ -146,6 +147,7 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	lease := s.o.Loader.Acquire()
 	defer lease.Release()
 	sched := lease.Scheduler()
+	defer func() { sched.Metrics().RequestProcessed(time.Since(begin)) }()
 	var res *scheduling.Result
 	if s.o.Tracer != nil {
 		res, err = s.tracedSchedule(ctx, sched, req, candidates)
