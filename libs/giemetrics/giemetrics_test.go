@@ -65,7 +65,7 @@ llm_d_epp_request_running{fairness_id="team-a",model_name="llama",priority="-1",
 		"inference_objective_input_tokens": 1, "inference_objective_output_tokens": 1, "inference_objective_prompt_cached_tokens": 1,
 		"inference_objective_normalized_time_per_output_token_seconds": 1, "inference_objective_request_ttft_seconds": 1,
 		"inference_objective_request_tpot_seconds": 1,
-		"llm_d_epp_request_duration_seconds": 1, "llm_d_epp_request_size_bytes": 2, "llm_d_epp_response_size_bytes": 2,
+		"llm_d_epp_request_duration_seconds":       1, "llm_d_epp_request_size_bytes": 2, "llm_d_epp_response_size_bytes": 2,
 		"llm_d_epp_request_input_tokens": 1, "llm_d_epp_request_output_tokens": 1, "llm_d_epp_request_cached_tokens": 1,
 		"llm_d_epp_request_ntpot_seconds": 1, "llm_d_epp_request_ttft_seconds": 1, "llm_d_epp_request_streaming_tpot_seconds": 1,
 	} {

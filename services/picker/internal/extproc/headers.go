@@ -179,8 +179,6 @@ func attributesMetadata(attrs []scheduling.Attribute) *structpb.Struct {
 	return md
 }
 
-// priorityOf is a request's priority from its headers (0 when absent or
-// not an integer): ext_proc has no flow control to resolve an objective.
 // FairnessHeaders name a request's flow, the llm-d router's header first,
 // then GIE's.
 var FairnessHeaders = []string{"x-llm-d-inference-fairness-id", "x-gateway-inference-fairness-id"}
@@ -197,6 +195,8 @@ func (x *exchange) labels() giemetrics.Labels {
 	return l
 }
 
+// priorityOf is a request's priority from its headers (0 when absent or
+// not an integer): ext_proc has no flow control to resolve an objective.
 func priorityOf(h map[string]string) int {
 	p, err := strconv.Atoi(h[scheduling.PriorityHeader])
 	if err != nil {
