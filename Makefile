@@ -196,12 +196,13 @@ chaos: mongotest
 	cd e2e && HERMOD_CHAOS=full HERMOD_CHAOS_REPORT=$(CURDIR)/bench-out/chaos/report.md $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./
 	@cat bench-out/chaos/report.md
 
-# Tests that fail only now and then: each package COUNT times under -race,
-# then its timing tests COUNT times without it; PKG lists package
-# directories (default: every package whose tests start servers or
-# processes). Logs and a summary in bench-out/flake-hunt.
-flake-hunt: mongotest tools kube-apiserver
-	@PKG='$(PKG)' COUNT=$(FLAKE_COUNT) ./scripts/flake-hunt.sh
+# Tests that fail only now and then: the packages COUNT times under -race
+# (TEST_P binaries at once, as make unit), then their timing tests COUNT
+# times without it; PKG lists package directories (default: every package
+# whose tests start servers or processes). Logs and a summary in
+# bench-out/flake-hunt.
+flake-hunt: binaries tools kube-apiserver
+	@PKG='$(PKG)' COUNT=$(FLAKE_COUNT) P=$(TEST_P) HERMOD_E2E_BIN=$(BIN) ./scripts/flake-hunt.sh
 
 # Every fuzz target briefly, from its committed seed corpus.
 fuzz-smoke:
