@@ -26,7 +26,7 @@ func TestConfigSetWarnsWhenTheFiltersMatchNoEndpoint(t *testing.T) {
 		t.Cleanup(func() { _ = reg.Close(context.Background()) })
 	}
 	unmatched := writeFile(t, `plugins:
-- {type: by-label-selector, name: a100-only, parameters: {matchLabels: {gpu: a100}}}
+- {type: label-selector-filter, name: a100-only, parameters: {matchLabels: {gpu: a100}}}
 - {type: queue-scorer}
 `)
 	out, errs, code := run(append(append([]string{"config", "set"}, s.flags("--wait", "0", "-strict")...), unmatched)...)
@@ -34,12 +34,12 @@ func TestConfigSetWarnsWhenTheFiltersMatchNoEndpoint(t *testing.T) {
 		t.Errorf("-strict with a profile that matches nothing: %d %q %q", code, out, errs)
 	}
 	out, errs, code = run(append(append([]string{"config", "set"}, s.flags("--wait", "0")...), unmatched)...)
-	want := `warning: profile "default": filter a100-only (by-label-selector) matches none of the 2 registered endpoints of pool ` + s.pool
+	want := `warning: profile "default": filter a100-only (label-selector-filter) matches none of the 2 registered endpoints of pool ` + s.pool
 	if code != ExitOK || !strings.Contains(errs, want) || !strings.Contains(errs, "503 no_endpoint_matched") || !strings.Contains(out, "config written") {
 		t.Errorf("a profile that matches nothing: %d %q %q, want a warning %q", code, out, errs, want)
 	}
 	matched := writeFile(t, `plugins:
-- {type: by-label-selector, name: h100-only, parameters: {matchLabels: {gpu: h100}}}
+- {type: label-selector-filter, name: h100-only, parameters: {matchLabels: {gpu: h100}}}
 - {type: queue-scorer}
 `)
 	if _, errs, code := run(append(append([]string{"config", "set"}, s.flags("--wait", "0", "-strict")...), matched)...); code != ExitOK || strings.Contains(errs, "warning") {
