@@ -3,8 +3,10 @@ package kubeapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,25 +68,26 @@ func TestAdmin(t *testing.T) {
 	if v.Major != "1" || v.Minor != "37" {
 		t.Errorf("server version %s (%s.%s), want 1.37", v.GitVersion, v.Major, v.Minor)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "admin-test"}}
+	name := uniqueNamespace("admin-test")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := admin.CoreV1().Namespaces().Create(c, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "admin-test"}, Data: map[string]string{"k": "v"}}
-	if _, err := admin.CoreV1().ConfigMaps("admin-test").Create(c, cm, metav1.CreateOptions{}); err != nil {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: name}, Data: map[string]string{"k": "v"}}
+	if _, err := admin.CoreV1().ConfigMaps(name).Create(c, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	fromFile, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := clientset(t, fromFile).CoreV1().ConfigMaps("admin-test").Get(c, "x", metav1.GetOptions{})
+	got, err := clientset(t, fromFile).CoreV1().ConfigMaps(name).Get(c, "x", metav1.GetOptions{})
 	if err != nil || got.Data["k"] != "v" {
 		t.Fatalf("configmap through the kubeconfig: %v %v", got, err)
 	}
 	// The API server validates: a ConfigMap with an invalid name is refused.
-	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "Not_A_Name", Namespace: "admin-test"}}
-	if _, err := admin.CoreV1().ConfigMaps("admin-test").Create(c, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "Not_A_Name", Namespace: name}}
+	if _, err := admin.CoreV1().ConfigMaps(name).Create(c, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("invalid name: %v, want Invalid", err)
 	}
 }
@@ -95,7 +98,7 @@ func TestServiceAccountRBAC(t *testing.T) {
 	srv := kube.Get(t)
 	c := ctx(t)
 	admin := clientset(t, srv.Config())
-	const ns, sa = "rbac-test", "reader"
+	ns, sa := uniqueNamespace("rbac-test"), "reader"
 	if _, err := admin.CoreV1().Namespaces().Create(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,4 +201,14 @@ func TestStartClose(t *testing.T) {
 	if _, err := clientset(t, cfg).Discovery().ServerVersion(); err == nil {
 		t.Error("the server still answers after Close")
 	}
+}
+
+// runs counts the namespaces uniqueNamespace made: the API server lives as
+// long as the test binary, so a test run again (-count) needs new names.
+var runs atomic.Int64
+
+// uniqueNamespace is prefix with a number no earlier run of this binary
+// used.
+func uniqueNamespace(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, runs.Add(1))
 }
