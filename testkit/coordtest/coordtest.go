@@ -138,5 +138,35 @@ func Start(tb testing.TB) (*clientv3.Client, func()) {
 // PoolName turns a test name into a valid pool name of its own, so that tests
 // sharing a server do not see each other's keys.
 func PoolName(tb testing.TB) string {
-	return strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())
+	poolNames.mu.Lock()
+	defer poolNames.mu.Unlock()
+	if poolNames.byName == nil {
+		poolNames.byName = map[string]poolRun{}
+	}
+	r, seen := poolNames.byName[name]
+	switch {
+	case !seen:
+		r = poolRun{tb: tb, n: 1}
+	case r.tb != tb: // the test runs again (-count): a pool of its own
+		r = poolRun{tb: tb, n: r.n + 1}
+	}
+	poolNames.byName[name] = r
+	if r.n > 1 {
+		return fmt.Sprintf("%s-run%d", name, r.n)
+	}
+	return name
+}
+
+// poolNames remembers which test run each pool name went to: servers
+// outlive one run of a test (they serve the whole test binary), so a test
+// run again with -count gets a pool its earlier runs did not write to.
+var poolNames struct {
+	mu     sync.Mutex
+	byName map[string]poolRun
+}
+
+type poolRun struct {
+	tb testing.TB
+	n  int
 }
