@@ -45,6 +45,7 @@ done
 summary=$out/summary.txt
 : >"$summary"
 status=0
+rm -f "$out/race.log" "$out/timing.log"
 start=$(date +%s)
 echo "flake-hunt: ${#pkgs[@]} packages, -race -count=$count -p $parallel"
 go test -race -count="$count" -p "$parallel" -timeout "$timeout" "${pkgs[@]}" >"$out/race.log" 2>&1 || status=1
@@ -55,7 +56,7 @@ fi
 took=$(($(date +%s) - start))
 {
 	echo "flake-hunt: ${#pkgs[@]} packages x $count runs under -race, ${#timing[@]} packages' timing tests x $count, ${took}s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-	grep -hE '^(ok|FAIL)\s' "$out"/race.log "$out"/timing.log 2>/dev/null | awk '{print $1, $2}' | sort | uniq -c | sed 's/^/  /'
+	grep -hE '^(ok|FAIL)\s' "$out"/race.log "$out"/timing.log 2>/dev/null | awk '{print $1, $2}' | sort | uniq -c | sed 's/^/  /' || true
 	echo "tests that failed (runs):"
 	grep -hoE -- '--- FAIL: [^ ]+' "$out"/race.log "$out"/timing.log 2>/dev/null | sed 's/--- FAIL: //' | sort | uniq -c | sed 's/^/  /' || true
 	echo "failures outside a test:"
