@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermod/hermod/libs/atomicfile"
 	"github.com/hermod/hermod/libs/plugins/standard"
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -119,7 +119,7 @@ func configConvert(_ context.Context, args []string, stdout, stderr io.Writer) i
 			fmt.Fprintf(stderr, "%s: %s\n", path, c)
 		}
 		if *write {
-			if err := writeFileAtomic(path, out); err != nil {
+			if err := atomicfile.WriteFile(path, out, 0); err != nil {
 				fmt.Fprintf(stderr, "%s: %v\n", path, err)
 				code = ExitFailure
 			}
@@ -159,32 +159,6 @@ func convertFile(path, format string) ([]byte, []string, error) {
 	}
 	out, err := scheduling.MarshalConfig(cfg)
 	return out, changes, err
-}
-
-// writeFileAtomic replaces path with data (a temporary file renamed over
-// it), keeping its mode.
-func writeFileAtomic(path string, data []byte) error {
-	mode := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		mode = st.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func validateFile(path string) (*scheduling.Resolved, error) {

@@ -29,6 +29,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/hermod/hermod/libs/atomicfile"
 )
 
 // Package is a pinned npm package.
@@ -243,19 +245,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".download-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
 // fetch reads pkg's metadata from the registry, checks that its
