@@ -210,9 +210,19 @@ func TestMemberRejoinsAfterLeaseLoss(t *testing.T) {
 		_, l, ok := getKey(t, cli, m.Key())
 		return ok && l != lease && l == m.LeaseID()
 	})
-	again := rec.waitIDs(t, "pod-a")[0]
-	if !again.JoinedAt.After(first.JoinedAt) || !again.JoinedAt.Equal(m.Member().JoinedAt) {
-		t.Fatalf("joined again at %v, first at %v, membership says %v", again.JoinedAt, first.JoinedAt, m.Member().JoinedAt)
+	// The key carries the new lease before the watcher has necessarily
+	// delivered it: wait for the list that shows the second membership.
+	var again Member
+	eventually(t, 10*time.Second, "the watcher never saw the member join again", func() bool {
+		l := rec.all()
+		if len(l) == 0 || !slices.Equal(MemberIDs(l[len(l)-1]), []string{"pod-a"}) {
+			return false
+		}
+		again = l[len(l)-1][0]
+		return again.JoinedAt.Equal(m.Member().JoinedAt)
+	})
+	if !again.JoinedAt.After(first.JoinedAt) {
+		t.Fatalf("joined again at %v, first at %v", again.JoinedAt, first.JoinedAt)
 	}
 	sawGone := false
 	for _, l := range rec.all() {
