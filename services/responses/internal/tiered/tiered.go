@@ -62,21 +62,33 @@ return 1
 
 // deleteScript removes a record. With tier 2 it leaves a tombstone (so
 // that reads do not find the record in MongoDB before the deletion
-// reaches it) and appends the deletion to the stream. KEYS: record,
-// stream. ARGV: id, "1" for tier 2, maxLen. Returns 1 if the record was
-// in Redis/Valkey.
+// reaches it) and appends the deletion to the stream; when the key is
+// empty it does so only if ARGV[4] is "1" (Delete asks MongoDB first),
+// and a tombstone (a deletion already on its way) is left as it is.
+// KEYS: record, stream. ARGV: id, "1" for tier 2, maxLen, "1" to queue
+// the deletion of a record Redis/Valkey does not have. Returns
+// deleteLive, deleteAbsent or deleteTombstone.
 var deleteScript = valkey.NewLuaScript(`
 local v = redis.call('GET', KEYS[1])
-local had = 0
-if v and v ~= '\0' then had = 1 end
-if ARGV[2] == '1' then
-  redis.call('SET', KEYS[1], '\0')
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'delete', 'id', ARGV[1])
-else
+if ARGV[2] ~= '1' then
   redis.call('DEL', KEYS[1])
+  if v and v ~= '\0' then return 1 end
+  return 0
 end
-return had
+if v == '\0' then return 2 end
+if not v and ARGV[4] ~= '1' then return 0 end
+redis.call('SET', KEYS[1], '\0')
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'op', 'delete', 'id', ARGV[1])
+if v then return 1 end
+return 0
 `)
+
+// What deleteScript found under the key.
+const (
+	deleteAbsent    = 0
+	deleteLive      = 1
+	deleteTombstone = 2
+)
 
 // warmScript puts a record read from MongoDB back, unless the key holds
 // something (a newer write or a tombstone). KEYS: record. ARGV: value, ttl ms.
@@ -214,24 +226,46 @@ func (s *Store) warm(ctx context.Context, v *value) {
 
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	had, err := deleteScript.Exec(ctx, s.rdb, []string{s.key(id), s.cfg.Stream.Key},
-		[]string{id, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10)}).AsInt64()
+	found, err := s.deleteExec(ctx, id, false)
 	s.opts.Metrics.op("delete", store.TierRedis, err)
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", id, err)
-	}
-	if had == 1 {
-		return nil
-	}
-	if s.mongo == nil {
-		return fmt.Errorf("%w: %s", store.ErrNotFound, id)
-	}
-	// Not in Redis/Valkey: the deletion is queued anyway; whether it
-	// existed is MongoDB's to say.
-	if _, err := s.mongo.get(ctx, id, s.opts.Now()); err != nil {
 		return err
 	}
-	return nil
+	switch {
+	case found == deleteLive:
+		return nil
+	case found == deleteTombstone:
+		return fmt.Errorf("%w: %s (deleted)", store.ErrNotFound, id)
+	case s.mongo == nil:
+		return fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	// Not in Redis/Valkey: whether it exists is MongoDB's to say, and it
+	// must say so before the deletion is on the stream. Once it is, a
+	// sync worker may apply it at once, and MongoDB would answer
+	// "deleted" for the response this call is deleting.
+	_, exists := s.mongo.get(ctx, id, s.opts.Now())
+	// The deletion is queued whatever MongoDB said: a put still on the
+	// stream (its Redis/Valkey copy expired before the sync) is deleted
+	// behind it.
+	if _, err := s.deleteExec(ctx, id, true); err != nil {
+		return err
+	}
+	return exists
+}
+
+// deleteExec runs deleteScript; absent queues the deletion of a record
+// Redis/Valkey does not have.
+func (s *Store) deleteExec(ctx context.Context, id string, absent bool) (int64, error) {
+	queue := "0"
+	if absent {
+		queue = "1"
+	}
+	found, err := deleteScript.Exec(ctx, s.rdb, []string{s.key(id), s.cfg.Stream.Key},
+		[]string{id, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10), queue}).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("delete %s: %w", id, err)
+	}
+	return found, nil
 }
 
 // Client is the store's Redis/Valkey client (tests and benchmarks).
