@@ -89,8 +89,9 @@ func (b *builder) admission(s *Scheduler) {
 		ref = f.SaturationDetector
 		if f.queueSettings() || f.EnableEviction {
 			// A client must hear when what it asked for does not happen.
-			b.warn("flowControl: its queue bounds, TTL, bands and policies are not applied from the endpoint picker config: Hermod's gateways queue by their --flow-control file (only flowControl.saturationDetector is used here)")
+			b.warn("flowControl: Hermod queues in the gateway, not in the picker: its queue bounds, TTL, bands and policies apply where hermod-gateway runs with --flow-control naming this file")
 		}
+		b.flowControlRefs(f)
 	}
 	var found Plugin
 	for _, inst := range b.instances {
@@ -133,5 +134,35 @@ func (b *builder) parsers() {
 		if p := b.implicit(reg.Type); p != nil && !is[RequestParser](p) {
 			b.fail("%s: %q is not a request parser type", path, ref)
 		}
+	}
+}
+
+// flowControlRefs checks that each policy the flowControl section names
+// is a declared plugin or a plugin type (made with its defaults where it
+// is applied, as upstream does). Whether it is the right kind of policy is
+// the gateway's flow control to say.
+func (b *builder) flowControlRefs(f *FlowControlSpec) {
+	check := func(path, ref string) {
+		if ref == "" {
+			return
+		}
+		if _, ok := b.byName[ref]; ok {
+			return
+		}
+		if _, ok := b.o.registry.Lookup(ref); !ok {
+			b.fail("%s: no plugin named %q is declared in plugins, and no plugin type has that name", path, ref)
+		}
+	}
+	check("flowControl.usageLimitPolicyPluginRef", f.UsageLimitPolicyPluginRef)
+	band := func(path string, s *PriorityBandSpec) {
+		if s != nil {
+			check(path+".fairnessPolicyRef", s.FairnessPolicyRef)
+			check(path+".orderingPolicyRef", s.OrderingPolicyRef)
+		}
+	}
+	band("flowControl.defaultPriorityBand", f.DefaultPriorityBand)
+	band("flowControl.defaultNegativePriorityBand", f.DefaultNegativePriorityBand)
+	for i := range f.PriorityBands {
+		band(fmt.Sprintf("flowControl.priorityBands[%d]", i), &f.PriorityBands[i])
 	}
 }

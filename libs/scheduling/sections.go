@@ -407,3 +407,25 @@ func uniqueName(plugins []PluginSpec, name string) string {
 	}
 	return out
 }
+
+// GateEnabled reports whether featureGates enables the named gate (a
+// later entry for a gate overrides an earlier one).
+func (c *Config) GateEnabled(name string) bool {
+	on := false
+	for _, g := range c.FeatureGates {
+		if g.Name == name {
+			on = g.Enabled
+		}
+	}
+	return on
+}
+
+// Plugin is the declared plugin named name.
+func (c *Config) Plugin(name string) (PluginSpec, bool) {
+	for _, p := range c.Plugins {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return PluginSpec{}, false
+}

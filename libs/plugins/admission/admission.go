@@ -87,26 +87,36 @@ type Utilization struct {
 }
 
 func newUtilization(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	p := UtilizationParams{QueueDepthThreshold: DefaultQueueDepthThreshold, KVCacheUtilThreshold: DefaultKVCacheUtilThreshold,
-		MetricsStalenessThreshold: scheduling.Duration(DefaultStaleness)}
-	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+	p, err := ParseUtilizationParams(raw, h)
+	if err != nil {
 		return nil, err
-	}
-	switch {
-	case p.QueueDepthThreshold <= 0:
-		return nil, scheduling.ParamErrorf("queueDepthThreshold", "must be positive (got %d)", p.QueueDepthThreshold)
-	case !(p.KVCacheUtilThreshold > 0 && p.KVCacheUtilThreshold <= 1):
-		return nil, scheduling.ParamErrorf("kvCacheUtilThreshold", "must be in (0, 1] (got %v)", p.KVCacheUtilThreshold)
-	case p.MetricsStalenessThreshold <= 0:
-		return nil, scheduling.ParamErrorf("metricsStalenessThreshold", "must be positive (got %s)", p.MetricsStalenessThreshold)
-	case !(p.Headroom >= 0) || math.IsInf(p.Headroom, 0):
-		return nil, scheduling.ParamErrorf("headroom", "must be a non-negative number (got %v)", p.Headroom)
-	}
-	if p.Headroom > 1 {
-		h.Warn(fmt.Sprintf("headroom %v lets the filter keep endpoints more than twice past their thresholds", p.Headroom))
 	}
 	return &Utilization{Named: scheduling.Named{Type: UtilizationDetectorType, Name: name}, params: p,
 		limits: thresholds{queue: p.QueueDepthThreshold, kv: p.KVCacheUtilThreshold}, now: h.Now}, nil
+}
+
+// ParseUtilizationParams reads and checks utilization-detector's
+// parameters (h, which may be nil, hears the warnings).
+func ParseUtilizationParams(raw json.RawMessage, h scheduling.Handle) (UtilizationParams, error) {
+	p := UtilizationParams{QueueDepthThreshold: DefaultQueueDepthThreshold, KVCacheUtilThreshold: DefaultKVCacheUtilThreshold,
+		MetricsStalenessThreshold: scheduling.Duration(DefaultStaleness)}
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return UtilizationParams{}, err
+	}
+	switch {
+	case p.QueueDepthThreshold <= 0:
+		return UtilizationParams{}, scheduling.ParamErrorf("queueDepthThreshold", "must be positive (got %d)", p.QueueDepthThreshold)
+	case !(p.KVCacheUtilThreshold > 0 && p.KVCacheUtilThreshold <= 1):
+		return UtilizationParams{}, scheduling.ParamErrorf("kvCacheUtilThreshold", "must be in (0, 1] (got %v)", p.KVCacheUtilThreshold)
+	case p.MetricsStalenessThreshold <= 0:
+		return UtilizationParams{}, scheduling.ParamErrorf("metricsStalenessThreshold", "must be positive (got %s)", p.MetricsStalenessThreshold)
+	case !(p.Headroom >= 0) || math.IsInf(p.Headroom, 0):
+		return UtilizationParams{}, scheduling.ParamErrorf("headroom", "must be a non-negative number (got %v)", p.Headroom)
+	}
+	if p.Headroom > 1 && h != nil {
+		h.Warn(fmt.Sprintf("headroom %v lets the filter keep endpoints more than twice past their thresholds", p.Headroom))
+	}
+	return p, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.

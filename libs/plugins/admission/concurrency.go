@@ -53,31 +53,41 @@ type Concurrency struct {
 }
 
 func newConcurrency(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	p := ConcurrencyParams{ConcurrencyMode: ModeRequests, MaxConcurrency: DefaultMaxConcurrency, MaxTokenConcurrency: DefaultMaxTokenConcurrency}
-	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+	p, err := ParseConcurrencyParams(raw, h)
+	if err != nil {
 		return nil, err
-	}
-	switch p.ConcurrencyMode {
-	case ModeRequests, ModeTokens, ModeHybrid:
-	case "":
-		p.ConcurrencyMode = ModeRequests
-	default:
-		return nil, scheduling.ParamErrorf("concurrencyMode", "%q is not %s, %s or %s", p.ConcurrencyMode, ModeRequests, ModeTokens, ModeHybrid)
-	}
-	if p.MaxConcurrency < 1 {
-		return nil, scheduling.ParamErrorf("maxConcurrency", "must be at least 1 (got %d)", p.MaxConcurrency)
-	}
-	if p.MaxTokenConcurrency < 1 {
-		return nil, scheduling.ParamErrorf("maxTokenConcurrency", "must be at least 1 (got %d)", p.MaxTokenConcurrency)
-	}
-	if p.Headroom < 0 || math.IsNaN(p.Headroom) || math.IsInf(p.Headroom, 0) {
-		return nil, scheduling.ParamErrorf("headroom", "must not be negative (got %v)", p.Headroom)
 	}
 	l, err := inflightload.Loader(h, p.InFlightLoadProducerName)
 	if err != nil {
 		return nil, err
 	}
 	return &Concurrency{Named: scheduling.Named{Type: ConcurrencyDetectorType, Name: name}, params: p, load: l}, nil
+}
+
+// ParseConcurrencyParams reads and checks concurrency-detector's
+// parameters (h, which may be nil, hears the warnings).
+func ParseConcurrencyParams(raw json.RawMessage, h scheduling.Handle) (ConcurrencyParams, error) {
+	p := ConcurrencyParams{ConcurrencyMode: ModeRequests, MaxConcurrency: DefaultMaxConcurrency, MaxTokenConcurrency: DefaultMaxTokenConcurrency}
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return ConcurrencyParams{}, err
+	}
+	switch p.ConcurrencyMode {
+	case ModeRequests, ModeTokens, ModeHybrid:
+	case "":
+		p.ConcurrencyMode = ModeRequests
+	default:
+		return ConcurrencyParams{}, scheduling.ParamErrorf("concurrencyMode", "%q is not %s, %s or %s", p.ConcurrencyMode, ModeRequests, ModeTokens, ModeHybrid)
+	}
+	if p.MaxConcurrency < 1 {
+		return ConcurrencyParams{}, scheduling.ParamErrorf("maxConcurrency", "must be at least 1 (got %d)", p.MaxConcurrency)
+	}
+	if p.MaxTokenConcurrency < 1 {
+		return ConcurrencyParams{}, scheduling.ParamErrorf("maxTokenConcurrency", "must be at least 1 (got %d)", p.MaxTokenConcurrency)
+	}
+	if p.Headroom < 0 || math.IsNaN(p.Headroom) || math.IsInf(p.Headroom, 0) {
+		return ConcurrencyParams{}, scheduling.ParamErrorf("headroom", "must not be negative (got %v)", p.Headroom)
+	}
+	return p, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.

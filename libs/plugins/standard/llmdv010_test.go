@@ -14,13 +14,12 @@ import (
 // integration tests' and its perf harness's) that do not load yet, each
 // with what it lacks. The list must end empty.
 var notYetLoading = map[string]string{
-	"epp-burst-prefix-cache-config.yaml":      "burst-prefix-cache-producer",
-	"epp-mm-embeddings-cache-config.yaml":     "mm-embeddings-cache-producer and -scorer",
-	"pd-topology-epp-config.yaml":             "topology-extractor, topology-affinity-filter and -scorer",
-	"perf-random-passthrough-parser.yaml":     "passthrough-parser (bodies passed through unparsed)",
-	"sim-epp-gpu-config.yaml":                 "dcgm-data-source, dcgm-extractor, endpoint-attribute-filter and -scorer",
-	"sim-program-aware-config.yaml":           "program-aware-fairness (flow control from the config)",
-	"soft-reflective-ceiling-epp-config.yaml": "soft-reflective-ceiling-policy (flow control from the config)",
+	"epp-burst-prefix-cache-config.yaml":  "burst-prefix-cache-producer",
+	"epp-mm-embeddings-cache-config.yaml": "mm-embeddings-cache-producer and -scorer",
+	"pd-topology-epp-config.yaml":         "topology-extractor, topology-affinity-filter and -scorer",
+	"perf-random-passthrough-parser.yaml": "passthrough-parser (bodies passed through unparsed)",
+	"sim-epp-gpu-config.yaml":             "dcgm-data-source, dcgm-extractor, endpoint-attribute-filter and -scorer",
+	"sim-program-aware-config.yaml":       "program-aware-fairness (flow control from the config)",
 }
 
 // Every configuration the llm-d router v0.10 ships loads unchanged and

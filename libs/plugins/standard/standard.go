@@ -13,6 +13,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/datalayer"
 	_ "github.com/hermod/hermod/libs/plugins/decider"
 	_ "github.com/hermod/hermod/libs/plugins/filter"
+	_ "github.com/hermod/hermod/libs/plugins/flowpolicy"
 	_ "github.com/hermod/hermod/libs/plugins/headers"
 	_ "github.com/hermod/hermod/libs/plugins/inflightload"
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
