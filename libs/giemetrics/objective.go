@@ -56,10 +56,10 @@ type Labels struct {
 // Objective is the per-request family under both of upstream's names:
 // GIE's inference_objective_* (by model_name and target_model_name; Hermod
 // does not rewrite models, so the same) and the llm-d router's llm_d_epp_*
-// (also by fairness_id and priority). Model names and fairness ids are
-// bounded (MaxLabelValues each, then "other").
+// (also by fairness_id and priority). Model names, fairness ids and
+// priorities are bounded (MaxLabelValues each, then "other").
 type Objective struct {
-	models, flows *BoundedLabel
+	models, flows, priorities *BoundedLabel
 
 	requests       *prometheus.CounterVec
 	errors         *prometheus.CounterVec
@@ -100,6 +100,7 @@ func NewObjective(reg prometheus.Registerer) *Objective {
 	o := &Objective{
 		models:         NewBoundedLabel(MaxLabelValues),
 		flows:          NewBoundedLabel(MaxLabelValues),
+		priorities:     NewBoundedLabel(MaxLabelValues),
 		requests:       telemetry.NewCounterVec("inference_objective_request_total", help("Counter of inference objective requests broken out for each model and target model."), model, target, "priority"),
 		errors:         telemetry.NewCounterVec("inference_objective_request_error_total", help("Counter of inference objective requests errors broken out for each model and target model."), model, target, "error_code"),
 		duration:       telemetry.NewHistogramVec("inference_objective_request_duration_seconds", help("Inference objective response latency distribution in seconds for each model and target model."), GeneralLatencyBuckets, model, target),
@@ -141,7 +142,7 @@ func NewObjective(reg prometheus.Registerer) *Objective {
 // labels are a request's bounded label values: model (also the target
 // model), fairness id, priority.
 func (o *Objective) labels(l Labels) (model, flow, priority string) {
-	return o.models.Value(l.Model), o.flows.Value(l.FairnessID), strconv.Itoa(l.Priority)
+	return o.models.Value(l.Model), o.flows.Value(l.FairnessID), o.priorities.Value(strconv.Itoa(l.Priority))
 }
 
 // Started counts a request sent to a model server (after it was routed):

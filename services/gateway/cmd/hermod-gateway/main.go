@@ -32,7 +32,7 @@ func run() error {
 	fs.Var(&pickers, "picker-addrs", "picker replicas (host:port), comma-separated (default 127.0.0.1:9002)")
 	fs.StringVar(&cfg.ResponsesAddr, "responses-address", "", "the responses service (gRPC host:port) behind /v1/responses; empty: those requests get 503")
 	fs.IntVar(&cfg.MaxChain, "max-conversation", 100, "most responses a /v1/responses conversation may chain (previous_response_id); longer gets 400")
-	fs.StringVar(&cfg.FlowControlFile, "flow-control", "", "flow-control file (YAML): queueing, maxConcurrency, defaultRequestTTL, maxQueued, objectives (x-gateway-inference-objective -> priority), bandShares, saturation thresholds; empty: every request goes straight to the picker")
+	fs.StringVar(&cfg.FlowControlFile, "flow-control", "", "flow-control file (YAML): queueing, maxConcurrency, defaultRequestTTL, maxQueued, objectives (x-gateway-inference-objective -> priority), bandShares, saturation thresholds; or an EndpointPickerConfig with featureGates [flowControl], whose flowControl section is applied; empty: every request goes straight to the picker")
 	fs.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "file of API keys (`name secret [rps [burst]]` per line); empty: no keys required")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "endpoints tried per request (the picked one and its fallbacks)")

@@ -31,15 +31,32 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 	q := &queueReport{sizes: map[string]int64{}, changed: make(chan struct{}, 1)}
 	st.Config.Observe = q.set
 	sat := flowcontrol.NewPoolSaturation()
-	sat.QueueDepth, sat.KVCacheUtil, sat.HoldWhenEmpty = st.QueueDepth, st.KVCacheUtil, st.HoldWhenEmpty
-	st.Config.Metrics = flowcontrol.NewMetrics(reg, cfg.Pool, sat.Level)
-	ctrl := flowcontrol.New(st.Config, flowcontrol.NewSlots(st.MaxConcurrency, sat.Saturated))
+	sat.QueueDepth, sat.KVCacheUtil, sat.HoldWhenEmpty, sat.Staleness = st.QueueDepth, st.KVCacheUtil, st.HoldWhenEmpty, st.Staleness
+	st.Config.PoolEmpty = sat.Empty
+	var slots *flowcontrol.Slots
+	level := sat.Level
+	switch st.Detector {
+	case flowcontrol.DetectEveryEndpoint:
+		slots = flowcontrol.NewSlots(st.MaxConcurrency, sat.Saturated)
+	case flowcontrol.DetectUtilization:
+		sat.FailClosed = true
+		slots = flowcontrol.NewSlots(st.MaxConcurrency, nil)
+		st.Config.Saturation = sat.Level
+	case flowcontrol.DetectConcurrency:
+		slots = flowcontrol.NewSlots(st.MaxConcurrency, nil)
+		level = func() float64 { return concurrencySaturation(slots.InUse(), sat.Endpoints(), st.EndpointConcurrency) }
+		st.Config.Saturation = level
+	}
+	st.Config.Metrics = flowcontrol.NewMetrics(reg, cfg.Pool, level)
+	ctrl := flowcontrol.New(st.Config, slots)
 	filter, err := bus.MetricsFilter(cfg.Pool)
 	if err != nil {
 		return nil, nil, err
 	}
+	gradient := st.Detector == flowcontrol.DetectUtilization
 	sub, err := bus.Subscribe(nc, filter, func(m *eventsv1.PodMetrics, _ string) {
-		if sat.Update(m.GetEndpoint(), m.GetWaitingRequests(), m.GetKvCacheUsage()) {
+		// the utilization detector's reading moves with every sample
+		if sat.Update(m.GetEndpoint(), m.GetWaitingRequests(), m.GetKvCacheUsage()) || gradient {
 			ctrl.Kick()
 		}
 	}, bus.WithLogger(log), bus.WithRegisterer(reg))
@@ -58,7 +75,11 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 			}
 		})
 	}()
-	log.Info("flow control", "queueing", st.Config.Queueing, "max_concurrency", st.MaxConcurrency, "objectives", len(st.Objectives))
+	for _, w := range st.Warnings {
+		log.Warn("flow control: " + w)
+	}
+	log.Info("flow control", "source", st.Source, "queueing", st.Config.Queueing, "detector", st.Detector.String(),
+		"staleness", st.Staleness, "max_concurrency", st.MaxConcurrency, "objectives", len(st.Objectives))
 	stop := func() {
 		_ = sub.Close()
 		cancel()
@@ -66,10 +87,20 @@ func startFlowControl(ctx context.Context, cfg Config, nc *nats.Conn, reg *prome
 		<-done
 	}
 	return &proxy.Flow{Controller: ctrl, Settings: st, Retain: func(names map[string]bool) {
-		if sat.Retain(names) {
-			ctrl.Kick()
-		}
+		// an endpoint that left no longer counts; one that joined brings
+		// room (and ends a wait for the first endpoint)
+		sat.Retain(names)
+		ctrl.Kick()
 	}}, stop, nil
+}
+
+// concurrencySaturation is concurrency-detector's reading (requests mode)
+// from this gateway's requests in flight: 1 with no endpoint.
+func concurrencySaturation(inFlight, endpoints, perEndpoint int) float64 {
+	if endpoints == 0 || perEndpoint <= 0 {
+		return 1
+	}
+	return float64(inFlight) / float64(endpoints*perEndpoint)
 }
 
 // Queue reports: at once on a change (the autoscaler's scale-from-zero

@@ -15,6 +15,7 @@ import (
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/bus"
 	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
+	"github.com/hermod/hermod/services/gateway/internal/proxy"
 	"github.com/hermod/hermod/testkit/bustest"
 )
 
@@ -139,4 +140,74 @@ func TestFlowControlFollowsMetricsAndPublishesTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	flow.Controller.Release()
+}
+
+// With an EndpointPickerConfig, the gateway queues as the llm-d router
+// does: an endpoint without metrics counts as saturated (fail closed),
+// its first fresh sample below the thresholds lets the queue go; with the
+// concurrency detector the pool holds maxConcurrency requests per
+// endpoint.
+func TestFlowControlFromAnEndpointPickerConfig(t *testing.T) {
+	srv := bustest.Start(t)
+	nc, _ := bustest.Connect(t, srv)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(cfg string) *proxy.Flow {
+		file := filepath.Join(t.TempDir(), "epp.yaml")
+		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		flow, stop, err := startFlowControl(ctx, Config{Config: bootstrap.Config{Pool: "pool", Replica: "gw-1"}, FlowControlFile: file}, nc, prometheus.NewRegistry(), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		return flow
+	}
+	waitQueued := func(f *proxy.Flow, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); f.Controller.Queued() != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d queued, want %d", f.Controller.Queued(), n)
+			}
+		}
+	}
+
+	util := start("kind: EndpointPickerConfig\nfeatureGates: [flowControl]\nplugins: [{type: utilization-detector}]\n")
+	util.Retain(map[string]bool{"pod-0": true})
+	admitted := make(chan error, 2)
+	go func() { admitted <- util.Controller.Acquire(ctx, flowcontrol.Request{Priority: -3, Model: "llama"}) }()
+	waitQueued(util, 1) // no metrics yet: saturated; a sheddable request waits
+	metrics, _ := bus.MetricsSubject("pool", "pod-0")
+	if err := bus.PublishCore(nc, metrics, &eventsv1.PodMetrics{Pool: "pool", Endpoint: "pod-0", WaitingRequests: 1, KvCacheUsage: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-admitted:
+		if err != nil {
+			t.Fatal(err)
+		}
+		util.Controller.Release()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a fresh sample below the thresholds did not let the queue go")
+	}
+
+	conc := start(`kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins: [{type: concurrency-detector, parameters: {maxConcurrency: 1}}]
+flowControl: {saturationDetector: {pluginRef: concurrency-detector}}
+`)
+	conc.Retain(map[string]bool{"pod-0": true})
+	if err := conc.Controller.Acquire(ctx, flowcontrol.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { admitted <- conc.Controller.Acquire(ctx, flowcontrol.Request{}) }()
+	waitQueued(conc, 1) // one request per endpoint
+	conc.Retain(map[string]bool{"pod-0": true, "pod-1": true})
+	if err := <-admitted; err != nil { // a second endpoint: room for one more
+		t.Fatal(err)
+	}
+	conc.Controller.Release()
+	conc.Controller.Release()
 }

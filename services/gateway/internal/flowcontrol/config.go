@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hermod/hermod/libs/scheduling"
 )
 
 // Request headers of flow control.
@@ -27,7 +29,7 @@ type FileConfig struct {
 	Queueing bool `json:"queueing"`
 	// MaxConcurrency bounds this gateway's requests in flight (0: none).
 	MaxConcurrency int `json:"maxConcurrency"`
-	// DefaultRequestTTL bounds a request's wait in the queue (default 30s).
+	// DefaultRequestTTL bounds a request's wait in the queue (default 60s).
 	DefaultRequestTTL string `json:"defaultRequestTTL"`
 	// MaxQueued bounds the requests waiting (default 10000).
 	MaxQueued int `json:"maxQueued"`
@@ -46,14 +48,30 @@ type FileConfig struct {
 	} `json:"saturation"`
 }
 
-// Settings are a checked FileConfig.
+// Settings are a checked FileConfig, or the flowControl section of an
+// EndpointPickerConfig.
 type Settings struct {
+	// Source is what the settings were read from: "file" (a FileConfig)
+	// or EndpointPickerConfig.
+	Source         string
 	Config         Config
 	MaxConcurrency int
 	Objectives     map[string]int
-	QueueDepth     int
-	KVCacheUtil    float64
-	HoldWhenEmpty  bool
+	// DefaultObjective gives an objective Objectives does not name the
+	// default priority, 0 (as the llm-d router does for an objective no
+	// InferenceObjective describes), rather than refuse the request.
+	DefaultObjective bool
+	// Detector measures saturation with QueueDepth and KVCacheUtil
+	// (metrics older than Staleness are not fresh), or with
+	// EndpointConcurrency requests per endpoint.
+	Detector            Detector
+	QueueDepth          int
+	KVCacheUtil         float64
+	Staleness           time.Duration
+	EndpointConcurrency int
+	HoldWhenEmpty       bool
+	// Warnings name what the configuration asks for that is not done.
+	Warnings []string
 }
 
 // ReadFile reads and checks a --flow-control file (YAML or JSON); errors
@@ -66,11 +84,19 @@ func ReadFile(name string) (Settings, error) {
 	return Parse(b)
 }
 
-// Parse reads and checks a flow-control configuration.
+// Parse reads and checks a flow-control configuration: a FileConfig, or
+// an EndpointPickerConfig (kind: EndpointPickerConfig) whose flowControl
+// section and policies the gateway applies.
 func Parse(data []byte) (Settings, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return Settings{}, fmt.Errorf("flow control: %w", err)
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(js, &head) == nil && head.Kind == scheduling.ConfigKind {
+		return parsePickerConfig(data)
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
@@ -78,9 +104,9 @@ func Parse(data []byte) (Settings, error) {
 	if err := dec.Decode(&f); err != nil {
 		return Settings{}, fmt.Errorf("flow control: %w", err)
 	}
-	s := Settings{Config: Config{Queueing: f.Queueing, MaxQueued: f.MaxQueued, Shares: map[int]float64{}},
+	s := Settings{Source: "file", Config: Config{Queueing: f.Queueing, MaxQueued: f.MaxQueued, Shares: map[int]float64{}},
 		MaxConcurrency: f.MaxConcurrency, Objectives: f.Objectives, QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil,
-		HoldWhenEmpty: f.HoldWhenEmpty}
+		Staleness: DefaultStaleness, HoldWhenEmpty: f.HoldWhenEmpty}
 	var errs []error
 	if f.DefaultRequestTTL != "" {
 		d, err := time.ParseDuration(f.DefaultRequestTTL)
@@ -131,7 +157,7 @@ func Parse(data []byte) (Settings, error) {
 func (s Settings) Classify(h http.Header) (priority int, flow string, err error) {
 	if name := h.Get(ObjectiveHeader); name != "" {
 		p, ok := s.Objectives[name]
-		if !ok {
+		if !ok && !s.DefaultObjective {
 			return 0, "", fmt.Errorf("%s: unknown objective %q", ObjectiveHeader, name)
 		}
 		priority = p

@@ -110,13 +110,21 @@ func TestPoolSaturationHoldsWhenEmpty(t *testing.T) {
 
 // FuzzParse: any flow-control file parses or fails with an error.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"queueing: true\nmaxConcurrency: 8\n", "objectives: {a: 1}\nbandShares: {\"-1\": 0.1}\n", "{", "defaultRequestTTL: 1h\n"} {
+	for _, s := range []string{"queueing: true\nmaxConcurrency: 8\n", "objectives: {a: 1}\nbandShares: {\"-1\": 0.1}\n", "{", "defaultRequestTTL: 1h\n", pickerConfig,
+		"kind: EndpointPickerConfig\nfeatureGates: [flowControl]\nflowControl: {maxRequests: 2k, priorityBands: [{priority: -1, maxBytes: 1Mi}]}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
-		if err == nil && (s.MaxConcurrency < 0 || s.Config.DefaultTTL < 0) {
+		if err == nil && (s.MaxConcurrency < 0 || s.Config.DefaultTTL < 0 || s.Config.MaxQueued < 0 || s.Config.MaxBytes < 0) {
 			t.Fatalf("accepted %+v", s)
+		}
+		if err == nil && s.Config.Band != nil {
+			for _, p := range []int{-1, 0, 1} {
+				if b := s.Config.Band(p); b.MaxRequests < 0 || b.MaxBytes < 0 {
+					t.Fatalf("band %d: %+v", p, b)
+				}
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package flowcontrol
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,9 +24,17 @@ const (
 // DefaultFlow is the fairness id of a request that names none.
 const DefaultFlow = "default-flow"
 
-// Metrics are GIE's flow-control family, for one pool.
+// Metrics are GIE's flow-control family, for one pool. The fairness id,
+// the model and the priority are the clients' to choose: each label keeps
+// its first giemetrics.MaxLabelValues values (the rest are "other"), and
+// a queue-size series is deleted when its last request leaves the queue.
 type Metrics struct {
-	pool            string
+	pool                      string
+	flows, models, priorities *giemetrics.BoundedLabel
+
+	mu     sync.Mutex
+	series map[seriesKey]int // requests queued per queue-size series
+
 	queueDuration   *prometheus.HistogramVec
 	enqueueDuration *prometheus.HistogramVec
 	dispatchCycle   prometheus.Histogram
@@ -37,7 +46,11 @@ type Metrics struct {
 // with saturation the pool saturation gauge's source (nil: no gauge).
 func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float64) *Metrics {
 	m := &Metrics{
-		pool: pool,
+		pool:       pool,
+		flows:      giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues),
+		models:     giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues),
+		priorities: giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues),
+		series:     map[seriesKey]int{},
 		queueDuration: telemetry.NewHistogramVec("inference_extension_flow_control_request_queue_duration_seconds",
 			"[ALPHA] Distribution of the total time requests spend in the EPP flow control layer, measured from the start of the EnqueueAndWait call until a final outcome is reached.",
 			giemetrics.FlowQueueBuckets, "fairness_id", "priority", "outcome", "inference_pool", "model_name", "target_model_name"),
@@ -65,12 +78,16 @@ func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float6
 	return m
 }
 
-// flowOf is the fairness id label of r.
-func flowOf(r Request) string {
-	if r.Flow == "" {
-		return DefaultFlow
+// seriesKey is a queue-size series' labels (besides the pool's).
+type seriesKey struct{ flow, priority, model string }
+
+// labels are r's bounded labels.
+func (m *Metrics) labels(r Request) seriesKey {
+	flow := r.Flow
+	if flow == "" {
+		flow = DefaultFlow
 	}
-	return r.Flow
+	return seriesKey{flow: m.flows.Value(flow), priority: m.priorities.Value(strconv.Itoa(r.Priority)), model: m.models.Value(r.Model)}
 }
 
 // enqueued observes the time Acquire took to reach outcome (queued:
@@ -79,7 +96,8 @@ func (m *Metrics) enqueued(r Request, since time.Time, outcome string) {
 	if m == nil {
 		return
 	}
-	m.enqueueDuration.WithLabelValues(flowOf(r), strconv.Itoa(r.Priority), outcome).Observe(time.Since(since).Seconds())
+	k := m.labels(r)
+	m.enqueueDuration.WithLabelValues(k.flow, k.priority, outcome).Observe(time.Since(since).Seconds())
 }
 
 // finalized observes a request's whole time in flow control, to outcome.
@@ -87,7 +105,8 @@ func (m *Metrics) finalized(r Request, since time.Time, outcome string) {
 	if m == nil {
 		return
 	}
-	m.queueDuration.WithLabelValues(flowOf(r), strconv.Itoa(r.Priority), outcome, m.pool, r.Model, r.Model).Observe(time.Since(since).Seconds())
+	k := m.labels(r)
+	m.queueDuration.WithLabelValues(k.flow, k.priority, outcome, m.pool, k.model, k.model).Observe(time.Since(since).Seconds())
 }
 
 // managed counts a request in (d = 1) or out (d = -1) of the queue.
@@ -95,9 +114,19 @@ func (m *Metrics) managed(r Request, d int) {
 	if m == nil {
 		return
 	}
-	flow, prio := flowOf(r), strconv.Itoa(r.Priority)
-	m.queueSize.WithLabelValues(flow, prio, m.pool, r.Model, r.Model).Add(float64(d))
-	m.queueBytes.WithLabelValues(flow, prio, m.pool, r.Model, r.Model).Add(float64(d * r.Bytes))
+	k := m.labels(r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.series[k] += d
+	if m.series[k] <= 0 {
+		// the last request of the series left: no series of zeros stays
+		delete(m.series, k)
+		m.queueSize.DeleteLabelValues(k.flow, k.priority, m.pool, k.model, k.model)
+		m.queueBytes.DeleteLabelValues(k.flow, k.priority, m.pool, k.model, k.model)
+		return
+	}
+	m.queueSize.WithLabelValues(k.flow, k.priority, m.pool, k.model, k.model).Add(float64(d))
+	m.queueBytes.WithLabelValues(k.flow, k.priority, m.pool, k.model, k.model).Add(float64(d * r.Bytes))
 }
 
 // dispatchCycle observes one dispatch pass that began at since.

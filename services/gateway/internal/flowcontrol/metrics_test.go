@@ -2,6 +2,7 @@ package flowcontrol
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func TestFlowControlMetrics(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("no TTL eviction")
 	}
-	if got := testutil.ToFloat64(m.queueSize.WithLabelValues("tenant-a", "2", "pool-a", "llama", "llama")); got != 0 {
-		t.Errorf("queue size %v after the eviction", got)
+	if n := testutil.CollectAndCount(m.queueSize) + testutil.CollectAndCount(m.queueBytes); n != 0 {
+		t.Errorf("%d queue size and bytes series after the eviction: the series of an empty queue is deleted", n)
 	}
 	_ = c.Acquire(context.Background(), Request{Priority: -1, Model: "llama"}) // shed at once
 	want := `
@@ -58,5 +59,35 @@ inference_extension_flow_control_pool_saturation{inference_pool="pool-a"} 0.75
 	}
 	if n := testutil.CollectAndCount(m.dispatchCycle); n != 1 {
 		t.Errorf("dispatch cycle series %d", n)
+	}
+}
+
+// Labels a client chooses are bounded: past giemetrics.MaxLabelValues
+// fairness ids, the rest share "other".
+func TestFlowControlMetricLabelsAreBounded(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), "pool-a", nil)
+	c := full(t, Config{Queueing: true, QueueSheddable: true, Metrics: m, MaxQueued: 5000})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1100)
+	for i := range 1100 {
+		go func() {
+			done <- c.Acquire(ctx, Request{Flow: fmt.Sprint("tenant-", i), Priority: i, Model: fmt.Sprint("m", i)})
+		}()
+	}
+	waitQueued(t, c, 1100)
+	if n := testutil.CollectAndCount(m.queueSize); n > 1001 {
+		t.Errorf("%d queue-size series for 1100 fairness ids, want at most 1001", n)
+	}
+	cancel()
+	for range 1100 {
+		if err := <-done; err == nil {
+			t.Fatal("a waiter of a saturated pool was dispatched")
+		}
+	}
+	if n := testutil.CollectAndCount(m.queueSize); n != 0 {
+		t.Errorf("%d queue-size series once the queue is empty", n)
+	}
+	if n := testutil.CollectAndCount(m.enqueueDuration); n > 1001*2 {
+		t.Errorf("%d enqueue-duration series", n)
 	}
 }

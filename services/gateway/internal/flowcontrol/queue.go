@@ -7,15 +7,20 @@
 // share gets at least that fraction of the dispatches while it has
 // requests waiting (so a busy high band cannot starve it), and the rest
 // goes by priority. Within a band, flows (the fairness id of
-// x-gateway-inference-fairness-id) take turns round-robin, and each flow is
-// FIFO. A waiting request leaves the queue when its TTL passes (503) or
-// its client goes away.
+// x-gateway-inference-fairness-id) take turns round-robin, or (global
+// strict fairness) the band is one FIFO across its flows; each flow is
+// FIFO. Each band is bounded in requests and bytes, and so is the whole
+// queue. A waiting request leaves the queue when its TTL passes or its
+// client goes away. A band that empties is forgotten, so priorities a
+// client makes up do not accumulate.
 package flowcontrol
 
 import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -29,11 +34,46 @@ var (
 	// ErrSaturated: the pool is saturated and queueing is off: answer 503
 	// with Retry-After, fast.
 	ErrSaturated = errors.New("flow control: the pool is saturated")
-	// ErrTTL: the request waited its TTL in the queue: answer 503.
+	// ErrTTL: the request waited its TTL in the queue while the pool has
+	// endpoints: answer 429 (backpressure).
 	ErrTTL = errors.New("flow control: the request's time in the queue ran out")
-	// ErrQueueFull: the queue holds MaxQueued requests already: 503.
+	// ErrQueueFull: the request's band, or the whole queue, is at its
+	// bound in requests or bytes: answer 429.
 	ErrQueueFull = errors.New("flow control: the queue is full")
+	// ErrNoEndpoints wraps ErrTTL or ErrQueueFull when the pool has no
+	// endpoint at all: the queue was a waiting room for a pool scaled to
+	// zero, and the answer is 503 (unavailable), not backpressure.
+	ErrNoEndpoints = errors.New("flow control: the pool has no endpoints")
 )
+
+// Defaults of the queue's bounds (the llm-d router's since v0.10).
+const (
+	DefaultRequestTTL      = 60 * time.Second
+	DefaultBandMaxRequests = 5000
+	DefaultBandMaxBytes    = 1_000_000_000
+	// DefaultMaxQueued bounds the whole queue when nothing else does:
+	// bands are made per priority, which clients choose.
+	DefaultMaxQueued = 10000
+)
+
+// Fairness is how a band chooses among its flows.
+type Fairness uint8
+
+const (
+	// FairRoundRobin is the band's flows taking turns.
+	FairRoundRobin Fairness = iota
+	// FairGlobalStrict is the band as one FIFO across its flows (no
+	// fairness between tenants; arrival order).
+	FairGlobalStrict
+)
+
+// Band is a priority band's policy.
+type Band struct {
+	// MaxRequests and MaxBytes bound the band (0: the default bound).
+	MaxRequests int
+	MaxBytes    int64
+	Fairness    Fairness
+}
 
 // Request is what admission knows of a request.
 type Request struct {
@@ -50,6 +90,13 @@ type Request struct {
 	TTL time.Duration
 }
 
+// UsageLimit is a usage-limit policy: Ceilings sets ceilings[i] to the
+// saturation ceiling of priorities[i], the priorities of the bands with
+// requests waiting, highest first.
+type UsageLimit interface {
+	Ceilings(saturation float64, priorities []int, ceilings []float64)
+}
+
 // Capacity is the room the pool has: TryAcquire takes a slot if one is
 // free (the pool not saturated), Release gives one back.
 type Capacity interface {
@@ -62,10 +109,31 @@ type Config struct {
 	// Queueing holds requests while the pool is saturated; off, they are
 	// shed or refused at once.
 	Queueing bool
-	// DefaultTTL bounds a request's wait (default 30s).
+	// DefaultTTL bounds a request's wait (0: DefaultRequestTTL).
 	DefaultTTL time.Duration
-	// MaxQueued bounds the requests waiting (default 10000).
+	// QueueSheddable queues sheddable requests (priority < 0) in their
+	// bands as any other (the llm-d router's flow control) instead of
+	// shedding them while the pool is saturated.
+	QueueSheddable bool
+	// NoTTL lets requests wait until dispatched or their client leaves.
+	NoTTL bool
+	// MaxQueued bounds the requests waiting (0: DefaultMaxQueued).
 	MaxQueued int
+	// MaxBytes bounds the bytes of the requests waiting (0: no bound but
+	// the bands').
+	MaxBytes int64
+	// Band is the policy of a priority's band (nil: the defaults, round
+	// robin between flows).
+	Band func(priority int) Band
+	// PoolEmpty reports whether the pool has no endpoint at all (nil:
+	// never), to tell unavailability from backpressure.
+	PoolEmpty func() bool
+	// Saturation, when set, is the pool's saturation (a detector's: 1 is
+	// saturated) and UsageLimit the ceilings it is held to: a band's
+	// requests are dispatched only while the saturation is below the
+	// band's ceiling. Nil UsageLimit: one ceiling, 1.
+	Saturation func() float64
+	UsageLimit UsageLimit
 	// Shares are the least fractions of dispatches per priority band
 	// while it has requests waiting (bands without one: strict priority).
 	Shares map[int]float64
@@ -84,26 +152,33 @@ type Controller struct {
 	bands    map[int]*band
 	order    []int // band priorities, highest first
 	queued   int
+	bytes    int64
 	perModel map[string]int
 	wake     chan struct{}
 	// dispatches since the queue was last empty, for the shares
 	total int
+	// scratch for the usage limit's ceilings
+	prios    []int
+	ceilings []float64
 }
 
 // band is one priority's flows.
 type band struct {
 	priority   int
 	share      float64
-	flows      map[string]*list.List // of *waiter
-	ring       []string              // flows with waiters, round-robin
+	policy     Band
+	flows      map[string]*list.List // of *waiter, by queue key
+	ring       []string              // queue keys with waiters, round-robin
 	next       int
 	size       int
+	bytes      int64
 	dispatched int
 }
 
 // waiter is a queued request.
 type waiter struct {
 	req        Request
+	key        string        // its queue in the band: the flow, or "" (global strict)
 	ready      chan struct{} // closed when dispatched
 	dispatched bool          // popped (under Controller.mu)
 }
@@ -111,10 +186,10 @@ type waiter struct {
 // New returns a controller over cap.
 func New(cfg Config, capacity Capacity) *Controller {
 	if cfg.DefaultTTL <= 0 {
-		cfg.DefaultTTL = 30 * time.Second
+		cfg.DefaultTTL = DefaultRequestTTL
 	}
 	if cfg.MaxQueued <= 0 {
-		cfg.MaxQueued = 10000
+		cfg.MaxQueued = DefaultMaxQueued
 	}
 	return &Controller{cfg: cfg, cap: capacity, bands: map[int]*band{}, perModel: map[string]int{}, wake: make(chan struct{}, 1)}
 }
@@ -125,8 +200,9 @@ func New(cfg Config, capacity Capacity) *Controller {
 // request holds a slot of the capacity until Release.
 func (c *Controller) Acquire(ctx context.Context, r Request) error {
 	start := time.Now()
+	sat := c.saturation()
 	c.mu.Lock()
-	if c.queued == 0 && c.cap.TryAcquire() {
+	if c.queued == 0 && c.below(sat, r.Priority) && c.cap.TryAcquire() {
 		c.mu.Unlock()
 		c.cfg.Metrics.enqueued(r, start, OutcomeDispatched)
 		c.cfg.Metrics.finalized(r, start, OutcomeDispatched)
@@ -134,12 +210,12 @@ func (c *Controller) Acquire(ctx context.Context, r Request) error {
 	}
 	var refused error
 	switch {
-	case r.Priority < 0:
+	case r.Priority < 0 && (!c.cfg.Queueing || !c.cfg.QueueSheddable):
 		refused = ErrShed
 	case !c.cfg.Queueing:
 		refused = ErrSaturated
-	case c.queued >= c.cfg.MaxQueued:
-		refused = ErrQueueFull
+	case !c.room(r):
+		refused = c.unavailable(ErrQueueFull)
 	}
 	if refused != nil {
 		c.mu.Unlock()
@@ -157,6 +233,7 @@ func (c *Controller) Acquire(ctx context.Context, r Request) error {
 	switch {
 	case errors.Is(err, ErrTTL):
 		outcome = OutcomeEvictedTTL
+		err = c.unavailable(err)
 	case err != nil:
 		outcome = OutcomeEvictedContextCancelled
 	}
@@ -166,16 +243,19 @@ func (c *Controller) Acquire(ctx context.Context, r Request) error {
 
 // wait waits until the queued w is dispatched, its TTL passes or ctx ends.
 func (c *Controller) wait(ctx context.Context, w *waiter) error {
-	ttl := w.req.TTL
-	if ttl <= 0 {
-		ttl = c.cfg.DefaultTTL
+	var expired <-chan time.Time
+	if ttl := w.req.TTL; ttl > 0 || !c.cfg.NoTTL {
+		if ttl <= 0 {
+			ttl = c.cfg.DefaultTTL
+		}
+		timer := time.NewTimer(ttl)
+		defer timer.Stop()
+		expired = timer.C
 	}
-	timer := time.NewTimer(ttl)
-	defer timer.Stop()
 	select {
 	case <-w.ready:
 		return nil
-	case <-timer.C:
+	case <-expired:
 		if c.remove(w) {
 			return ErrTTL
 		}
@@ -232,12 +312,14 @@ func (c *Controller) Dispatch() int {
 	defer c.cfg.Metrics.dispatched(start)
 	n := 0
 	for {
+		sat := c.saturation()
 		c.mu.Lock()
-		if c.queued == 0 || !c.cap.TryAcquire() {
+		b := c.next(sat)
+		if b == nil || !c.cap.TryAcquire() {
 			c.mu.Unlock()
 			return n
 		}
-		w := c.pop()
+		w := c.take(b)
 		c.mu.Unlock()
 		close(w.ready)
 		n++
@@ -251,52 +333,143 @@ func (c *Controller) Queued() int {
 	return c.queued
 }
 
+// poolEmpty reports whether the pool has no endpoint at all.
+func (c *Controller) poolEmpty() bool { return c.cfg.PoolEmpty != nil && c.cfg.PoolEmpty() }
+
+// unavailable wraps err (a TTL or a full queue) with ErrNoEndpoints when
+// the pool has no endpoint.
+func (c *Controller) unavailable(err error) error {
+	if c.poolEmpty() {
+		return fmt.Errorf("%w: %w", err, ErrNoEndpoints)
+	}
+	return err
+}
+
+// policy is the band policy of priority, its bounds defaulted.
+func (c *Controller) policy(priority int) Band {
+	var b Band
+	if c.cfg.Band != nil {
+		b = c.cfg.Band(priority)
+	}
+	if b.MaxRequests <= 0 {
+		b.MaxRequests = DefaultBandMaxRequests
+	}
+	if b.MaxBytes <= 0 {
+		b.MaxBytes = DefaultBandMaxBytes
+	}
+	return b
+}
+
+// room reports whether r fits in its band and in the queue. The caller
+// holds c.mu.
+func (c *Controller) room(r Request) bool {
+	size := int64(r.Bytes)
+	if c.queued >= c.cfg.MaxQueued || (c.cfg.MaxBytes > 0 && c.bytes+size > c.cfg.MaxBytes) {
+		return false
+	}
+	if b := c.bands[r.Priority]; b != nil {
+		return b.size < b.policy.MaxRequests && b.bytes+size <= b.policy.MaxBytes
+	}
+	p := c.policy(r.Priority)
+	return p.MaxRequests > 0 && size <= p.MaxBytes
+}
+
 func (c *Controller) push(w *waiter) {
 	b := c.bands[w.req.Priority]
 	if b == nil {
-		b = &band{priority: w.req.Priority, share: c.cfg.Shares[w.req.Priority], flows: map[string]*list.List{}}
+		b = &band{priority: w.req.Priority, share: c.cfg.Shares[w.req.Priority], policy: c.policy(w.req.Priority), flows: map[string]*list.List{}}
 		c.bands[w.req.Priority] = b
 		c.order = append(c.order, w.req.Priority)
 		sort.Sort(sort.Reverse(sort.IntSlice(c.order)))
 	}
-	q := b.flows[w.req.Flow]
+	if b.policy.Fairness == FairRoundRobin {
+		w.key = w.req.Flow
+	}
+	q := b.flows[w.key]
 	if q == nil {
 		q = list.New()
-		b.flows[w.req.Flow] = q
+		b.flows[w.key] = q
 	}
 	if q.Len() == 0 {
-		b.ring = append(b.ring, w.req.Flow)
+		b.ring = append(b.ring, w.key)
 	}
 	q.PushBack(w)
 	b.size++
+	b.bytes += int64(w.req.Bytes)
 	c.queued++
+	c.bytes += int64(w.req.Bytes)
 	c.count(w.req.Model, 1)
 	c.cfg.Metrics.managed(w.req, 1)
 }
 
-// pop takes the next request: the band owed its share first, else the
-// highest band; in it, the next flow's oldest request. The caller holds
-// c.mu and c.queued > 0.
-func (c *Controller) pop() *waiter {
-	var pick *band
-	for _, p := range c.order {
-		b := c.bands[p]
-		if b.size > 0 && b.share > 0 && float64(b.dispatched) < b.share*float64(c.total+1) {
-			pick = b
-			break
-		}
+// saturation is the pool's saturation, 0 without a detector (the
+// capacity gates alone).
+func (c *Controller) saturation() float64 {
+	if c.cfg.Saturation == nil {
+		return 0
 	}
-	if pick == nil {
-		for _, p := range c.order {
-			if b := c.bands[p]; b.size > 0 {
-				pick = b
-				break
-			}
-		}
+	return c.cfg.Saturation()
+}
+
+// below reports whether a request of priority, alone in the queue, is
+// under its ceiling at saturation sat. The caller holds c.mu.
+func (c *Controller) below(sat float64, priority int) bool {
+	if c.cfg.Saturation == nil {
+		return true
 	}
-	if pick == nil {
+	c.prios = append(c.prios[:0], priority)
+	return sat < c.ceiling(sat)[0]
+}
+
+// ceiling computes the ceilings of c.prios into c.ceilings. The caller
+// holds c.mu.
+func (c *Controller) ceiling(sat float64) []float64 {
+	c.ceilings = slices.Grow(c.ceilings[:0], len(c.prios))[:len(c.prios)]
+	if c.cfg.UsageLimit == nil {
+		for i := range c.ceilings {
+			c.ceilings[i] = 1
+		}
+	} else {
+		c.cfg.UsageLimit.Ceilings(sat, c.prios, c.ceilings)
+	}
+	return c.ceilings
+}
+
+// next is the band to dispatch from at saturation sat: the band owed its
+// share first, else the highest band; only bands under their ceiling
+// count. Nil when none is. The caller holds c.mu.
+func (c *Controller) next(sat float64) *band {
+	if c.queued == 0 {
 		return nil
 	}
+	c.prios = c.prios[:0]
+	for _, p := range c.order {
+		if c.bands[p].size > 0 {
+			c.prios = append(c.prios, p)
+		}
+	}
+	open := func(int) bool { return true }
+	if c.cfg.Saturation != nil {
+		ceilings := c.ceiling(sat)
+		open = func(i int) bool { return sat < ceilings[i] }
+	}
+	for i, p := range c.prios {
+		b := c.bands[p]
+		if b.share > 0 && float64(b.dispatched) < b.share*float64(c.total+1) && open(i) {
+			return b
+		}
+	}
+	for i, p := range c.prios {
+		if open(i) {
+			return c.bands[p]
+		}
+	}
+	return nil
+}
+
+// take removes the next request of band pick: the next flow's oldest.
+// The caller holds c.mu.
+func (c *Controller) take(pick *band) *waiter {
 	flow := pick.ring[pick.next%len(pick.ring)]
 	q := pick.flows[flow]
 	w := q.Remove(q.Front()).(*waiter)
@@ -313,10 +486,7 @@ func (c *Controller) pop() *waiter {
 	} else {
 		pick.next = 0
 	}
-	pick.size--
-	c.queued--
-	c.count(w.req.Model, -1)
-	c.cfg.Metrics.managed(w.req, -1)
+	c.left(pick, w)
 	pick.dispatched++
 	c.total++
 	if c.queued == 0 {
@@ -326,7 +496,31 @@ func (c *Controller) pop() *waiter {
 			b.dispatched = 0
 		}
 	}
+	c.forgetIfEmpty(pick)
 	return w
+}
+
+// left accounts for w leaving band b's queue. The caller holds c.mu.
+func (c *Controller) left(b *band, w *waiter) {
+	b.size--
+	b.bytes -= int64(w.req.Bytes)
+	c.queued--
+	c.bytes -= int64(w.req.Bytes)
+	c.count(w.req.Model, -1)
+	c.cfg.Metrics.managed(w.req, -1)
+}
+
+// forgetIfEmpty drops an empty band that has no share to account for (a
+// band with one keeps its dispatch count for the busy period). The
+// caller holds c.mu.
+func (c *Controller) forgetIfEmpty(b *band) {
+	if b.size > 0 || b.share > 0 {
+		return
+	}
+	delete(c.bands, b.priority)
+	if i := slices.Index(c.order, b.priority); i >= 0 {
+		c.order = slices.Delete(c.order, i, i+1)
+	}
 }
 
 // remove takes a waiter out of the queue; false when it was dispatched.
@@ -337,7 +531,7 @@ func (c *Controller) remove(w *waiter) bool {
 		return false
 	}
 	b := c.bands[w.req.Priority]
-	q := b.flows[w.req.Flow]
+	q := b.flows[w.key]
 	for e := q.Front(); e != nil; e = e.Next() {
 		if e.Value.(*waiter) == w {
 			q.Remove(e)
@@ -346,7 +540,7 @@ func (c *Controller) remove(w *waiter) bool {
 	}
 	if q.Len() == 0 {
 		for i, f := range b.ring {
-			if f == w.req.Flow {
+			if f == w.key {
 				b.ring = append(b.ring[:i], b.ring[i+1:]...)
 				if b.next > i {
 					b.next--
@@ -354,12 +548,10 @@ func (c *Controller) remove(w *waiter) bool {
 				break
 			}
 		}
-		delete(b.flows, w.req.Flow)
+		delete(b.flows, w.key)
 	}
-	b.size--
-	c.queued--
-	c.count(w.req.Model, -1)
-	c.cfg.Metrics.managed(w.req, -1)
+	c.left(b, w)
+	c.forgetIfEmpty(b)
 	return true
 }
 

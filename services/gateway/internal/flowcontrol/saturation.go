@@ -11,9 +11,11 @@ import (
 const (
 	DefaultQueueDepth  = 5
 	DefaultKVCacheUtil = 0.8
-	// staleAfter: an endpoint whose metrics are older does not count
-	// (it left, or its collector lags).
-	staleAfter = 5 * time.Second
+	// DefaultStaleness: an endpoint whose metrics are older does not
+	// count (it left, or its collector lags); with FailClosed it counts
+	// as saturated. Metrics reach the gateway at the collector's scrape
+	// interval, so no staleness is shorter than this.
+	DefaultStaleness = 5 * time.Second
 )
 
 // PoolSaturation folds the pool's endpoint metrics into one signal: the
@@ -24,7 +26,13 @@ type PoolSaturation struct {
 	// HoldWhenEmpty: a pool with no endpoint with fresh metrics counts as
 	// saturated (requests wait for a pod: scale from zero).
 	HoldWhenEmpty bool
-	now           func() time.Time
+	// FailClosed makes Level count each registered endpoint without
+	// fresh metrics as saturated (1), as the llm-d router's
+	// utilization-detector does, rather than leave it out.
+	FailClosed bool
+	// Staleness is the age past which metrics are not fresh.
+	Staleness time.Duration
+	now       func() time.Time
 
 	mu   sync.Mutex
 	pods map[string]podLoad
@@ -44,7 +52,8 @@ func (l podLoad) saturated() bool { return l.load >= 1 }
 
 // NewPoolSaturation returns a tracker with the default thresholds.
 func NewPoolSaturation() *PoolSaturation {
-	return &PoolSaturation{QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil, now: time.Now, pods: map[string]podLoad{}}
+	return &PoolSaturation{QueueDepth: DefaultQueueDepth, KVCacheUtil: DefaultKVCacheUtil, Staleness: DefaultStaleness,
+		now: time.Now, pods: map[string]podLoad{}}
 }
 
 // Update records an endpoint's latest metrics; it reports whether the
@@ -98,7 +107,7 @@ func (p *PoolSaturation) Saturated() bool {
 	defer p.mu.Unlock()
 	now, fresh := p.now(), 0
 	for _, l := range p.pods {
-		if now.Sub(l.at) > staleAfter {
+		if now.Sub(l.at) > p.Staleness {
 			continue
 		}
 		fresh++
@@ -109,20 +118,40 @@ func (p *PoolSaturation) Saturated() bool {
 	return fresh > 0 || p.HoldWhenEmpty
 }
 
-// Level is the pool's saturation as GIE's detector measures it: the mean
-// load of the endpoints with fresh metrics (1 with none).
+// Level is the pool's saturation as the utilization detector measures
+// it: the mean load of the endpoints with fresh metrics, or (FailClosed)
+// of every registered endpoint, those without fresh metrics at 1; 1 with
+// none.
 func (p *PoolSaturation) Level() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now, sum, fresh := p.now(), 0.0, 0
+	now, sum, n := p.now(), 0.0, 0
 	for _, l := range p.pods {
-		if now.Sub(l.at) <= staleAfter {
+		if now.Sub(l.at) <= p.Staleness {
 			sum += l.load
-			fresh++
+			n++
 		}
 	}
-	if fresh == 0 {
+	if p.FailClosed && p.registered != nil {
+		sum += float64(len(p.registered) - n)
+		n = len(p.registered)
+	}
+	if n == 0 {
 		return 1
 	}
-	return sum / float64(fresh)
+	return sum / float64(n)
 }
+
+// Endpoints is the number of endpoints in the pool: the registry's, or
+// before the registry reports, those with metrics.
+func (p *PoolSaturation) Endpoints() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.registered != nil {
+		return len(p.registered)
+	}
+	return len(p.pods)
+}
+
+// Empty reports whether the pool has no endpoint at all.
+func (p *PoolSaturation) Empty() bool { return p.Endpoints() == 0 }

@@ -29,14 +29,19 @@ func slowUpstream(t *testing.T) (string, chan struct{}) {
 	return hostPort(srv.URL), release
 }
 
-func flowGateway(t *testing.T, cfg string, target string) *gw {
+func flowGateway(t *testing.T, cfg string, target string, tune ...func(*flowcontrol.Config)) *gw {
 	t.Helper()
 	st, err := flowcontrol.Parse([]byte(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range tune {
+		f(&st.Config)
+	}
 	ctrl := flowcontrol.New(st.Config, flowcontrol.NewSlots(st.MaxConcurrency, nil))
-	return newGatewayWith(t, func(o *Options) { o.Flow = &Flow{Controller: ctrl, Settings: st} }, target)
+	g := newGatewayWith(t, func(o *Options) { o.Flow = &Flow{Controller: ctrl, Settings: st} }, target)
+	g.flow = ctrl
+	return g
 }
 
 // answer is what a client got.
@@ -132,24 +137,53 @@ func TestFlowControlQueuesUntilASlotFrees(t *testing.T) {
 			t.Fatalf("a queued request got %d", c)
 		}
 	}
-	// a queued request whose TTL passes gets 503
-	target2, release2 := slowUpstream(t)
-	defer close(release2)
-	g2 := flowGateway(t, "queueing: true\nmaxConcurrency: 1\ndefaultRequestTTL: 50ms\n", target2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g2.url+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	time.Sleep(50 * time.Millisecond)
-	resp, body, _ := post(t, g2.url, nil)
-	if got := resp.header.Get(DroppedReasonHeader); got != DroppedTTLExpired {
-		t.Errorf("%s = %q, want %s", DroppedReasonHeader, got, DroppedTTLExpired)
-	}
-	if resp.code != http.StatusServiceUnavailable || !strings.Contains(body, "time to live") {
-		t.Fatalf("TTL in the queue: %d %s", resp.code, body)
+}
+
+// Each way out of the queue answers as the llm-d router does: a TTL that
+// passes while the pool has endpoints and a full band are backpressure
+// (429), the wait of a pool with no endpoint running out is unavailability
+// (503), each with its reason header.
+func TestFlowControlDropAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name, cfg string
+		empty     bool
+		code      int
+		reason    string
+		body      string
+	}{
+		{"ttl", "queueing: true\nmaxConcurrency: 1\ndefaultRequestTTL: 50ms\n", false, http.StatusTooManyRequests, DroppedTTLExpired, "time to live"},
+		{"ttl of an empty pool", "queueing: true\nmaxConcurrency: 1\ndefaultRequestTTL: 50ms\n", true, http.StatusServiceUnavailable, DroppedNoEndpoints, "no endpoints"},
+		{"queue full", "queueing: true\nmaxConcurrency: 1\nmaxQueued: 1\ndefaultRequestTTL: 5s\n", false, http.StatusTooManyRequests, DroppedSaturated, "queue is full"},
+		{"queue full of an empty pool", "queueing: true\nmaxConcurrency: 1\nmaxQueued: 1\ndefaultRequestTTL: 5s\n", true, http.StatusServiceUnavailable, DroppedNoEndpoints, "no endpoints"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target, release := slowUpstream(t)
+			defer close(release)
+			g := flowGateway(t, tc.cfg, target, func(c *flowcontrol.Config) { c.PoolEmpty = func() bool { return tc.empty } })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			held := func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+			go held() // takes the one slot
+			time.Sleep(50 * time.Millisecond)
+			if strings.Contains(tc.name, "full") {
+				go held() // fills the queue
+				deadline := time.Now().Add(5 * time.Second)
+				for g.flowQueued() < 1 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			resp, body, _ := post(t, g.url, nil)
+			if got := resp.header.Get(DroppedReasonHeader); got != tc.reason {
+				t.Errorf("%s = %q, want %s", DroppedReasonHeader, got, tc.reason)
+			}
+			if resp.code != tc.code || !strings.Contains(body, tc.body) {
+				t.Fatalf("%d %s, want %d with %q", resp.code, body, tc.code, tc.body)
+			}
+		})
 	}
 }

@@ -540,15 +540,23 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 	switch {
 	case err == nil:
 		return true
+	case errors.Is(err, flowcontrol.ErrNoEndpoints):
+		// a waiting room for a pool with no endpoint ran out (its TTL,
+		// its bound): unavailable, not backpressure
+		w.Header().Set(DroppedReasonHeader, DroppedNoEndpoints)
+		h.failRetry(w, req, http.StatusServiceUnavailable, "the pool has no endpoints: "+err.Error())
 	case errors.Is(err, flowcontrol.ErrShed):
 		w.Header().Set(DroppedReasonHeader, DroppedSaturated)
 		h.failRetry(w, req, http.StatusTooManyRequests, "the pool is saturated and the request is sheddable")
-	case errors.Is(err, flowcontrol.ErrSaturated), errors.Is(err, flowcontrol.ErrQueueFull):
+	case errors.Is(err, flowcontrol.ErrQueueFull):
+		w.Header().Set(DroppedReasonHeader, DroppedSaturated)
+		h.failRetry(w, req, http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, flowcontrol.ErrSaturated):
 		w.Header().Set(DroppedReasonHeader, DroppedSaturated)
 		h.failRetry(w, req, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, flowcontrol.ErrTTL):
 		w.Header().Set(DroppedReasonHeader, DroppedTTLExpired)
-		h.failRetry(w, req, http.StatusServiceUnavailable, "the request waited its time to live in the queue")
+		h.failRetry(w, req, http.StatusTooManyRequests, "the request waited its time to live in the queue")
 	default: // the client left while queued
 		req.m.requests.WithLabelValues("499").Inc()
 	}

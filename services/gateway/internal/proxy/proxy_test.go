@@ -21,6 +21,7 @@ import (
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/openai"
+	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 )
 
@@ -106,7 +107,11 @@ type gw struct {
 	picker   *fakePicker
 	reporter *fakeReporter
 	metrics  *Metrics
+	flow     *flowcontrol.Controller // with flowGateway
 }
+
+// flowQueued is how many requests wait in the gateway's queue.
+func (g *gw) flowQueued() int { return g.flow.Queued() }
 
 func newGateway(t testing.TB, targets ...string) *gw {
 	t.Helper()

@@ -33,11 +33,14 @@ func RequestIDs(next http.Handler) http.Handler {
 }
 
 // DroppedReasonHeader tells the client why flow control did not serve its
-// request, as llm-d's router does: DroppedSaturated (shed, or the pool
-// stayed saturated or the queue was full) or DroppedTTLExpired (it waited
-// its time to live in the queue).
+// request, as llm-d's router does: DroppedSaturated (shed, refused while
+// saturated, or its band or the queue was full: 429, or 503 without
+// queueing), DroppedTTLExpired (it waited its time to live in the queue
+// while the pool had endpoints: 429) or DroppedNoEndpoints (the pool has
+// no endpoint, and the wait for one ran out: 503).
 const (
 	DroppedReasonHeader = "x-llm-d-request-dropped-reason"
 	DroppedSaturated    = "rejected-saturated"
 	DroppedTTLExpired   = "rejected-ttl-expired"
+	DroppedNoEndpoints  = "rejected-no-endpoints"
 )
