@@ -167,8 +167,10 @@ func TestCollectorPublishesAndSplitsEndpoints(t *testing.T) {
 	ns := bustest.Start(t)
 	nc, js := bustest.Connect(t, ns)
 	const n = 8
+	names := make([]string, n)
 	for i := range n {
-		register(t, pool, fmt.Sprintf("pod-%d", i), engine(t, i).URL)
+		names[i] = fmt.Sprintf("pod-%d", i)
+		register(t, pool, names[i], engine(t, i).URL)
 	}
 	var mu sync.Mutex
 	latest := map[string]*eventsv1.PodMetrics{}
@@ -204,16 +206,46 @@ func TestCollectorPublishesAndSplitsEndpoints(t *testing.T) {
 	}
 
 	// A second replica takes over part of the endpoints: together they
-	// scrape each once.
-	b := startCollector(t, pool, ns.ClientURL(), "c2")
-	eventually(t, "the endpoints to be split", func() bool {
+	// scrape each once, each those rendezvous hashing gives it.
+	second := splittingReplica(t, pool, names, "c1")
+	want := owned(pool, names, "c1", second)
+	b := startCollector(t, pool, ns.ClientURL(), second)
+	eventually(t, fmt.Sprintf("the endpoints to be split %d (c1) + %d (%s)", want["c1"], want[second], second), func() bool {
 		ga, gb := gauge(t, a, "hermod_collector_endpoints"), gauge(t, b, "hermod_collector_endpoints")
-		return ga+gb == n && ga > 0 && gb > 0
+		return ga == float64(want["c1"]) && gb == float64(want[second])
 	})
 	// A collector of another pool does not take this pool's endpoints.
-	other := startCollector(t, pool+"-other", ns.ClientURL(), "c3")
+	other := startCollector(t, pool+"-other", ns.ClientURL(), "other")
 	time.Sleep(300 * time.Millisecond)
-	if ga, gb := gauge(t, a, "hermod_collector_endpoints"), gauge(t, b, "hermod_collector_endpoints"); ga+gb != n || gauge(t, other, "hermod_collector_endpoints") != 0 {
-		t.Errorf("after a collector of another pool joined: %v + %v", ga, gb)
+	if ga, gb := gauge(t, a, "hermod_collector_endpoints"), gauge(t, b, "hermod_collector_endpoints"); ga != float64(want["c1"]) || gb != float64(want[second]) || gauge(t, other, "hermod_collector_endpoints") != 0 {
+		t.Errorf("after a collector of another pool joined: %v + %v, want %d + %d", ga, gb, want["c1"], want[second])
 	}
+}
+
+// owned returns how many of a pool's endpoints (by name) each of replicas
+// owns when they are the members: the split coord.Ownership makes.
+func owned(pool string, names []string, replicas ...string) map[string]int {
+	n := map[string]int{}
+	for _, name := range names {
+		n[coord.Owner(replicas, coord.EndpointKey(pool, name))]++
+	}
+	return n
+}
+
+// splittingReplica returns the id of a replica that, joining replica first
+// in the pool's group, takes some but not all of the pool's endpoints from
+// it. Which replica owns an endpoint depends on its key, and so on the
+// pool's name, which differs between runs of a test (-count): with fixed
+// ids, both replicas get some of 8 endpoints in all but 1 pool of 128 or
+// so, and in that one one replica gets them all.
+func splittingReplica(t *testing.T, pool string, names []string, first string) string {
+	t.Helper()
+	for i := 2; i < 100; i++ {
+		id := fmt.Sprintf("c%d", i)
+		if w := owned(pool, names, first, id); w[first] > 0 && w[id] > 0 {
+			return id
+		}
+	}
+	t.Fatalf("no replica id splits the %d endpoints of pool %s with %s", len(names), pool, first)
+	return ""
 }
