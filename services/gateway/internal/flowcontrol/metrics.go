@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"container/list"
 	"strconv"
 	"sync"
 	"time"
@@ -27,13 +28,15 @@ const DefaultFlow = "default-flow"
 // Metrics are GIE's flow-control family, for one pool. The fairness id,
 // the model and the priority are the clients' to choose: each label keeps
 // its first giemetrics.MaxLabelValues values (the rest are "other"), and
-// a queue-size series is deleted when its last request leaves the queue.
+// of the queue-size series whose queue emptied (0, as dashboards expect)
+// the maxIdleSeries most recent stay, the older ones are deleted.
 type Metrics struct {
 	pool                      string
 	flows, models, priorities *giemetrics.BoundedLabel
 
 	mu     sync.Mutex
-	series map[seriesKey]int // requests queued per queue-size series
+	series map[seriesKey]*queueSeries
+	idle   *list.List // of seriesKey, whose queue is empty, oldest first
 
 	queueDuration   *prometheus.HistogramVec
 	enqueueDuration *prometheus.HistogramVec
@@ -50,7 +53,8 @@ func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float6
 		flows:      giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues),
 		models:     giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues),
 		priorities: giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues),
-		series:     map[seriesKey]int{},
+		series:     map[seriesKey]*queueSeries{},
+		idle:       list.New(),
 		queueDuration: telemetry.NewHistogramVec("inference_extension_flow_control_request_queue_duration_seconds",
 			"[ALPHA] Distribution of the total time requests spend in the EPP flow control layer, measured from the start of the EnqueueAndWait call until a final outcome is reached.",
 			giemetrics.FlowQueueBuckets, "fairness_id", "priority", "outcome", "inference_pool", "model_name", "target_model_name"),
@@ -80,6 +84,16 @@ func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float6
 
 // seriesKey is a queue-size series' labels (besides the pool's).
 type seriesKey struct{ flow, priority, model string }
+
+// queueSeries is a queue-size series' requests queued, and its place in
+// the idle list while that is 0.
+type queueSeries struct {
+	queued int
+	idle   *list.Element
+}
+
+// maxIdleSeries bounds the queue-size (and bytes) series kept at 0.
+const maxIdleSeries = 256
 
 // labels are r's bounded labels.
 func (m *Metrics) labels(r Request) seriesKey {
@@ -117,16 +131,27 @@ func (m *Metrics) managed(r Request, d int) {
 	k := m.labels(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.series[k] += d
-	if m.series[k] <= 0 {
-		// the last request of the series left: no series of zeros stays
-		delete(m.series, k)
-		m.queueSize.DeleteLabelValues(k.flow, k.priority, m.pool, k.model, k.model)
-		m.queueBytes.DeleteLabelValues(k.flow, k.priority, m.pool, k.model, k.model)
-		return
-	}
 	m.queueSize.WithLabelValues(k.flow, k.priority, m.pool, k.model, k.model).Add(float64(d))
 	m.queueBytes.WithLabelValues(k.flow, k.priority, m.pool, k.model, k.model).Add(float64(d * r.Bytes))
+	sr := m.series[k]
+	if sr == nil {
+		sr = &queueSeries{}
+		m.series[k] = sr
+	}
+	if sr.idle != nil {
+		m.idle.Remove(sr.idle)
+		sr.idle = nil
+	}
+	if sr.queued += d; sr.queued > 0 {
+		return
+	}
+	sr.idle = m.idle.PushBack(k)
+	for m.idle.Len() > maxIdleSeries {
+		old := m.idle.Remove(m.idle.Front()).(seriesKey)
+		delete(m.series, old)
+		m.queueSize.DeleteLabelValues(old.flow, old.priority, m.pool, old.model, old.model)
+		m.queueBytes.DeleteLabelValues(old.flow, old.priority, m.pool, old.model, old.model)
+	}
 }
 
 // dispatchCycle observes one dispatch pass that began at since.

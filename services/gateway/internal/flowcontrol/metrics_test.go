@@ -32,8 +32,8 @@ func TestFlowControlMetrics(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("no TTL eviction")
 	}
-	if n := testutil.CollectAndCount(m.queueSize) + testutil.CollectAndCount(m.queueBytes); n != 0 {
-		t.Errorf("%d queue size and bytes series after the eviction: the series of an empty queue is deleted", n)
+	if got := testutil.ToFloat64(m.queueSize.WithLabelValues("tenant-a", "2", "pool-a", "llama", "llama")); got != 0 {
+		t.Errorf("queue size %v after the eviction", got)
 	}
 	_ = c.Acquire(context.Background(), Request{Priority: -1, Model: "llama"}) // shed at once
 	want := `
@@ -84,8 +84,8 @@ func TestFlowControlMetricLabelsAreBounded(t *testing.T) {
 			t.Fatal("a waiter of a saturated pool was dispatched")
 		}
 	}
-	if n := testutil.CollectAndCount(m.queueSize); n != 0 {
-		t.Errorf("%d queue-size series once the queue is empty", n)
+	if n := testutil.CollectAndCount(m.queueSize); n != maxIdleSeries {
+		t.Errorf("%d queue-size series once the queue is empty, want the %d most recent kept at 0", n, maxIdleSeries)
 	}
 	if n := testutil.CollectAndCount(m.enqueueDuration); n > 1001*2 {
 		t.Errorf("%d enqueue-duration series", n)
