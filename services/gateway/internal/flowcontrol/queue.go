@@ -312,7 +312,13 @@ func (c *Controller) Dispatch() int {
 	defer c.cfg.Metrics.dispatched(start)
 	n := 0
 	for {
-		sat := c.saturation()
+		c.mu.Lock()
+		idle := c.queued == 0
+		c.mu.Unlock()
+		if idle {
+			return n
+		}
+		sat := c.saturation() // not under c.mu
 		c.mu.Lock()
 		b := c.next(sat)
 		if b == nil || !c.cap.TryAcquire() {

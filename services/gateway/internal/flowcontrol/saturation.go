@@ -36,6 +36,10 @@ type PoolSaturation struct {
 
 	mu   sync.Mutex
 	pods map[string]podLoad
+	// level is Level's last reading, good until a change or levelFor
+	level     float64
+	levelAt   time.Time
+	levelGood bool
 	// registered is the registry's endpoints as Retain last saw them (nil
 	// before: every endpoint counts).
 	registered map[string]bool
@@ -70,6 +74,7 @@ func (p *PoolSaturation) Update(endpoint string, waiting int64, kvUsage float64)
 	old, ok := p.pods[endpoint]
 	now := podLoad{load: load, at: p.now()}
 	p.pods[endpoint] = now
+	p.levelGood = false
 	return !ok || old.saturated() != now.saturated()
 }
 
@@ -78,6 +83,7 @@ func (p *PoolSaturation) Remove(endpoint string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.pods, endpoint)
+	p.levelGood = false
 }
 
 // Retain forgets every endpoint not in names (the registry's): a pod that
@@ -87,6 +93,7 @@ func (p *PoolSaturation) Retain(names map[string]bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.registered = maps.Clone(names)
+	p.levelGood = false
 	if p.registered == nil {
 		p.registered = map[string]bool{}
 	}
@@ -125,7 +132,21 @@ func (p *PoolSaturation) Saturated() bool {
 func (p *PoolSaturation) Level() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now, sum, n := p.now(), 0.0, 0
+	now := p.now()
+	if p.levelGood && now.Sub(p.levelAt) < levelFor {
+		return p.level
+	}
+	p.level, p.levelAt, p.levelGood = p.measure(now), now, true
+	return p.level
+}
+
+// levelFor is how long Level's reading stands without a change (metrics
+// going stale are noticed this late): admission reads it per request.
+const levelFor = 20 * time.Millisecond
+
+// measure computes Level at now. The caller holds p.mu.
+func (p *PoolSaturation) measure(now time.Time) float64 {
+	sum, n := 0.0, 0
 	for _, l := range p.pods {
 		if now.Sub(l.at) <= p.Staleness {
 			sum += l.load
