@@ -231,10 +231,11 @@ func (c *Cluster) Restart(i int) error {
 }
 
 // WaitJetStream waits until the running servers have a JetStream meta
-// leader and every running server is current with it, or ctx ends.
+// leader that knows every running server as a peer to place streams on,
+// and every running server is current with it, or ctx ends.
 func (c *Cluster) WaitJetStream(ctx context.Context) error {
-	return c.poll(ctx, "jetstream meta leader", func() bool {
-		leader, running := false, 0
+	return c.poll(ctx, "jetstream meta leader knowing every running peer", func() bool {
+		running, known := 0, 0
 		for _, s := range c.nodes {
 			srv := s.NATSServer()
 			if srv == nil {
@@ -244,9 +245,14 @@ func (c *Cluster) WaitJetStream(ctx context.Context) error {
 			if !srv.JetStreamIsCurrent() {
 				return false
 			}
-			leader = leader || srv.JetStreamIsLeader()
+			if srv.JetStreamIsLeader() {
+				// the peers placement can use: online, with JetStream,
+				// their stats received; until every running one is, a
+				// replicated stream fails with "no suitable peers"
+				known = len(srv.JetStreamClusterPeers())
+			}
 		}
-		return running > 0 && leader
+		return running > 0 && known >= running
 	})
 }
 

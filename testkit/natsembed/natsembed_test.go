@@ -18,7 +18,28 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// nats-server (v2.15.2) starts a file store's state flusher with a
+		// bare go statement (server/filestore.go:659), outside the
+		// goroutines Server.Shutdown waits for (startGoRoutine and grWG,
+		// server.go:4135, 2759), and the loop ends only when the store is
+		// stopped. Shutdown+WaitForShutdown, which every path here calls,
+		// therefore does not cover a store that nats-server itself fails to
+		// stop or stops late: createRaftGroup does not stop the WAL store it
+		// just opened when starting the raft node fails
+		// (jetstream_cluster.go:4067, 4094-4097), as it does with
+		// ErrNoSysAccount (raft.go:488-491) once Shutdown's
+		// shutdownEventing (server.go:2634) has cleared s.sys
+		// (events.go:1931) while the meta monitor is still applying an
+		// assignment, before shutdownJetStream (server.go:2654) stops it;
+		// a stop without state write (Delete, filestore.go:12242) does not
+		// wait for the loop to exit (the wait is filestore.go:12833-12837).
+		// No exported API reaches those stores, so there is nothing to stop
+		// or wait for from here. Only this function is ignored: a server
+		// these tests fail to shut down still leaks its accept loops,
+		// routes and raft goroutines, which goleak reports.
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*fileStore).flushStreamStateLoop"),
+	)
 }
 
 func skipShort(t *testing.T) {
