@@ -49,7 +49,7 @@ flowControl:
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		t.Cleanup(func() { _ = resp.Body.Close() })
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("stream %d: %d", i, resp.StatusCode)
 		}

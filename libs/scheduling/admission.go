@@ -37,6 +37,10 @@ const TypeUtilizationDetector = "utilization-detector"
 // the InferenceObjective the request names. Negative is sheddable.
 const PriorityHeader = "x-gateway-inference-priority"
 
+// FairnessHeaders name a request's flow (its fairness id), the llm-d
+// router's header first, then GIE's.
+var FairnessHeaders = []string{"x-llm-d-inference-fairness-id", "x-gateway-inference-fairness-id"}
+
 // Priority is the request's priority (PriorityHeader; 0 when absent or
 // not an integer).
 func (r *Request) Priority() int {

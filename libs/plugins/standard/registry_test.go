@@ -14,7 +14,6 @@ import (
 // leaves the list when it is built (or refused, saying what to use
 // instead); the list must end empty.
 var notYetBuilt = map[string]bool{
-	"agent-identity":                            true,
 	"anthropic-parser":                          true,
 	"burst-prefix-cache-producer":               true,
 	"dcgm-data-source":                          true,

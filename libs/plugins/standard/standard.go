@@ -8,6 +8,7 @@ import (
 	// Each package registers its plugin types in init().
 	_ "github.com/hermod/hermod/libs/plugins/activerequest"
 	_ "github.com/hermod/hermod/libs/plugins/admission"
+	_ "github.com/hermod/hermod/libs/plugins/agentidentity"
 	_ "github.com/hermod/hermod/libs/plugins/attrreport"
 	_ "github.com/hermod/hermod/libs/plugins/contextlength"
 	_ "github.com/hermod/hermod/libs/plugins/datalayer"

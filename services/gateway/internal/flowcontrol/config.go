@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/hermod/hermod/libs/plugins/agentidentity"
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -70,6 +71,9 @@ type Settings struct {
 	Staleness           time.Duration
 	EndpointConcurrency int
 	HoldWhenEmpty       bool
+	// SessionHeaders (an agent-identity plugin's) name the flow of a
+	// request that names none: a coding agent's session.
+	SessionHeaders []string
 	// Warnings name what the configuration asks for that is not done.
 	Warnings []string
 }
@@ -153,7 +157,8 @@ func Parse(data []byte) (Settings, error) {
 }
 
 // Classify reads a request's priority (the named objective's, else the
-// numeric header, else 0) and flow from its headers.
+// numeric header, else 0) and flow (FairnessID, else an agent's session
+// by SessionHeaders) from its headers.
 func (s Settings) Classify(h http.Header) (priority int, flow string, err error) {
 	if name := h.Get(ObjectiveHeader); name != "" {
 		p, ok := s.Objectives[name]
@@ -168,5 +173,20 @@ func (s Settings) Classify(h http.Header) (priority int, flow string, err error)
 		}
 		priority = p
 	}
-	return priority, h.Get(FairnessHeader), nil
+	flow = FairnessID(h)
+	if flow == "" && len(s.SessionHeaders) > 0 {
+		flow = agentidentity.Resolve(s.SessionHeaders, h.Get)
+	}
+	return priority, flow, nil
+}
+
+// FairnessID is the flow a request's headers name: the llm-d router's
+// fairness header, else GIE's ("": none).
+func FairnessID(h http.Header) string {
+	for _, name := range scheduling.FairnessHeaders {
+		if v := h.Get(name); v != "" {
+			return v
+		}
+	}
+	return ""
 }

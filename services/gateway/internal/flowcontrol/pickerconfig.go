@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/hermod/hermod/libs/plugins/admission"
+	"github.com/hermod/hermod/libs/plugins/agentidentity"
 	"github.com/hermod/hermod/libs/plugins/flowpolicy"
 	"github.com/hermod/hermod/libs/scheduling"
 )
@@ -103,6 +105,14 @@ func parsePickerConfig(data []byte) (Settings, error) {
 		return positive
 	}
 	s.Config.UsageLimit = r.usageLimit(f.UsageLimitPolicyPluginRef)
+	if i := slices.IndexFunc(cfg.Plugins, func(p scheduling.PluginSpec) bool { return p.Type == agentidentity.Type }); i >= 0 {
+		// a declared agent-identity names the flow of an agent's session
+		a, err := agentidentity.Parse(cfg.Plugins[i].Parameters, nil)
+		if err != nil {
+			r.fail("plugins %s: %w", cfg.Plugins[i].Name, err)
+		}
+		s.SessionHeaders = a.Headers()
+	}
 	r.detector(f.SaturationDetector, &s)
 	if f.EnableEviction {
 		s.Warnings = append(s.Warnings, "flowControl.enableEviction: the gateway does not evict requests in flight: "+

@@ -1,6 +1,7 @@
 package flowcontrol
 
 import (
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -130,5 +131,40 @@ func TestShippedFlowControlConfig(t *testing.T) {
 	}
 	if s.Config.UsageLimit == nil || s.Detector != DetectUtilization {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// With agent-identity declared, a request naming no fairness id is the
+// flow of its agent's session; a fairness header still wins, the llm-d
+// router's before GIE's.
+func TestAgentIdentityNamesTheFlow(t *testing.T) {
+	s, err := Parse([]byte(`kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins: [{type: agent-identity, parameters: {additionalSessionHeaders: [x-my-agent]}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		headers map[string]string
+		want    string
+	}{
+		{map[string]string{"X-Claude-Code-Session-Id": "s-1"}, "s-1"},
+		{map[string]string{"Session-Id": "codex", "X-My-Agent": "mine"}, "mine"},
+		{map[string]string{"Session-Id": "codex", "X-Gateway-Inference-Fairness-Id": "tenant"}, "tenant"},
+		{map[string]string{"X-Gateway-Inference-Fairness-Id": "gie", "X-Llm-D-Inference-Fairness-Id": "llmd"}, "llmd"},
+		{map[string]string{}, ""},
+	} {
+		h := http.Header{}
+		for k, v := range tc.headers {
+			h.Set(k, v)
+		}
+		if _, flow, err := s.Classify(h); err != nil || flow != tc.want {
+			t.Errorf("%v: flow %q, %v, want %q", tc.headers, flow, err, tc.want)
+		}
+	}
+	plain, _ := Parse([]byte("queueing: true\n"))
+	if _, flow, _ := plain.Classify(http.Header{"X-Claude-Code-Session-Id": {"s"}}); flow != "" {
+		t.Errorf("without agent-identity a session header is no flow: %q", flow)
 	}
 }

@@ -521,7 +521,7 @@ func pickerAnswered(err error) bool {
 // (h; nil: the one Started saw, kept in req).
 func (req *request) labels(h http.Header) giemetrics.Labels {
 	if !req.classified && h != nil {
-		req.flow = h.Get(flowcontrol.FairnessHeader)
+		req.flow = flowcontrol.FairnessID(h)
 	}
 	return giemetrics.Labels{Model: req.info.Model, Priority: req.priority, FairnessID: req.flow}
 }

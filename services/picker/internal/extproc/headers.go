@@ -179,14 +179,10 @@ func attributesMetadata(attrs []scheduling.Attribute) *structpb.Struct {
 	return md
 }
 
-// FairnessHeaders name a request's flow, the llm-d router's header first,
-// then GIE's.
-var FairnessHeaders = []string{"x-llm-d-inference-fairness-id", "x-gateway-inference-fairness-id"}
-
 // labels are the exchange's metric labels: its model, priority and flow.
 func (x *exchange) labels() giemetrics.Labels {
 	l := giemetrics.Labels{Model: x.model, Priority: priorityOf(x.headers)}
-	for _, h := range FairnessHeaders {
+	for _, h := range scheduling.FairnessHeaders {
 		if v := x.headers[h]; v != "" {
 			l.FairnessID = v
 			break
