@@ -57,7 +57,9 @@ func TestGRPCOptionsLinkSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(GRPCServerOptions()...)
+	// Stop waits for the handlers, and so for the server span they end,
+	// only with WaitForHandlers
+	gs := grpc.NewServer(append(GRPCServerOptions(), grpc.WaitForHandlers(true))...)
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
@@ -72,7 +74,7 @@ func TestGRPCOptionsLinkSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	root.End()
-	gs.Stop() // the server span ends before the handler's return reaches the client; Stop waits for it
+	gs.Stop() // the server span may end after the client has its answer: wait for it
 
 	var client, server sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
