@@ -23,6 +23,9 @@ const (
 	GlobalStrictFairness = "global-strict-fairness-policy"
 	// RoundRobinFairness: the band's flows take turns.
 	RoundRobinFairness = "round-robin-fairness-policy"
+	// ProgramAwareFairness: the flow (program) with the least attained
+	// service, in weighted tokens, goes first.
+	ProgramAwareFairness = "program-aware-fairness"
 )
 
 // Ordering policies: which request of a flow goes first. Every request
@@ -51,6 +54,13 @@ func init() {
 	for _, typ := range []string{GlobalStrictFairness, RoundRobinFairness, FCFSOrdering, EDFOrdering} {
 		scheduling.Register(scheduling.Registration{Type: typ, New: newParameterless(typ)})
 	}
+	scheduling.Register(scheduling.Registration{Type: ProgramAwareFairness, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		p, err := ParseProgramAware(raw, h)
+		if err != nil {
+			return nil, err
+		}
+		return &Policy{Named: scheduling.Named{Type: ProgramAwareFairness, Name: name}, Program: &p}, nil
+	}})
 	scheduling.Register(scheduling.Registration{Type: StaticUsageLimit, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
 		p, err := ParseStatic(raw, h)
 		if err != nil {
@@ -80,10 +90,17 @@ type Policy struct {
 	scheduling.Named
 	// Limit is a usage-limit policy's ceilings (nil for the others).
 	Limit UsageLimit
+	// Program is program-aware-fairness's parameters (nil for the others).
+	Program *ProgramAware
 }
 
 // Parameters implements scheduling.ParameterReporter.
-func (p *Policy) Parameters() any { return p.Limit }
+func (p *Policy) Parameters() any {
+	if p.Program != nil {
+		return p.Program
+	}
+	return p.Limit
+}
 
 func newParameterless(typ string) scheduling.Factory {
 	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
@@ -232,3 +249,53 @@ func (r Reflective) Ceilings(saturation float64, priorities []int, ceilings []fl
 
 // MarshalJSON reports the policy's (empty) parameters.
 func (r Reflective) MarshalJSON() ([]byte, error) { return []byte("{}"), nil }
+
+// StrategyLAS is program-aware-fairness's one strategy: least attained
+// service.
+const StrategyLAS = "las"
+
+// ProgramAware is program-aware-fairness's parameters. A program's
+// attained service is prompt tokens + 2 x completion tokens of its
+// finished requests; while it has nothing queued or in flight it decays,
+// by half every LASHalfLifeSeconds, or (0) by LASDecayFactor per dispatch.
+// A band picks the program with the highest
+// LASWeightService x (1 - service) + LASWeightHeadWait x head wait, both
+// normalized over the programs waiting (0.5 when all are equal). A
+// program idle for EvictionTTLSeconds is forgotten.
+type ProgramAware struct {
+	Strategy             string  `json:"strategy"`
+	EvictionTTLSeconds   float64 `json:"evictionTtlSeconds"`
+	EvictionSweepSeconds float64 `json:"evictionSweepSeconds"`
+	LASWeightService     float64 `json:"lasWeightService"`
+	LASWeightHeadWait    float64 `json:"lasWeightHeadWait"`
+	LASDecayFactor       float64 `json:"lasDecayFactor"`
+	LASHalfLifeSeconds   float64 `json:"lasHalfLifeSeconds"`
+}
+
+// ParseProgramAware reads program-aware-fairness's parameters; h may be
+// nil.
+func ParseProgramAware(raw json.RawMessage, h scheduling.Handle) (ProgramAware, error) {
+	p := ProgramAware{Strategy: StrategyLAS, EvictionTTLSeconds: 3600, EvictionSweepSeconds: 300,
+		LASWeightService: 0.8, LASWeightHeadWait: 0.2, LASDecayFactor: 0.99997}
+	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
+		return ProgramAware{}, err
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case p.Strategy != StrategyLAS:
+		return ProgramAware{}, scheduling.ParamErrorf("strategy", "%q is not %s (the only strategy)", p.Strategy, StrategyLAS)
+	case !finite(p.EvictionTTLSeconds) || p.EvictionTTLSeconds < 0:
+		return ProgramAware{}, scheduling.ParamErrorf("evictionTtlSeconds", "must not be negative (got %v)", p.EvictionTTLSeconds)
+	case !finite(p.EvictionSweepSeconds) || p.EvictionSweepSeconds <= 0:
+		return ProgramAware{}, scheduling.ParamErrorf("evictionSweepSeconds", "must be positive (got %v)", p.EvictionSweepSeconds)
+	case !finite(p.LASWeightService) || p.LASWeightService < 0:
+		return ProgramAware{}, scheduling.ParamErrorf("lasWeightService", "must not be negative (got %v)", p.LASWeightService)
+	case !finite(p.LASWeightHeadWait) || p.LASWeightHeadWait < 0:
+		return ProgramAware{}, scheduling.ParamErrorf("lasWeightHeadWait", "must not be negative (got %v)", p.LASWeightHeadWait)
+	case !(p.LASDecayFactor > 0 && p.LASDecayFactor <= 1):
+		return ProgramAware{}, scheduling.ParamErrorf("lasDecayFactor", "must be in (0, 1] (got %v)", p.LASDecayFactor)
+	case !finite(p.LASHalfLifeSeconds) || p.LASHalfLifeSeconds < 0:
+		return ProgramAware{}, scheduling.ParamErrorf("lasHalfLifeSeconds", "must not be negative (got %v)", p.LASHalfLifeSeconds)
+	}
+	return p, nil
+}

@@ -108,3 +108,23 @@ func TestSoftReflectiveCeilings(t *testing.T) {
 		t.Errorf("one band: %v", one)
 	}
 }
+
+func TestProgramAwareParameters(t *testing.T) {
+	p, err := ParseProgramAware(nil, nil)
+	if err != nil || p.Strategy != "las" || p.LASWeightService != 0.8 || p.LASWeightHeadWait != 0.2 || p.LASDecayFactor != 0.99997 || p.EvictionTTLSeconds != 3600 {
+		t.Fatalf("defaults %+v, %v", p, err)
+	}
+	for params, field := range map[string]string{
+		`{"strategy": "wfq"}`:          "strategy",
+		`{"lasDecayFactor": 0}`:        "lasDecayFactor",
+		`{"lasDecayFactor": 1.5}`:      "lasDecayFactor",
+		`{"evictionSweepSeconds": 0}`:  "evictionSweepSeconds",
+		`{"lasWeightService": -1}`:     "lasWeightService",
+		`{"lasHalfLifeSeconds": -5}`:   "lasHalfLifeSeconds",
+		`{"evictionTtlSeconds": -0.5}`: "evictionTtlSeconds",
+	} {
+		if _, err := ParseProgramAware(json.RawMessage(params), nil); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want an error naming %s", params, err, field)
+		}
+	}
+}

@@ -19,7 +19,6 @@ var notYetLoading = map[string]string{
 	"pd-topology-epp-config.yaml":         "topology-extractor, topology-affinity-filter and -scorer",
 	"perf-random-passthrough-parser.yaml": "passthrough-parser (bodies passed through unparsed)",
 	"sim-epp-gpu-config.yaml":             "dcgm-data-source, dcgm-extractor, endpoint-attribute-filter and -scorer",
-	"sim-program-aware-config.yaml":       "program-aware-fairness (flow control from the config)",
 }
 
 // Every configuration the llm-d router v0.10 ships loads unchanged and

@@ -43,6 +43,11 @@ type Metrics struct {
 	dispatchCycle   prometheus.Histogram
 	queueSize       *prometheus.GaugeVec
 	queueBytes      *prometheus.GaugeVec
+	// program-aware fairness (the llm-d router's llm_d_epp_program_aware_*)
+	programs      *giemetrics.BoundedLabel
+	serviceTokens *prometheus.GaugeVec
+	waitMs        *prometheus.GaugeVec
+	jainIndex     prometheus.Gauge
 }
 
 // NewMetrics returns the family, registered on reg (nil: not registered),
@@ -70,8 +75,16 @@ func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float6
 			"[ALPHA] Current size in bytes of all requests being actively managed by the EPP flow control layer.",
 			"fairness_id", "priority", "inference_pool", "model_name", "target_model_name"),
 	}
+	m.programs = giemetrics.NewBoundedLabel(giemetrics.MaxLabelValues)
+	m.serviceTokens = telemetry.NewGaugeVec("llm_d_epp_program_aware_attained_service_tokens",
+		"[ALPHA] Time-decayed attained service (weighted tokens consumed) per program.", "program_id")
+	m.waitMs = telemetry.NewGaugeVec("llm_d_epp_program_aware_avg_wait_time_milliseconds",
+		"[ALPHA] Cumulative mean of flow-control queue wait time per program in milliseconds.", "program_id")
+	m.jainIndex = telemetry.NewGauge("llm_d_epp_program_aware_jains_fairness_index",
+		"[ALPHA] Jain's fairness index over average wait time across active programs.")
 	if reg != nil {
-		reg.MustRegister(m.queueDuration, m.enqueueDuration, m.dispatchCycle, m.queueSize, m.queueBytes)
+		reg.MustRegister(m.queueDuration, m.enqueueDuration, m.dispatchCycle, m.queueSize, m.queueBytes,
+			m.serviceTokens, m.waitMs, m.jainIndex)
 		if saturation != nil {
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "inference_extension_flow_control_pool_saturation", Help: "[ALPHA] Current saturation level of the inference pool.",
@@ -160,4 +173,37 @@ func (m *Metrics) dispatched(since time.Time) {
 		return
 	}
 	m.dispatchCycle.Observe(time.Since(since).Seconds())
+}
+
+// programService records a program's attained service.
+func (m *Metrics) programService(id string, tokens float64) {
+	if m != nil {
+		m.serviceTokens.WithLabelValues(m.programs.Value(id)).Set(tokens)
+	}
+}
+
+// programWait records a program's mean wait in the queue.
+func (m *Metrics) programWait(id string, ms float64) {
+	if m != nil {
+		m.waitMs.WithLabelValues(m.programs.Value(id)).Set(ms)
+	}
+}
+
+// programFairness records Jain's index over the programs' mean waits.
+func (m *Metrics) programFairness(index float64) {
+	if m != nil {
+		m.jainIndex.Set(index)
+	}
+}
+
+// programGone deletes a forgotten program's series.
+func (m *Metrics) programGone(id string) {
+	if m == nil {
+		return
+	}
+	if v := m.programs.Value(id); v != giemetrics.OtherLabelValue {
+		m.serviceTokens.DeleteLabelValues(v)
+		m.waitMs.DeleteLabelValues(v)
+		m.programs.Forget(v)
+	}
 }

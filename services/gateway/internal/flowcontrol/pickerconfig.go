@@ -105,6 +105,7 @@ func parsePickerConfig(data []byte) (Settings, error) {
 		return positive
 	}
 	s.Config.UsageLimit = r.usageLimit(f.UsageLimitPolicyPluginRef)
+	s.Config.Programs = r.programs
 	if i := slices.IndexFunc(cfg.Plugins, func(p scheduling.PluginSpec) bool { return p.Type == agentidentity.Type }); i >= 0 {
 		// a declared agent-identity names the flow of an agent's session
 		a, err := agentidentity.Parse(cfg.Plugins[i].Parameters, nil)
@@ -127,6 +128,27 @@ func parsePickerConfig(data []byte) (Settings, error) {
 type refs struct {
 	cfg  *scheduling.Config
 	errs []error
+	// programs is the program-aware-fairness the bands share, and the name
+	// it was declared under
+	programs     *flowpolicy.ProgramAware
+	programsName string
+}
+
+// programAware reads the program-aware-fairness spec names: the bands
+// that use one share its accounts, so they must name the same one.
+func (r *refs) programAware(path string, spec scheduling.PluginSpec) {
+	if r.programs != nil {
+		if spec.Name != r.programsName {
+			r.fail("%s: %s: the bands share one program-aware-fairness, and %s is already it", path, spec.Name, r.programsName)
+		}
+		return
+	}
+	p, err := flowpolicy.ParseProgramAware(spec.Parameters, nil)
+	if err != nil {
+		r.fail("%s: %s: %w", path, spec.Name, err)
+		return
+	}
+	r.programs, r.programsName = &p, spec.Name
 }
 
 func (r *refs) fail(format string, args ...any) { r.errs = append(r.errs, fmt.Errorf(format, args...)) }
@@ -156,12 +178,12 @@ func (r *refs) band(path string, spec *scheduling.PriorityBandSpec) Band {
 		case flowpolicy.GlobalStrictFairness:
 		case flowpolicy.RoundRobinFairness:
 			b.Fairness = FairRoundRobin
-		case "program-aware-fairness":
-			r.fail("%s.fairnessPolicyRef: %s is not supported by the gateway's flow control: use %s or %s",
-				path, typ, flowpolicy.GlobalStrictFairness, flowpolicy.RoundRobinFairness)
+		case flowpolicy.ProgramAwareFairness:
+			b.Fairness = FairProgramAware
+			r.programAware(path+".fairnessPolicyRef", r.resolve(ref))
 		default:
-			r.fail("%s.fairnessPolicyRef: %q (type %s) is not a fairness policy (%s, %s)",
-				path, ref, typ, flowpolicy.GlobalStrictFairness, flowpolicy.RoundRobinFairness)
+			r.fail("%s.fairnessPolicyRef: %q (type %s) is not a fairness policy (%s, %s, %s)",
+				path, ref, typ, flowpolicy.GlobalStrictFairness, flowpolicy.RoundRobinFairness, flowpolicy.ProgramAwareFairness)
 		}
 	}
 	if ref := spec.OrderingPolicyRef; ref != "" {

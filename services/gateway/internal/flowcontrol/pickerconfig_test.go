@@ -99,8 +99,11 @@ flowControl: {saturationDetector: {pluginRef: c}}
 func TestPickerConfigErrorsSayWhatToUse(t *testing.T) {
 	const head = "kind: EndpointPickerConfig\nfeatureGates: [flowControl]\n"
 	for cfg, want := range map[string]string{
-		"kind: EndpointPickerConfig\nplugins: [{type: random-picker}]\n":                                                                          "does not enable the flowControl feature gate",
-		head + "flowControl: {defaultPriorityBand: {fairnessPolicyRef: program-aware-fairness}}\n":                                                "program-aware-fairness is not supported by the gateway's flow control: use global-strict-fairness-policy",
+		"kind: EndpointPickerConfig\nplugins: [{type: random-picker}]\n": "does not enable the flowControl feature gate",
+		head + "plugins: [{type: program-aware-fairness, name: a}, {type: program-aware-fairness, name: b}]\n" +
+			"flowControl: {priorityBands: [{priority: 1, fairnessPolicyRef: a}, {priority: 2, fairnessPolicyRef: b}]}\n": "share one program-aware-fairness",
+		head + "flowControl: {defaultPriorityBand: {fairnessPolicyRef: program-aware-fairness}}\n" +
+			"plugins: [{type: program-aware-fairness, parameters: {lasDecayFactor: 2}}]\n": "lasDecayFactor",
 		head + "flowControl: {priorityBands: [{priority: 1, orderingPolicyRef: slo-deadline-ordering-policy}]}\n":                                 "use fcfs-ordering-policy",
 		head + "plugins: [{type: queue-scorer}]\nflowControl: {defaultPriorityBand: {fairnessPolicyRef: queue-scorer}}\n":                         "is not a fairness policy",
 		head + "flowControl: {usageLimitPolicyPluginRef: queue-scorer}\n":                                                                         "is not a usage-limit policy",
@@ -119,17 +122,24 @@ func TestPickerConfigErrorsSayWhatToUse(t *testing.T) {
 	}
 }
 
-// The llm-d router's shipped flow-control configuration runs unchanged.
+// The llm-d router's shipped flow-control configurations run unchanged.
 func TestShippedFlowControlConfig(t *testing.T) {
-	data, err := os.ReadFile("../../../../libs/plugins/standard/testdata/llmd-v010/soft-reflective-ceiling-epp-config.yaml")
-	if err != nil {
-		t.Fatal(err)
+	read := func(name string) Settings {
+		t.Helper()
+		data, err := os.ReadFile("../../../../libs/plugins/standard/testdata/llmd-v010/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return s
 	}
-	s, err := Parse(data)
-	if err != nil {
-		t.Fatal(err)
+	if s := read("soft-reflective-ceiling-epp-config.yaml"); s.Config.UsageLimit == nil || s.Detector != DetectUtilization {
+		t.Fatalf("%+v", s)
 	}
-	if s.Config.UsageLimit == nil || s.Detector != DetectUtilization {
+	if s := read("sim-program-aware-config.yaml"); s.Config.Band(0).Fairness != FairProgramAware || s.Config.Programs == nil {
 		t.Fatalf("%+v", s)
 	}
 }

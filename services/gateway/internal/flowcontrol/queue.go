@@ -24,6 +24,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/hermod/hermod/libs/plugins/flowpolicy"
 )
 
 // Errors of Acquire.
@@ -65,6 +67,9 @@ const (
 	// FairGlobalStrict is the band as one FIFO across its flows (no
 	// fairness between tenants; arrival order).
 	FairGlobalStrict
+	// FairProgramAware is the flow (program) with the least attained
+	// service going first (Config.Programs; program-aware-fairness).
+	FairProgramAware
 )
 
 // Band is a priority band's policy.
@@ -134,6 +139,9 @@ type Config struct {
 	// band's ceiling. Nil UsageLimit: one ceiling, 1.
 	Saturation func() float64
 	UsageLimit UsageLimit
+	// Programs parameterizes the bands of FairProgramAware (nil: their
+	// defaults).
+	Programs *flowpolicy.ProgramAware
 	// Shares are the least fractions of dispatches per priority band
 	// while it has requests waiting (bands without one: strict priority).
 	Shares map[int]float64
@@ -160,6 +168,8 @@ type Controller struct {
 	// scratch for the usage limit's ceilings
 	prios    []int
 	ceilings []float64
+	// programs is the program-aware bands' accounts
+	programs *programs
 }
 
 // band is one priority's flows.
@@ -179,6 +189,7 @@ type band struct {
 type waiter struct {
 	req        Request
 	key        string        // its queue in the band: the flow, or "" (global strict)
+	at         time.Time     // when it arrived
 	ready      chan struct{} // closed when dispatched
 	dispatched bool          // popped (under Controller.mu)
 }
@@ -191,7 +202,13 @@ func New(cfg Config, capacity Capacity) *Controller {
 	if cfg.MaxQueued <= 0 {
 		cfg.MaxQueued = DefaultMaxQueued
 	}
-	return &Controller{cfg: cfg, cap: capacity, bands: map[int]*band{}, perModel: map[string]int{}, wake: make(chan struct{}, 1)}
+	pa := cfg.Programs
+	if pa == nil {
+		d, _ := flowpolicy.ParseProgramAware(nil, nil)
+		pa = &d
+	}
+	return &Controller{cfg: cfg, cap: capacity, bands: map[int]*band{}, perModel: map[string]int{}, wake: make(chan struct{}, 1),
+		programs: newPrograms(*pa, cfg.Metrics)}
 }
 
 // Acquire admits the request: at once when the pool has room and nothing
@@ -203,6 +220,9 @@ func (c *Controller) Acquire(ctx context.Context, r Request) error {
 	sat := c.saturation()
 	c.mu.Lock()
 	if c.queued == 0 && c.below(sat, r.Priority) && c.cap.TryAcquire() {
+		if c.programAware(r.Priority) {
+			c.programs.admitted(r.Flow, start)
+		}
 		c.mu.Unlock()
 		c.cfg.Metrics.enqueued(r, start, OutcomeDispatched)
 		c.cfg.Metrics.finalized(r, start, OutcomeDispatched)
@@ -223,7 +243,7 @@ func (c *Controller) Acquire(ctx context.Context, r Request) error {
 		c.cfg.Metrics.finalized(r, start, OutcomeRejectedCapacity)
 		return refused
 	}
-	w := &waiter{req: r, ready: make(chan struct{})}
+	w := &waiter{req: r, ready: make(chan struct{}), at: start}
 	c.push(w)
 	c.mu.Unlock()
 	c.cfg.Metrics.enqueued(r, start, OutcomeNotYetFinalized)
@@ -267,10 +287,28 @@ func (c *Controller) wait(ctx context.Context, w *waiter) error {
 	// dispatched at the same moment: it holds a slot
 	<-w.ready
 	if ctx.Err() != nil {
+		c.Finished(w.req, 0, 0)
 		c.Release()
 		return ctx.Err()
 	}
 	return nil
+}
+
+// Finished tells the controller that an admitted request ended having
+// used prompt and completion tokens (0 when unknown), before Release: a
+// program-aware band credits them to the request's flow.
+func (c *Controller) Finished(r Request, prompt, completion int64) {
+	if !c.programAware(r.Priority) {
+		return
+	}
+	c.mu.Lock()
+	c.programs.finished(r.Flow, prompt, completion, time.Now())
+	c.mu.Unlock()
+}
+
+// programAware reports whether priority's band is program-aware.
+func (c *Controller) programAware(priority int) bool {
+	return c.cfg.Band != nil && c.cfg.Band(priority).Fairness == FairProgramAware
 }
 
 // Release gives an admitted request's slot back, and admits the next
@@ -388,8 +426,12 @@ func (c *Controller) push(w *waiter) {
 		c.order = append(c.order, w.req.Priority)
 		sort.Sort(sort.Reverse(sort.IntSlice(c.order)))
 	}
-	if b.policy.Fairness == FairRoundRobin {
+	switch b.policy.Fairness {
+	case FairRoundRobin:
 		w.key = w.req.Flow
+	case FairProgramAware:
+		w.key = w.req.Flow
+		c.programs.queue(w.key, w.at)
 	}
 	q := b.flows[w.key]
 	if q == nil {
@@ -476,10 +518,19 @@ func (c *Controller) next(sat float64) *band {
 // take removes the next request of band pick: the next flow's oldest.
 // The caller holds c.mu.
 func (c *Controller) take(pick *band) *waiter {
+	if pick.policy.Fairness == FairProgramAware {
+		now := time.Now()
+		pick.next = c.programs.pick(pick.ring, func(flow string) time.Time {
+			return pick.flows[flow].Front().Value.(*waiter).at
+		}, now)
+	}
 	flow := pick.ring[pick.next%len(pick.ring)]
 	q := pick.flows[flow]
 	w := q.Remove(q.Front()).(*waiter)
 	w.dispatched = true
+	if pick.policy.Fairness == FairProgramAware {
+		c.programs.unqueue(flow, true, w.at, time.Now())
+	}
 	if q.Len() == 0 {
 		i := pick.next % len(pick.ring)
 		pick.ring = append(pick.ring[:i], pick.ring[i+1:]...)
@@ -555,6 +606,9 @@ func (c *Controller) remove(w *waiter) bool {
 			}
 		}
 		delete(b.flows, w.key)
+	}
+	if b.policy.Fairness == FairProgramAware {
+		c.programs.unqueue(w.key, false, w.at, time.Now())
 	}
 	c.left(b, w)
 	c.forgetIfEmpty(b)

@@ -203,7 +203,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		if !h.admit(w, r, req, f) {
 			return
 		}
-		defer f.Controller.Release()
+		defer func() {
+			// a program-aware band credits the tokens to the flow
+			u := req.seen.Usage
+			f.Controller.Finished(flowcontrol.Request{Priority: req.priority, Flow: req.flow}, u.PromptTokens, u.CompletionTokens)
+			f.Controller.Release()
+		}()
 	}
 
 	// The pick is not canceled with the client: a decision taken after the
