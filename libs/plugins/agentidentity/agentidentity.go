@@ -87,6 +87,10 @@ type Plugin struct {
 // Parameters implements scheduling.ParameterReporter.
 func (p *Plugin) Parameters() any { return p.params }
 
+// SessionHeaders are the headers the plugin reads, in order (the
+// session-affinity plugins' session_id strategy reads the same).
+func (p *Plugin) SessionHeaders() []string { return p.params.Headers() }
+
 // validHeaderName reports whether name is an HTTP field name (RFC 9110
 // token).
 func validHeaderName(name string) bool {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermod/hermod/libs/plugins/agentidentity"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 )
@@ -49,13 +50,8 @@ const (
 	DefaultEvictionSweepSeconds = 10
 	// AgentIdentity is the attribute source of a coding agent's session:
 	// the first of its session headers the request carries.
-	AgentIdentity = "agent-identity"
+	AgentIdentity = agentidentity.Type
 )
-
-// AgentSessionHeaders are the session headers of coding agents, in the
-// order agent-identity reads them: Claude Code, OpenCode, Codex and
-// Codex's older one.
-var AgentSessionHeaders = []string{"x-claude-code-session-id", "x-session-affinity", "session-id", "session_id"}
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: ScorerType, New: NewScorer})
@@ -118,7 +114,7 @@ func newAffinity(typ, name string, raw json.RawMessage, h scheduling.Handle) (*a
 	if p.Strategy == "" {
 		p.Strategy = StrategyEncodedHeader
 	}
-	a := &affinity{Named: scheduling.Named{Type: typ, Name: name}, logger: h.Logger(), agent: AgentSessionHeaders}
+	a := &affinity{Named: scheduling.Named{Type: typ, Name: name}, logger: h.Logger(), agent: agentidentity.DefaultSessionHeaders}
 	switch p.Strategy {
 	case StrategyEncodedHeader:
 		if p.SessionIDConfig != nil {
@@ -182,11 +178,11 @@ func newAffinity(typ, name string, raw json.RawMessage, h scheduling.Handle) (*a
 // built-in ones.
 func agentHeaders(h scheduling.Handle) []string {
 	for _, p := range h.Earlier() {
-		if a, ok := p.(interface{ SessionHeaders() []string }); ok && p.TypedName().Type == AgentIdentity {
+		if a, ok := p.(*agentidentity.Plugin); ok {
 			return a.SessionHeaders()
 		}
 	}
-	return AgentSessionHeaders
+	return agentidentity.DefaultSessionHeaders
 }
 
 // Parameters implements scheduling.ParameterReporter.
@@ -223,10 +219,8 @@ func (a *affinity) sessionID(req *scheduling.Request) string {
 			}
 			continue
 		}
-		for _, h := range a.agent {
-			if v := req.Header(h); v != "" {
-				return v
-			}
+		if v := agentidentity.Resolve(a.agent, req.Header); v != "" {
+			return v
 		}
 	}
 	return ""

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -307,6 +308,37 @@ func TestParamErrors(t *testing.T) {
 	} {
 		if _, err := schedulingtest.NewErr(schedulingtest.NewHandle(), session.FilterType, "", params); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", params, err, want)
+		}
+	}
+}
+
+// A declared agent-identity's additionalSessionHeaders name sessions for
+// the session_id strategy too.
+func TestSessionIDFromADeclaredAgentIdentity(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: agent-identity, parameters: {additionalSessionHeaders: [x-team-session]}}
+- type: session-affinity-filter
+  parameters:
+    strategy: session_id
+    sessionIdConfig: {sources: [{attribute: agent-identity}]}
+- type: random-picker
+`)
+	eps := schedulingtest.Endpoints(8)
+	var pod string
+	for i := range 10 {
+		r := req()
+		r.Headers = map[string]string{"x-team-session": "team-7", "session-id": fmt.Sprint("codex-", i)}
+		res, err := s.Schedule(context.Background(), r, eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Target().Endpoint.Name
+		res.Release()
+		if i == 0 {
+			pod = got
+		} else if got != pod {
+			t.Fatalf("request %d of session team-7 went to %s, its endpoint is %s", i, got, pod)
 		}
 	}
 }
