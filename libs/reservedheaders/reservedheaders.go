@@ -36,6 +36,9 @@ const (
 	PrefillerURL      = "x-prefiller-url"
 	// EncoderHostsPorts is llm-d's routing sidecar's list of encode pods.
 	EncoderHostsPorts = "x-encoder-hosts-ports"
+	// KVCacheSourceHostPort names the peer the routing sidecar pulls the
+	// prompt's cached KV blocks from (p2p-source-producer).
+	KVCacheSourceHostPort = "x-kv-cache-source-host-port"
 	// DroppedReason is llm-d's answer of why flow control refused a
 	// request (on responses).
 	DroppedReason = "x-llm-d-request-dropped-reason"
@@ -44,7 +47,7 @@ const (
 // Names are the reserved headers by exact name; Prefixes reserve every
 // header whose name starts with one of them.
 var (
-	Names    = []string{Destination, PrefillEndpoint, EncodeEndpoints, DataParallelHostPort, DecoderHostPort, PrefillerHostPort, PrefillerURL, EncoderHostsPorts, DroppedReason}
+	Names    = []string{Destination, PrefillEndpoint, EncodeEndpoints, DataParallelHostPort, DecoderHostPort, PrefillerHostPort, PrefillerURL, EncoderHostsPorts, KVCacheSourceHostPort, DroppedReason}
 	Prefixes = []string{Destination, "mif-"}
 )
 

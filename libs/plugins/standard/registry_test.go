@@ -38,7 +38,6 @@ var notYetBuilt = map[string]bool{
 	"multicluster-prefix-cache-scorer":          true,
 	"multicluster-queue-scorer":                 true,
 	"multicluster-session-affinity-filter":      true,
-	"p2p-source-producer":                       true,
 	"predicted-latency-producer":                true,
 	"prefix-cache-affinity-filter":              true,
 	"priority-then-time-eviction-order-policy":  true,

@@ -19,6 +19,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/inflightload"
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
+	_ "github.com/hermod/hermod/libs/plugins/p2psource"
 	_ "github.com/hermod/hermod/libs/plugins/parser"
 	_ "github.com/hermod/hermod/libs/plugins/picker"
 	"github.com/hermod/hermod/libs/plugins/preciseprefix"
