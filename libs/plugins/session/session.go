@@ -98,9 +98,10 @@ type wireParams struct {
 type affinity struct {
 	scheduling.Named
 	params  Params
-	header  string   // encoded_endpoint_header
-	sources []Source // session_id
-	agent   []string // agent-identity's headers
+	header  string                 // encoded_endpoint_header
+	sources []Source               // session_id
+	agent   []string               // agent-identity's headers
+	ids     map[string]*IDProducer // attribute sources' session-id-producers
 	binds   *bindings
 	logger  *slog.Logger
 }
@@ -150,7 +151,14 @@ func newAffinity(typ, name string, raw json.RawMessage, h scheduling.Handle) (*a
 			case (s.Header == "") == (s.Attribute == ""):
 				return nil, scheduling.ParamErrorf(field, "set one of header or attribute")
 			case s.Attribute != "" && s.Attribute != AgentIdentity:
-				return nil, scheduling.ParamErrorf(field+".attribute", "%q: the attribute a session is read from is %s (a coding agent's session headers)", s.Attribute, AgentIdentity)
+				p, err := idProducer(h, s.Attribute)
+				if err != nil {
+					return nil, scheduling.ParamErrorf(field+".attribute", "%v", err)
+				}
+				if a.ids == nil {
+					a.ids = map[string]*IDProducer{}
+				}
+				a.ids[s.Attribute] = p
 			}
 			c.Sources[i].Header = strings.ToLower(s.Header)
 		}
@@ -185,6 +193,21 @@ func agentHeaders(h scheduling.Handle) []string {
 	return agentidentity.DefaultSessionHeaders
 }
 
+// idProducer is the session-id-producer an attribute source names: by its
+// name, or by the type when one was declared under it.
+func idProducer(h scheduling.Handle, attribute string) (*IDProducer, error) {
+	p, err := h.Plugin(attribute)
+	if err != nil {
+		return nil, fmt.Errorf("%q: a session is read from %s (a coding agent's session headers) or a %s declared earlier: %w",
+			attribute, AgentIdentity, IDProducerType, err)
+	}
+	id, ok := p.(*IDProducer)
+	if !ok {
+		return nil, fmt.Errorf("%q (type %s) is not a %s", attribute, p.TypedName().Type, IDProducerType)
+	}
+	return id, nil
+}
+
 // Parameters implements scheduling.ParameterReporter.
 func (a *affinity) Parameters() any { return a.params }
 
@@ -215,6 +238,12 @@ func (a *affinity) sessionID(req *scheduling.Request) string {
 	for _, s := range a.sources {
 		if s.Header != "" {
 			if v := req.Header(s.Header); v != "" {
+				return v
+			}
+			continue
+		}
+		if p := a.ids[s.Attribute]; p != nil {
+			if v := p.SessionID(req); v != "" {
 				return v
 			}
 			continue

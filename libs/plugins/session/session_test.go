@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -301,7 +302,7 @@ plugins:
 func TestParamErrors(t *testing.T) {
 	for params, want := range map[string]string{
 		`{"strategy": "sticky"}`: `"sticky" is not encoded_endpoint_header or session_id`,
-		`{"strategy": "session_id", "sessionIdConfig": {"sources": [{"attribute": "user"}]}}`: "the attribute a session is read from is agent-identity",
+		`{"strategy": "session_id", "sessionIdConfig": {"sources": [{"attribute": "user"}]}}`: "a session is read from agent-identity (a coding agent's session headers) or a session-id-producer declared earlier",
 		`{"strategy": "session_id", "sessionIdConfig": {"sources": [{}]}}`:                    "set one of header or attribute",
 		`{"sessionIdConfig": {}}`: "is the session_id strategy's",
 		`{"strategy": "session_id", "encodedEndpointHeaderConfig": {"header": "x"}}`: "is the encoded_endpoint_header strategy's",
@@ -340,5 +341,48 @@ plugins:
 		} else if got != pod {
 			t.Fatalf("request %d of session team-7 went to %s, its endpoint is %s", i, got, pod)
 		}
+	}
+}
+
+// session-id-producer reads a session from a header or a cookie; the
+// session_id strategy names it as an attribute source.
+func TestSessionIDProducer(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- {type: session-id-producer, name: cookie-session, parameters: {cookieName: llm-d-session}}
+- type: session-affinity-filter
+  parameters:
+    strategy: session_id
+    sessionIdConfig: {sources: [{attribute: cookie-session}]}
+- type: random-picker
+`)
+	eps := schedulingtest.Endpoints(8)
+	var pod string
+	for i := range 10 {
+		r := req()
+		r.Headers = map[string]string{"cookie": fmt.Sprintf("theme=dark%d; llm-d-session=conv-9", i)}
+		res, err := s.Schedule(context.Background(), r, eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Target().Endpoint.Name
+		res.Release()
+		if i == 0 {
+			pod = got
+		} else if got != pod {
+			t.Fatalf("request %d of cookie session conv-9 went to %s, its endpoint is %s", i, got, pod)
+		}
+	}
+	for params, want := range map[string]string{
+		`{}`: "exactly one of headerName and cookieName",
+		`{"headerName": "x-s", "cookieName": "c"}`: "exactly one",
+	} {
+		if _, err := session.NewIDProducer("p", json.RawMessage(params), schedulingtest.NewHandle()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", params, err)
+		}
+	}
+	p, _ := session.NewIDProducer("p", json.RawMessage(`{"headerName": "X-Session"}`), schedulingtest.NewHandle())
+	if got := p.(*session.IDProducer).SessionID(&scheduling.Request{Headers: map[string]string{"x-session": " s-1 "}}); got != "s-1" {
+		t.Errorf("header session %q", got)
 	}
 }

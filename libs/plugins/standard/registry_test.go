@@ -41,7 +41,6 @@ var notYetBuilt = map[string]bool{
 	"predicted-latency-producer":                true,
 	"prefix-cache-affinity-filter":              true,
 	"priority-then-time-eviction-order-policy":  true,
-	"session-id-producer":                       true,
 	"sheddable-eviction-filter":                 true,
 	"slo-deadline-ordering-policy":              true,
 	"slo-headroom-tier-filter":                  true,
