@@ -242,6 +242,25 @@ type PrefixMatcher interface {
 	MatchPrefix(ctx context.Context, cs *CycleState, req *Request, candidates []*Endpoint) *PrefixMatch
 }
 
+// PeerEndpointKey is where a profile handler keeps the endpoint an earlier
+// stage picked (the decode pod) while it runs a later one (prefill), so
+// that the later stage's plugins can place near it (topology affinity).
+const PeerEndpointKey StateKey = "hermod.peer-endpoint"
+
+// PeerEndpoint is the endpoint an earlier stage of the cycle picked (nil:
+// none, or the stage picked no endpoint).
+func PeerEndpoint(cs *CycleState) *Endpoint {
+	if cs == nil {
+		return nil
+	}
+	v, ok := cs.Read(PeerEndpointKey)
+	if !ok {
+		return nil
+	}
+	e, _ := v.(*Endpoint)
+	return e
+}
+
 // PredictionsKey is where a latency predictor keeps its forecasts for the
 // cycle's endpoints; decisions carry them (Result.Predictions).
 const PredictionsKey StateKey = "hermod.latency-predictions"

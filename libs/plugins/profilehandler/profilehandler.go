@@ -271,6 +271,7 @@ func (d *Disagg) Run(ctx context.Context, cs *scheduling.CycleState, req *schedu
 		d.prefix.MatchPrefix(ctx, cs, req, decode.Endpoints)
 	}
 	if d.prefill != nil && d.prefill.ShouldPrefill(ctx, cs, req, target) {
+		cs.Write(scheduling.PeerEndpointKey, target.Endpoint) // the prefill stage places near the decode pod
 		if pf, err := r.RunProfile(ctx, d.params.Profiles.Prefill); err == nil {
 			res.Prefill = pf
 		} else {
@@ -407,6 +408,7 @@ func (pd *PD) Run(ctx context.Context, cs *scheduling.CycleState, req *schedulin
 		pd.prefix.MatchPrefix(ctx, cs, req, decode.Endpoints)
 	}
 	if pd.decider.ShouldPrefill(ctx, cs, req, target) {
+		cs.Write(scheduling.PeerEndpointKey, target.Endpoint)
 		if pf, err := r.RunProfile(ctx, pd.params.PrefillProfile); err == nil {
 			res.Prefill = pf
 		} else {

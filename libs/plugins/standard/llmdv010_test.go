@@ -16,7 +16,6 @@ import (
 var notYetLoading = map[string]string{
 	"epp-burst-prefix-cache-config.yaml":  "burst-prefix-cache-producer",
 	"epp-mm-embeddings-cache-config.yaml": "mm-embeddings-cache-producer and -scorer",
-	"pd-topology-epp-config.yaml":         "topology-extractor, topology-affinity-filter and -scorer",
 	"perf-random-passthrough-parser.yaml": "passthrough-parser (bodies passed through unparsed)",
 	"sim-epp-gpu-config.yaml":             "dcgm-data-source, dcgm-extractor, endpoint-attribute-filter and -scorer",
 }

@@ -44,9 +44,6 @@ var notYetBuilt = map[string]bool{
 	"sheddable-eviction-filter":                 true,
 	"slo-deadline-ordering-policy":              true,
 	"slo-headroom-tier-filter":                  true,
-	"topology-affinity-filter":                  true,
-	"topology-affinity-scorer":                  true,
-	"topology-extractor":                        true,
 	"vllmhttp-parser":                           true,
 }
 

@@ -30,6 +30,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/scorer"
 	_ "github.com/hermod/hermod/libs/plugins/session"
 	_ "github.com/hermod/hermod/libs/plugins/tokenize"
+	_ "github.com/hermod/hermod/libs/plugins/topology"
 	_ "github.com/hermod/hermod/libs/plugins/utilization"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/tokenizer"
