@@ -242,6 +242,30 @@ type PrefixMatcher interface {
 	MatchPrefix(ctx context.Context, cs *CycleState, req *Request, candidates []*Endpoint) *PrefixMatch
 }
 
+// PrefixMatcherFor is the prefix match a consumer reads: the plugin ref
+// names, which must produce one (its prefixMatchInfoProducerName), or,
+// with ref empty, the first plugin declared before it that does (nil when
+// none is).
+func PrefixMatcherFor(h Handle, ref string) (PrefixMatcher, error) {
+	if ref == "" {
+		for _, p := range h.Earlier() {
+			if m, ok := p.(PrefixMatcher); ok {
+				return m, nil
+			}
+		}
+		return nil, nil
+	}
+	p, err := h.Plugin(ref)
+	if err != nil {
+		return nil, ParamErrorf("prefixMatchInfoProducerName", "%v", err)
+	}
+	m, ok := p.(PrefixMatcher)
+	if !ok {
+		return nil, ParamErrorf("prefixMatchInfoProducerName", "plugin %q (type %s) produces no prefix match", ref, p.TypedName().Type)
+	}
+	return m, nil
+}
+
 // PeerEndpointKey is where a profile handler keeps the endpoint an earlier
 // stage picked (the decode pod) while it runs a later one (prefill), so
 // that the later stage's plugins can place near it (topology affinity).

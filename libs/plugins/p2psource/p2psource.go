@@ -75,7 +75,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	if p.MinCachedTokenDelta < 1 {
 		return nil, scheduling.ParamErrorf("minCachedTokenDelta", "must be at least 1 (got %d)", p.MinCachedTokenDelta)
 	}
-	m, err := prefixMatcher(h, p.PrefixMatchInfoProducerName)
+	m, err := scheduling.PrefixMatcherFor(h, p.PrefixMatchInfoProducerName)
 	if err != nil {
 		return nil, err
 	}
@@ -84,28 +84,6 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 	}
 	return &Producer{Named: scheduling.Named{Type: Type, Name: name}, params: p, prefix: m,
 		key: scheduling.StateKey("hermod.p2p-source." + name)}, nil
-}
-
-// prefixMatcher is the plugin named ref, which must produce a prefix
-// match, or ("") the first such plugin declared earlier (nil: none).
-func prefixMatcher(h scheduling.Handle, ref string) (scheduling.PrefixMatcher, error) {
-	if ref == "" {
-		for _, p := range h.Earlier() {
-			if m, ok := p.(scheduling.PrefixMatcher); ok {
-				return m, nil
-			}
-		}
-		return nil, nil
-	}
-	p, err := h.Plugin(ref)
-	if err != nil {
-		return nil, scheduling.ParamErrorf("prefixMatchInfoProducerName", "%v", err)
-	}
-	m, ok := p.(scheduling.PrefixMatcher)
-	if !ok {
-		return nil, scheduling.ParamErrorf("prefixMatchInfoProducerName", "plugin %q (type %s) produces no prefix match", ref, p.TypedName().Type)
-	}
-	return m, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
