@@ -75,8 +75,26 @@ func TestFlowControlMetricLabelsAreBounded(t *testing.T) {
 		}()
 	}
 	waitQueued(t, c, 1100)
-	if n := testutil.CollectAndCount(m.queueSize); n > 1001 {
-		t.Errorf("%d queue-size series for 1100 fairness ids, want at most 1001", n)
+	// each label keeps at most 1000 values besides "other"
+	values := map[string]map[string]bool{}
+	ch := make(chan prometheus.Metric, 4096)
+	go func() { m.queueSize.Collect(ch); close(ch) }()
+	for metric := range ch {
+		var d dto.Metric
+		if err := metric.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range d.GetLabel() {
+			if values[l.GetName()] == nil {
+				values[l.GetName()] = map[string]bool{}
+			}
+			values[l.GetName()][l.GetValue()] = true
+		}
+	}
+	for _, name := range []string{"fairness_id", "priority", "model_name"} {
+		if n := len(values[name]); n > 1001 || n < 1000 {
+			t.Errorf("label %s has %d values for 1100 clients' choices, want 1000 and other", name, n)
+		}
 	}
 	cancel()
 	for range 1100 {
