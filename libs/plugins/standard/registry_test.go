@@ -23,7 +23,6 @@ var notYetBuilt = map[string]bool{
 	"endpoint-attribute-filter":                 true,
 	"endpoint-attribute-scorer":                 true,
 	"file-discovery":                            true,
-	"header-based-testing-filter":               true,
 	"k8s-notification-source":                   true,
 	"latency-scorer":                            true,
 	"latency-slo-admitter":                      true,

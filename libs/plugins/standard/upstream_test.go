@@ -76,7 +76,10 @@ func TestUpstreamCorpus(t *testing.T) {
 				}
 			}
 			for _, req := range corpusRequests(filepath.Base(f)) {
-				res, err := s.Schedule(context.Background(), req, corpusPods(time.Now()))
+				pods := corpusPods(time.Now())
+				// header-based-testing-filter's selection: one of every role
+				req.Headers = map[string]string{"test-epp-endpoint-selection": pods[0].HostPort() + "," + pods[1].HostPort() + "," + pods[2].HostPort()}
+				res, err := s.Schedule(context.Background(), req, pods)
 				if err != nil {
 					t.Fatalf("%s: %v", req.ID, err)
 				}
