@@ -302,6 +302,35 @@ type Prediction struct {
 	// MeetsSLO is whether every SLO the request sets is predicted to be
 	// met (true when it sets none).
 	MeetsSLO bool
+	// TTFTSLO and TPOTSLO are the request's SLOs (0: none).
+	TTFTSLO, TPOTSLO time.Duration
+	// TPOTCounts is whether the TPOT matters: a streamed request on an
+	// endpoint that decodes.
+	TPOTCounts bool
+	// InFlight is the requests in flight to the endpoint when predicted.
+	InFlight int
+}
+
+// Headrooms are the SLOs minus the predictions as the llm-d router's
+// latency plugins read them: an SLO the request does not set counts as 0
+// (so every endpoint misses it by its predicted latency), and a TPOT that
+// does not count is neutral (0).
+func (p Prediction) Headrooms() (ttft, tpot time.Duration) {
+	ttft = p.TTFTSLO - p.TTFT
+	if p.TPOTCounts {
+		tpot = p.TPOTSLO - p.TPOT
+	}
+	return ttft, tpot
+}
+
+// LatencyPredictor is a producer of latency predictions
+// (predicted-latency-producer); latency-scorer, slo-headroom-tier-filter
+// and latency-slo-admitter read them.
+type LatencyPredictor interface {
+	Plugin
+	// PredictLatency returns the predictions for req on eps, computed at
+	// most once per endpoint per cycle.
+	PredictLatency(ctx context.Context, cs *CycleState, req *Request, eps []*Endpoint) *Predictions
 }
 
 // Predictions are a cycle's forecasts, by endpoint name.

@@ -37,6 +37,13 @@ import (
 // Type is the registered plugin type.
 const Type = "predicted-latency-scorer"
 
+// ProducerType is the same predictor declared as the llm-d router's
+// predicted-latency-producer (v0.10 split the scorer into it and
+// latency-scorer, slo-headroom-tier-filter and latency-slo-admitter,
+// which read its predictions): it learns from every decision and
+// completion whether or not a profile names it.
+const ProducerType = "predicted-latency-producer"
+
 // Request headers.
 const (
 	// HeaderSLOTTFT and HeaderSLOTPOT carry the request's latency SLOs in
@@ -52,6 +59,9 @@ const (
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: Type, New: New})
+	scheduling.Register(scheduling.Registration{Type: ProducerType, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		return asPlugin(newPlugin(ProducerType, name, raw, h))
+	}})
 }
 
 // Plugin is predicted-latency-scorer. It is a CyclePreparer (the
@@ -109,14 +119,26 @@ type outcome struct {
 
 // New builds a predicted-latency-scorer.
 func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	return asPlugin(newPlugin(Type, name, raw, h))
+}
+
+// asPlugin keeps a failed build's nil *Plugin out of the interface.
+func asPlugin(p *Plugin, err error) (scheduling.Plugin, error) {
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newPlugin(typ, name string, raw json.RawMessage, h scheduling.Handle) (*Plugin, error) {
 	p, err := decodeParams(raw, h)
 	if err != nil {
 		return nil, err
 	}
 	if name == "" {
-		name = Type
+		name = typ
 	}
-	pl := &Plugin{Named: scheduling.Named{Type: Type, Name: name}, params: p, key: scheduling.StateKey(Type + "/" + name)}
+	pl := &Plugin{Named: scheduling.Named{Type: typ, Name: name}, params: p, key: scheduling.StateKey(typ + "/" + name)}
 	if p.PrefixPluginName != "" {
 		dep, err := h.Plugin(p.PrefixPluginName)
 		if err != nil {
@@ -318,11 +340,14 @@ func (p *Plugin) predict(ctx context.Context, cs *scheduling.CycleState, req *sc
 		cd.meets = (c.sloTTFT == 0 || cd.ttft <= c.sloTTFT) && (c.sloTPOT == 0 || cd.prefill || cd.tpot <= c.sloTPOT)
 		c.preds[e.Name] = cd
 		out[i] = cd
-		pr := scheduling.Prediction{TTFT: seconds(cd.ttft), TPOT: seconds(cd.tpot), MeetsSLO: cd.meets}
+		pr := scheduling.Prediction{TTFT: seconds(cd.ttft), TPOT: seconds(cd.tpot), MeetsSLO: cd.meets, InFlight: cd.inFlight,
+			TPOTCounts: c.streamed && p.params.streaming() && !cd.prefill}
 		if c.sloTTFT > 0 {
+			pr.TTFTSLO = seconds(c.sloTTFT)
 			pr.TTFTHeadroom = seconds(c.sloTTFT - cd.ttft)
 		}
 		if c.sloTPOT > 0 && !cd.prefill {
+			pr.TPOTSLO = seconds(c.sloTPOT)
 			pr.TPOTHeadroom = seconds(c.sloTPOT - cd.tpot)
 		}
 		preds.Set(e.Name, pr)
@@ -494,4 +519,12 @@ func (p *Plugin) Model(endpoints []string) ModelState {
 		st.InFlight[e] = p.state.flight.InFlight(e)
 	}
 	return st
+}
+
+// PredictLatency implements scheduling.LatencyPredictor: what
+// latency-scorer, slo-headroom-tier-filter and latency-slo-admitter read.
+func (p *Plugin) PredictLatency(ctx context.Context, cs *scheduling.CycleState, req *scheduling.Request, eps []*scheduling.Endpoint) *scheduling.Predictions {
+	p.predict(ctx, cs, req, eps)
+	preds, _ := scheduling.ReadState[*scheduling.Predictions](cs, scheduling.PredictionsKey)
+	return preds
 }

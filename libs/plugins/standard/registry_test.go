@@ -24,8 +24,6 @@ var notYetBuilt = map[string]bool{
 	"endpoint-attribute-scorer":                 true,
 	"file-discovery":                            true,
 	"k8s-notification-source":                   true,
-	"latency-scorer":                            true,
-	"latency-slo-admitter":                      true,
 	"mm-embeddings-cache-producer":              true,
 	"mm-embeddings-cache-scorer":                true,
 	"multicluster-approx-prefix-cache-producer": true,
@@ -36,11 +34,9 @@ var notYetBuilt = map[string]bool{
 	"multicluster-prefix-cache-scorer":          true,
 	"multicluster-queue-scorer":                 true,
 	"multicluster-session-affinity-filter":      true,
-	"predicted-latency-producer":                true,
 	"priority-then-time-eviction-order-policy":  true,
 	"sheddable-eviction-filter":                 true,
 	"slo-deadline-ordering-policy":              true,
-	"slo-headroom-tier-filter":                  true,
 	"vllmhttp-parser":                           true,
 }
 
