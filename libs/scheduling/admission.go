@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"time"
 )
 
 // Admitter decides, before any profile runs, whether a request is admitted
@@ -36,6 +38,28 @@ const TypeUtilizationDetector = "utilization-detector"
 // PriorityHeader carries a request's priority: the gateway sets it from
 // the InferenceObjective the request names. Negative is sheddable.
 const PriorityHeader = "x-gateway-inference-priority"
+
+// Latency SLO headers, in milliseconds: the llm-d router's, then the
+// older names (GIE's) it still accepts.
+const (
+	HeaderSLOTTFT       = "x-llm-d-slo-ttft-ms"
+	HeaderSLOTPOT       = "x-llm-d-slo-tpot-ms"
+	HeaderSLOTTFTLegacy = "x-slo-ttft-ms"
+	HeaderSLOTPOTLegacy = "x-slo-tpot-ms"
+)
+
+// SLOMillis is the first of the named headers (get reads one) holding a
+// positive, finite number of milliseconds, as a duration (0: none).
+func SLOMillis(get func(name string) string, names ...string) time.Duration {
+	for _, n := range names {
+		if v := get(n); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
+				return time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+	}
+	return 0
+}
 
 // FairnessHeaders name a request's flow (its fairness id), the llm-d
 // router's header first, then GIE's.

@@ -34,6 +34,9 @@ const (
 const (
 	FCFSOrdering = "fcfs-ordering-policy"
 	EDFOrdering  = "edf-ordering-policy"
+	// SLODeadlineOrdering: the earliest of arrival + x-llm-d-slo-ttft-ms
+	// first, requests without an SLO after those with one.
+	SLODeadlineOrdering = "slo-deadline-ordering-policy"
 )
 
 // Usage-limit policies: the saturation ceiling of each priority band.
@@ -51,7 +54,7 @@ const (
 )
 
 func init() {
-	for _, typ := range []string{GlobalStrictFairness, RoundRobinFairness, FCFSOrdering, EDFOrdering} {
+	for _, typ := range []string{GlobalStrictFairness, RoundRobinFairness, FCFSOrdering, EDFOrdering, SLODeadlineOrdering} {
 		scheduling.Register(scheduling.Registration{Type: typ, New: newParameterless(typ)})
 	}
 	scheduling.Register(scheduling.Registration{Type: ProgramAwareFairness, New: func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {

@@ -24,8 +24,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,10 +46,10 @@ const ProducerType = "predicted-latency-producer"
 const (
 	// HeaderSLOTTFT and HeaderSLOTPOT carry the request's latency SLOs in
 	// milliseconds (GIE's names); llm-d's current names are accepted too.
-	HeaderSLOTTFT     = "x-slo-ttft-ms"
-	HeaderSLOTPOT     = "x-slo-tpot-ms"
-	HeaderLLMDSLOTTFT = "x-llm-d-slo-ttft-ms"
-	HeaderLLMDSLOTPOT = "x-llm-d-slo-tpot-ms"
+	HeaderSLOTTFT     = scheduling.HeaderSLOTTFTLegacy
+	HeaderSLOTPOT     = scheduling.HeaderSLOTPOTLegacy
+	HeaderLLMDSLOTTFT = scheduling.HeaderSLOTTFT
+	HeaderLLMDSLOTPOT = scheduling.HeaderSLOTPOT
 	// HeaderPriority is the request's priority (the gateway resolves
 	// x-gateway-inference-objective into it); below 0 is sheddable.
 	HeaderPriority = scheduling.PriorityHeader
@@ -276,10 +274,10 @@ func (p *Plugin) request(cs *scheduling.CycleState, req *scheduling.Request) *cy
 		c.output = p.state.model.current.Load().meanOutput
 	}
 	c.streamed = req.Body.Stream
-	c.sloTTFT = headerMillis(req, HeaderSLOTTFT, HeaderLLMDSLOTTFT)
+	c.sloTTFT = scheduling.SLOMillis(req.Header, HeaderSLOTTFT, HeaderLLMDSLOTTFT).Seconds()
 	c.sloTPOT = 0
 	if p.params.streaming() && c.streamed {
-		c.sloTPOT = headerMillis(req, HeaderSLOTPOT, HeaderLLMDSLOTPOT) * p.params.SLOBufferFactor
+		c.sloTPOT = scheduling.SLOMillis(req.Header, HeaderSLOTPOT, HeaderLLMDSLOTPOT).Seconds() * p.params.SLOBufferFactor
 	}
 	c.priority = req.Priority()
 	cs.Write(p.key, c)
@@ -289,19 +287,6 @@ func (p *Plugin) request(cs *scheduling.CycleState, req *scheduling.Request) *cy
 // charsToTokens estimates prompt tokens from characters when the request
 // was not tokenized (about 4 characters a token).
 const charsToTokens = 0.25
-
-// headerMillis reads an SLO header (milliseconds) as seconds; 0 when
-// absent or not a positive number.
-func headerMillis(req *scheduling.Request, names ...string) float64 {
-	for _, n := range names {
-		if v := req.Header(n); v != "" {
-			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
-				return ms / 1e3
-			}
-		}
-	}
-	return 0
-}
 
 // predict returns the predictions for eps (computed once per endpoint per
 // cycle) and records them for the decision event.

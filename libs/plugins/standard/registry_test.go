@@ -36,7 +36,6 @@ var notYetBuilt = map[string]bool{
 	"multicluster-session-affinity-filter":      true,
 	"priority-then-time-eviction-order-policy":  true,
 	"sheddable-eviction-filter":                 true,
-	"slo-deadline-ordering-policy":              true,
 	"vllmhttp-parser":                           true,
 }
 

@@ -162,3 +162,16 @@ func TestPoolSaturationFailClosedLevel(t *testing.T) {
 		t.Fatalf("endpoints %d", p.Endpoints())
 	}
 }
+
+func TestSLODeadlineOrdering(t *testing.T) {
+	c := full(t, Config{Band: func(int) Band { return Band{Fairness: FairGlobalStrict, Ordering: OrderSLODeadline} }})
+	order := admitOrder(t, c, []Request{
+		{Flow: "none1"}, {Flow: "slo5s-1", TTFTSLO: 5 * time.Second}, {Flow: "slo1s", TTFTSLO: time.Second},
+		{Flow: "none2"}, {Flow: "slo5s-2", TTFTSLO: 5 * time.Second},
+	})
+	// earliest deadline first (arrival + SLO), requests without one last,
+	// each kind by arrival
+	if got := fmt.Sprint(order); got != "[0slo1s 0slo5s-1 0slo5s-2 0none1 0none2]" {
+		t.Fatalf("admitted %s", got)
+	}
+}

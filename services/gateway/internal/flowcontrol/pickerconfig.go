@@ -189,12 +189,11 @@ func (r *refs) band(path string, spec *scheduling.PriorityBandSpec) Band {
 	if ref := spec.OrderingPolicyRef; ref != "" {
 		switch typ := r.resolve(ref).Type; typ {
 		case flowpolicy.FCFSOrdering, flowpolicy.EDFOrdering:
-		case "slo-deadline-ordering-policy":
-			r.fail("%s.orderingPolicyRef: %s is not supported by the gateway's flow control: use %s",
-				path, typ, flowpolicy.FCFSOrdering)
+		case flowpolicy.SLODeadlineOrdering:
+			b.Ordering = OrderSLODeadline
 		default:
-			r.fail("%s.orderingPolicyRef: %q (type %s) is not an ordering policy (%s, %s)",
-				path, ref, typ, flowpolicy.FCFSOrdering, flowpolicy.EDFOrdering)
+			r.fail("%s.orderingPolicyRef: %q (type %s) is not an ordering policy (%s, %s, %s)",
+				path, ref, typ, flowpolicy.FCFSOrdering, flowpolicy.EDFOrdering, flowpolicy.SLODeadlineOrdering)
 		}
 	}
 	return b

@@ -94,6 +94,10 @@ flowControl: {saturationDetector: {pluginRef: c}}
 	if _, err := Parse([]byte("kind: EndpointPickerConfig\nfeatureGates: [flowControl]\nflowControl: {enableEviction: true}\n")); err != nil {
 		t.Fatal(err)
 	}
+	d, err := Parse([]byte("kind: EndpointPickerConfig\nfeatureGates: [flowControl]\nflowControl: {priorityBands: [{priority: 1, orderingPolicyRef: slo-deadline-ordering-policy}]}\n"))
+	if err != nil || d.Config.Band(1).Ordering != OrderSLODeadline || d.Config.Band(0).Ordering != OrderArrival {
+		t.Fatalf("slo-deadline-ordering-policy: %v", err)
+	}
 }
 
 func TestPickerConfigErrorsSayWhatToUse(t *testing.T) {
@@ -104,7 +108,6 @@ func TestPickerConfigErrorsSayWhatToUse(t *testing.T) {
 			"flowControl: {priorityBands: [{priority: 1, fairnessPolicyRef: a}, {priority: 2, fairnessPolicyRef: b}]}\n": "share one program-aware-fairness",
 		head + "flowControl: {defaultPriorityBand: {fairnessPolicyRef: program-aware-fairness}}\n" +
 			"plugins: [{type: program-aware-fairness, parameters: {lasDecayFactor: 2}}]\n": "lasDecayFactor",
-		head + "flowControl: {priorityBands: [{priority: 1, orderingPolicyRef: slo-deadline-ordering-policy}]}\n":                                 "use fcfs-ordering-policy",
 		head + "plugins: [{type: queue-scorer}]\nflowControl: {defaultPriorityBand: {fairnessPolicyRef: queue-scorer}}\n":                         "is not a fairness policy",
 		head + "flowControl: {usageLimitPolicyPluginRef: queue-scorer}\n":                                                                         "is not a usage-limit policy",
 		head + "flowControl: {usageLimitPolicyPluginRef: priority-holdback-policy}\n":                                                             "minCeiling",

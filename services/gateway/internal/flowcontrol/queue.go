@@ -72,12 +72,26 @@ const (
 	FairProgramAware
 )
 
+// Ordering is which request of a flow's queue goes first.
+type Ordering uint8
+
+const (
+	// OrderArrival is first come, first served (fcfs, and edf: every
+	// request waits under one TTL).
+	OrderArrival Ordering = iota
+	// OrderSLODeadline is the earliest deadline first, a request's deadline
+	// being its arrival plus its TTFT SLO (x-llm-d-slo-ttft-ms); requests
+	// without one go after those with one, each kind by arrival.
+	OrderSLODeadline
+)
+
 // Band is a priority band's policy.
 type Band struct {
 	// MaxRequests and MaxBytes bound the band (0: the default bound).
 	MaxRequests int
 	MaxBytes    int64
 	Fairness    Fairness
+	Ordering    Ordering
 }
 
 // Request is what admission knows of a request.
@@ -93,6 +107,9 @@ type Request struct {
 	Bytes int
 	// TTL bounds the wait in the queue (0: the controller's default).
 	TTL time.Duration
+	// TTFTSLO is the request's time-to-first-token SLO (0: none): its
+	// deadline in a band ordered by SLO deadline.
+	TTFTSLO time.Duration
 }
 
 // UsageLimit is a usage-limit policy: Ceilings sets ceilings[i] to the
@@ -441,7 +458,11 @@ func (c *Controller) push(w *waiter) {
 	if q.Len() == 0 {
 		b.ring = append(b.ring, w.key)
 	}
-	q.PushBack(w)
+	if b.policy.Ordering == OrderSLODeadline {
+		insertByDeadline(q, w)
+	} else {
+		q.PushBack(w)
+	}
 	b.size++
 	b.bytes += int64(w.req.Bytes)
 	c.queued++
@@ -624,4 +645,27 @@ func (c *Controller) count(model string, d int) {
 	if c.cfg.Observe != nil {
 		c.cfg.Observe(model, n)
 	}
+}
+
+// deadline is w's SLO deadline; ok is false when it has none.
+func (w *waiter) deadline() (time.Time, bool) {
+	if w.req.TTFTSLO <= 0 {
+		return time.Time{}, false
+	}
+	return w.at.Add(w.req.TTFTSLO), true
+}
+
+// insertByDeadline puts w in q, ordered by deadline (those without one
+// last), after the requests of an equal deadline: from the back, since
+// arrivals are mostly later than those queued.
+func insertByDeadline(q *list.List, w *waiter) {
+	d, ok := w.deadline()
+	for e := q.Back(); e != nil; e = e.Prev() {
+		od, ook := e.Value.(*waiter).deadline()
+		if !ok || (ook && !d.Before(od)) {
+			q.InsertAfter(w, e)
+			return
+		}
+	}
+	q.PushFront(w)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hermod/hermod/libs/giemetrics"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/requestid"
+	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/services/gateway/internal/flowcontrol"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
@@ -541,7 +542,8 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 	}
 	req.keepable = prio >= 0
 	req.priority, req.flow, req.classified = prio, flow, true
-	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model, Bytes: req.bodyBytes})
+	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model, Bytes: req.bodyBytes,
+		TTFTSLO: scheduling.SLOMillis(r.Header.Get, scheduling.HeaderSLOTTFT, scheduling.HeaderSLOTTFTLegacy)})
 	switch {
 	case err == nil:
 		return true
