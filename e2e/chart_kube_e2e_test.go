@@ -93,6 +93,8 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 				t.FailNow()
 			}
 			runHelm(t, helm, srv.Kubeconfig(), append([]string{"install", chartRelease, chartPath, "-n", tc.namespace, "--timeout", "2m"}, valueArgs...)...)
+			// the server outlives one run (-count): the next installs afresh
+			defer uninstallRelease(t, helm, srv.Kubeconfig(), tc.namespace)
 			installed := decodeObjects(t, runHelm(t, helm, srv.Kubeconfig(), "get", "manifest", chartRelease, "-n", tc.namespace))
 			if len(installed) != len(objs) {
 				t.Errorf("helm installed %d objects, the render has %d", len(installed), len(objs))
@@ -731,6 +733,29 @@ func helmBinary(t *testing.T) string {
 
 // runHelm runs helm (against kubeconfig, when given) with a configuration
 // and cache of its own, and returns its standard output.
+// helmEnv is helm's environment with homes of the test's own.
+func helmEnv(t *testing.T) []string {
+	home := t.TempDir()
+	return append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"))
+}
+
+// uninstallRelease removes the chart's release from namespace (its
+// objects, cluster-scoped ones too), saying so when it cannot; it does not
+// stop the test, since it runs as the test unwinds.
+func uninstallRelease(t *testing.T, helm, kubeconfig, namespace string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helm, "uninstall", chartRelease, "-n", namespace, "--wait", "--timeout", "1m", "--kubeconfig", kubeconfig)
+	cmd.Env = helmEnv(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("helm uninstall %s -n %s: %v\n%s", chartRelease, namespace, err, out)
+	}
+}
+
 func runHelm(t *testing.T, helm, kubeconfig string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -739,11 +764,7 @@ func runHelm(t *testing.T, helm, kubeconfig string, args ...string) []byte {
 		args = append(args, "--kubeconfig", kubeconfig)
 	}
 	cmd := exec.CommandContext(ctx, helm, args...)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"))
+	cmd.Env = helmEnv(t)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
