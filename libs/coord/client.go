@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/hermod/hermod/libs/coord/etcddial"
 )
 
 // DefaultDialTimeout bounds the first connection of NewClient.
@@ -47,6 +49,7 @@ func NewClient(ctx context.Context, endpoints []string, opts ...Option) (*client
 		DialTimeout:          DefaultDialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
+		DialOptions:          etcddial.Options(),
 		Logger:               zap.NewNop(),
 		TLS:                  o.tls,
 		Username:             o.username,

@@ -48,6 +48,13 @@ type leasedKey struct {
 	// rather than a mutex so that waiting honours a context.
 	sem chan struct{}
 
+	// stale is set when a write failed after its value was taken as the
+	// key's (an Update while etcd was unreachable): the lease may outlive
+	// the outage, so no rewrite would come, and the key would keep the
+	// older value for good. The goroutine writes the value again on the
+	// next keepalive response, which says etcd answers again.
+	stale atomic.Bool
+
 	mu    sync.Mutex
 	lease clientv3.LeaseID // the lease the key was last written with
 }
@@ -119,7 +126,39 @@ func (k *leasedKey) write(ctx context.Context, prepare func() ([]byte, error)) e
 		return err
 	}
 	_, err = k.cli.Put(ctx, k.key, string(value), clientv3.WithLease(k.leaseID()))
+	k.stale.Store(err != nil)
 	return err
+}
+
+// resync writes the current value again under the current lease, after a
+// write failed (stale). A failure leaves the key stale for the next
+// keepalive response to try again.
+func (k *leasedKey) resync(ctx context.Context) {
+	select {
+	case k.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-k.sem }()
+	if !k.stale.Load() {
+		return // an update or a rewrite wrote it meanwhile
+	}
+	value, commit, err := k.value(false)
+	if err != nil {
+		k.log.Warn("write "+k.kind+" again failed", "key", k.key, "error", err)
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, k.opts.requestTimeout)
+	defer cancel()
+	if _, err := k.cli.Put(pctx, k.key, string(value), clientv3.WithLease(k.leaseID())); err != nil {
+		k.log.Warn("write "+k.kind+" again failed; retrying on the next keepalive", "key", k.key, "error", err)
+		return
+	}
+	if commit != nil {
+		commit()
+	}
+	k.stale.Store(false)
+	k.log.Info(k.kind+" written again after a failed update", "key", k.key, "lease_id", int64(k.leaseID()))
 }
 
 // close stops the goroutine, waits for it and revokes the lease, so that the
@@ -158,6 +197,9 @@ func (k *leasedKey) run(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveR
 			case <-ctx.Done():
 				return
 			case _, open = <-ka:
+				if open && k.stale.Load() {
+					k.resync(ctx)
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -226,6 +268,7 @@ func (k *leasedKey) rewriteOnce(ctx context.Context) (<-chan *clientv3.LeaseKeep
 	if commit != nil {
 		commit()
 	}
+	k.stale.Store(false)
 	// The old lease is normally gone; when it is not (the keepalive stream
 	// timed out while etcd kept it), it holds nothing now.
 	k.revoke(ctx, old)

@@ -346,6 +346,11 @@ func TestReregisterAfterEtcdRestart(t *testing.T) {
 	defer w.Close()
 	rec.waitSnapshot(t, "with vllm-0", func(s Snapshot) bool { return s.Endpoints["vllm-0"] != nil })
 	first := reg.LeaseID()
+	ttlResp, err := cli.TimeToLive(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Duration(ttlResp.GrantedTTL) * time.Second // etcd's minimum TTL may exceed ttl
 
 	own.Stop()
 	// The update cannot be written now; the re-registration writes it.
@@ -356,7 +361,10 @@ func TestReregisterAfterEtcdRestart(t *testing.T) {
 		t.Error("Update with etcd down succeeded")
 	}
 	cancel()
-	time.Sleep(2 * ttl)
+	// etcd keeps leases across a restart; the client gives a lease up once
+	// no keepalive has been answered for its TTL (checked every 500 ms). An
+	// outage well past that makes the loss certain.
+	time.Sleep(granted + 2*time.Second)
 	if err := own.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -378,4 +386,59 @@ func TestReregisterAfterEtcdRestart(t *testing.T) {
 	rec.waitSnapshot(t, "with vllm-0 on port 9000", func(s Snapshot) bool {
 		return s.Endpoints["vllm-0"].GetPort() == 9000
 	})
+}
+
+// etcd down for less than the TTL while an Update fails: the lease survives
+// the restart, so nothing registers again, and the update is written under
+// the same lease once etcd answers.
+func TestFailedUpdateWrittenWhenEtcdReturns(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("integration test: needs an embedded etcd server (skipped with -short)")
+	}
+	own, err := coordtest.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	cli := own.Client(t)
+	ctx := testContext(t)
+	pool := coordtest.PoolName(t)
+
+	ep := testEndpoint(pool, "vllm-0")
+	reg, err := Register(ctx, cli, ep, 10*time.Second,
+		WithLogger(testLogger(t)), WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond),
+		WithRequestTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := reg.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	first := reg.LeaseID()
+
+	own.Stop()
+	updated := proto.CloneOf(ep)
+	updated.Port = 9000
+	uctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if err := reg.Update(uctx, updated); err == nil {
+		t.Error("Update with etcd down succeeded")
+	}
+	cancel()
+	if err := own.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the failed update not written once etcd answered", func() bool {
+		value, _, ok := getKey(t, cli, reg.Key())
+		if !ok {
+			return false
+		}
+		got, err := DecodeEndpoint(reg.Key(), value)
+		return err == nil && got.GetPort() == 9000
+	})
+	if _, l, _ := getKey(t, cli, reg.Key()); l != first {
+		t.Errorf("written under lease %x, want the surviving lease %x", l, first)
+	}
 }

@@ -61,6 +61,7 @@ func (c *Cluster) NewClient() (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   c.Endpoints(),
 		DialTimeout: 5 * time.Second,
+		DialOptions: dialOptions(),
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {

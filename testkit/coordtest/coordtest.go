@@ -34,6 +34,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/hermod/hermod/testkit/etcdembed"
 )
@@ -64,6 +66,18 @@ func NewServer() (*Server, error) {
 	return &Server{srv: srv}, nil
 }
 
+// dialOptions reconnect the way coord.NewClient's clients do
+// (libs/coord/etcddial: testkit cannot import libs, which imports it):
+// within 2 s of etcd's return, not after gRPC's default backoff, which
+// grows to 120 s and leaves a client disconnected for seconds after an
+// outage a test makes.
+func dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})}
+}
+
 // Endpoints returns the client URLs, as clientv3.Config.Endpoints wants them.
 func (s *Server) Endpoints() []string { return s.srv.ClientURLs() }
 
@@ -72,6 +86,7 @@ func (s *Server) NewClient() (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   s.Endpoints(),
 		DialTimeout: 5 * time.Second,
+		DialOptions: dialOptions(),
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
