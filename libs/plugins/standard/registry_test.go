@@ -15,7 +15,6 @@ import (
 // instead); the list must end empty.
 var notYetBuilt = map[string]bool{
 	"anthropic-parser":                          true,
-	"burst-prefix-cache-producer":               true,
 	"dcgm-data-source":                          true,
 	"dcgm-extractor":                            true,
 	"destination-endpoint-served-verifier":      true,

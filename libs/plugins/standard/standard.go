@@ -10,6 +10,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/admission"
 	_ "github.com/hermod/hermod/libs/plugins/agentidentity"
 	_ "github.com/hermod/hermod/libs/plugins/attrreport"
+	_ "github.com/hermod/hermod/libs/plugins/burstprefix"
 	_ "github.com/hermod/hermod/libs/plugins/contextlength"
 	_ "github.com/hermod/hermod/libs/plugins/datalayer"
 	_ "github.com/hermod/hermod/libs/plugins/decider"
