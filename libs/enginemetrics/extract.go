@@ -33,7 +33,7 @@ func extract(families map[string]*dto.MetricFamily) Metrics {
 		}
 		a := &acc[w.src]
 		for _, m := range mf.GetMetric() {
-			if v, ok := sampleValue(m); ok {
+			if v, ok := SampleValue(m); ok {
 				a.seen = true
 				a.add(w.field, m, v)
 			}
@@ -104,9 +104,9 @@ func (a *accumulator) metrics(src source) Metrics {
 	return m
 }
 
-// sampleValue returns the value of a counter, gauge or untyped sample, if
+// SampleValue returns the value of a counter, gauge or untyped sample, if
 // it is finite.
-func sampleValue(m *dto.Metric) (float64, bool) {
+func SampleValue(m *dto.Metric) (float64, bool) {
 	var v float64
 	switch {
 	case m.Gauge != nil:

@@ -29,6 +29,10 @@ type Endpoint struct {
 	// Metrics are the latest scraped engine metrics; nil until the first
 	// scrape arrives.
 	Metrics *Metrics
+	// NodeAddress is the IP of the node the endpoint runs on (a pod's
+	// status.hostIP); empty when unknown. Node-level exporters are reached
+	// there (dcgm-data-source's useNodeAddress).
+	NodeAddress string
 
 	hostPort string
 	nameHash uint64
@@ -108,6 +112,51 @@ type Metrics struct {
 	PromptTokens, OutputTokens float64
 	// UpdatedAt is when the scrape was taken.
 	UpdatedAt time.Time
+	// Attributes are what the data layer's other sources said of the
+	// endpoint (dcgm-extractor's GPUUtilization/dcgm-extractor, say), by
+	// attribute key; nil when there are none. Never mutated once set.
+	Attributes map[string]float64
+}
+
+// The keys upstream's core-metrics-extractor stores the engine gauges
+// under; Attribute answers them from the gauges.
+const (
+	AttributeWaitingQueueSize    = "WaitingQueueSize"
+	AttributeRunningRequestsSize = "RunningRequestsSize"
+	AttributeKVCacheUsagePercent = "KVCacheUsagePercent"
+	AttributeMaxActiveModels     = "MaxActiveModels"
+	AttributeActiveModels        = "ActiveModels"
+	AttributeWaitingModels       = "WaitingModels"
+)
+
+// Attribute returns the endpoint attribute under key: one of the data
+// layer's (Metrics.Attributes), or an engine gauge under the key upstream's
+// core-metrics-extractor gives it (KVCacheUsagePercent is the 0..1
+// fraction, as upstream keeps it). ok is false when the endpoint has no
+// such attribute (no scrape yet, or no source producing it).
+func (e *Endpoint) Attribute(key string) (v float64, ok bool) {
+	m := e.Metrics
+	if m == nil {
+		return 0, false
+	}
+	if v, ok := m.Attributes[key]; ok {
+		return v, true
+	}
+	switch key {
+	case AttributeWaitingQueueSize:
+		return float64(m.WaitingRequests), true
+	case AttributeRunningRequestsSize:
+		return float64(m.RunningRequests), true
+	case AttributeKVCacheUsagePercent:
+		return m.KVCacheUsage, true
+	case AttributeMaxActiveModels:
+		return float64(m.MaxLoRAs), true
+	case AttributeActiveModels:
+		return float64(len(m.RunningLoRAs)), true
+	case AttributeWaitingModels:
+		return float64(len(m.WaitingLoRAs)), true
+	}
+	return 0, false
 }
 
 // Target is an endpoint chosen by a profile, with the port traffic goes to

@@ -183,7 +183,11 @@ func (s *httpSource) get(ctx context.Context, ep *scheduling.Endpoint, accept st
 
 // getTyped is get that also returns the response's Content-Type.
 func (s *httpSource) getTyped(ctx context.Context, ep *scheduling.Endpoint, accept string) ([]byte, string, string, error) {
-	target := s.URL(ep)
+	return s.getURL(ctx, s.URL(ep), accept)
+}
+
+// getURL is getTyped of a URL the caller made.
+func (s *httpSource) getURL(ctx context.Context, target, accept string) ([]byte, string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)

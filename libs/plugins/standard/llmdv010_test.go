@@ -16,7 +16,6 @@ import (
 var notYetLoading = map[string]string{
 	"epp-mm-embeddings-cache-config.yaml": "mm-embeddings-cache-producer and -scorer",
 	"perf-random-passthrough-parser.yaml": "passthrough-parser (bodies passed through unparsed)",
-	"sim-epp-gpu-config.yaml":             "dcgm-data-source, dcgm-extractor, endpoint-attribute-filter and -scorer",
 }
 
 // Every configuration the llm-d router v0.10 ships loads unchanged and

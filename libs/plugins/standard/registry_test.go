@@ -15,12 +15,8 @@ import (
 // instead); the list must end empty.
 var notYetBuilt = map[string]bool{
 	"anthropic-parser":                          true,
-	"dcgm-data-source":                          true,
-	"dcgm-extractor":                            true,
 	"destination-endpoint-served-verifier":      true,
 	"disaggregatedset-rollout-screener":         true,
-	"endpoint-attribute-filter":                 true,
-	"endpoint-attribute-scorer":                 true,
 	"file-discovery":                            true,
 	"k8s-notification-source":                   true,
 	"mm-embeddings-cache-producer":              true,

@@ -14,6 +14,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/contextlength"
 	_ "github.com/hermod/hermod/libs/plugins/datalayer"
 	_ "github.com/hermod/hermod/libs/plugins/decider"
+	_ "github.com/hermod/hermod/libs/plugins/endpointattribute"
 	_ "github.com/hermod/hermod/libs/plugins/filter"
 	_ "github.com/hermod/hermod/libs/plugins/flowpolicy"
 	_ "github.com/hermod/hermod/libs/plugins/headers"

@@ -2,10 +2,12 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hermod/hermod/libs/coord"
@@ -19,6 +21,7 @@ import (
 type modelsPoller interface {
 	SetModelsPoll(scrape.ModelsPoll)
 	SetMetricsSource(scrape.MetricsSource)
+	SetAttributePolls([]scrape.AttributePoll)
 }
 
 // dataLayer makes the collector scrape and poll as the pool's
@@ -47,6 +50,11 @@ type dataLayer struct {
 	applied bool // a poll was put in force
 	// metrics is the metrics source in force (nil: the default).
 	metrics *scrape.MetricsSource
+	// attrSched is the scheduler whose other data sources (a DCGM
+	// exporter's, say) the poller fetches attributes with, nil when none;
+	// attrPolls says what they are.
+	attrSched *scheduling.Scheduler
+	attrPolls string
 
 	firstOnce sync.Once
 	first     chan struct{} // closed once the first version is applied
@@ -68,6 +76,7 @@ func (d *dataLayer) apply(v coord.ConfigVersion) {
 		d.data = nil
 		d.use(nil, scrape.ModelsPoll{}, nil, "the pool has no config", v.Revision)
 		d.useMetrics(nil, v.Revision)
+		d.useAttributes(nil, v.Revision)
 		return
 	}
 	if d.data != nil && bytes.Equal(data, d.data) {
@@ -80,6 +89,13 @@ func (d *dataLayer) apply(v coord.ConfigVersion) {
 	}
 	d.data = slices.Clone(data)
 	d.useMetrics(metricsSourceOf(s), v.Revision)
+	if len(attributePollsOf(s)) == 0 {
+		d.useAttributes(nil, v.Revision)
+	} else if as, err := buildConfig(data); err == nil {
+		// Built again: these sources live as long as the attribute
+		// polls, not as the models poll's scheduler.
+		d.useAttributes(as, v.Revision)
+	}
 	poll, src, why := modelsPollOf(s)
 	if src == nil {
 		_ = s.Close()
@@ -147,12 +163,98 @@ func samePoll(a, b *datalayer.ModelsParams) bool {
 	return *a == *b
 }
 
-// close closes the scheduler whose source was in use.
+// close closes the schedulers whose sources were in use.
 func (d *dataLayer) close() {
 	if d.sched != nil {
 		_ = d.sched.Close()
 		d.sched = nil
 	}
+	if d.attrSched != nil {
+		_ = d.attrSched.Close()
+		d.attrSched = nil
+	}
+}
+
+// attributePollsOf returns the attribute polls of a built config: every
+// source of its data section that is neither the engine's metrics nor its
+// models (those are scraped and polled as they say), with the extractors
+// listed for it.
+func attributePollsOf(s *scheduling.Scheduler) []scrape.AttributePoll {
+	desc := s.Describe()
+	if desc.Data == nil {
+		return nil
+	}
+	byName := map[string]scheduling.Plugin{}
+	for _, p := range s.Plugins() {
+		byName[p.TypedName().Name] = p
+	}
+	var polls []scrape.AttributePoll
+	for _, ds := range desc.Data.Sources {
+		src, ok := byName[ds.PluginRef].(scheduling.DataSource)
+		switch src.(type) {
+		case *datalayer.MetricsSource, *datalayer.ModelsSource:
+			continue
+		}
+		if !ok {
+			continue
+		}
+		poll := scrape.AttributePoll{Source: src}
+		if iv, ok := src.(interface{ Interval() scheduling.Duration }); ok {
+			poll.Interval = iv.Interval().Std()
+		}
+		for _, ref := range ds.Extractors {
+			if x, ok := byName[ref].(scheduling.DataExtractor); ok {
+				poll.Extractors = append(poll.Extractors, x)
+			}
+		}
+		polls = append(polls, poll)
+	}
+	return polls
+}
+
+// describePolls says what polls fetch, to tell two configs' polls apart:
+// each source's name, type and parameters, and its extractors.
+func describePolls(polls []scrape.AttributePoll) string {
+	var b strings.Builder
+	for _, p := range polls {
+		fmt.Fprintf(&b, "%s every %s", p.Source.TypedName(), p.Interval)
+		if r, ok := p.Source.(scheduling.ParameterReporter); ok {
+			params, _ := json.Marshal(r.Parameters())
+			fmt.Fprintf(&b, " %s", params)
+		}
+		for _, x := range p.Extractors {
+			fmt.Fprintf(&b, " -> %s", x.TypedName())
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
+}
+
+// useAttributes puts the attribute polls of s (nil: none) in force, unless
+// the same are in force already, and closes the scheduler of those it
+// replaces.
+func (d *dataLayer) useAttributes(s *scheduling.Scheduler, revision int64) {
+	var polls []scrape.AttributePoll
+	if s != nil {
+		polls = attributePollsOf(s)
+	}
+	desc := describePolls(polls)
+	if desc == d.attrPolls {
+		if s != nil {
+			_ = s.Close()
+		}
+		return
+	}
+	d.poller.SetAttributePolls(polls)
+	if d.attrSched != nil {
+		_ = d.attrSched.Close()
+	}
+	d.attrSched, d.attrPolls = s, desc
+	if len(polls) == 0 {
+		d.log.Info("attribute polling off", "revision", revision)
+		return
+	}
+	d.log.Info("attribute polling", "sources", strings.TrimSuffix(desc, "; "), "revision", revision)
 }
 
 // modelsPollOf returns the models poll a built config asks for, with its

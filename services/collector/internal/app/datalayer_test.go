@@ -25,7 +25,10 @@ import (
 type pollRecorder struct {
 	polls   []scrape.ModelsPoll
 	sources []scrape.MetricsSource
+	attrs   [][]scrape.AttributePoll
 }
+
+func (r *pollRecorder) SetAttributePolls(ps []scrape.AttributePoll) { r.attrs = append(r.attrs, ps) }
 
 func (r *pollRecorder) SetModelsPoll(p scrape.ModelsPoll)       { r.polls = append(r.polls, p) }
 func (r *pollRecorder) SetMetricsSource(s scrape.MetricsSource) { r.sources = append(r.sources, s) }
@@ -232,4 +235,53 @@ func TestCollectorPollsConfiguredModelsPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the default path's models", func() bool { return served() == "llama" })
+}
+
+// A config's other data sources (a DCGM exporter's) become the poller's
+// attribute polls, put in force once per change and dropped with them.
+func TestDataLayerAttributePolls(t *testing.T) {
+	const gpuConfig = `
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- {type: dcgm-data-source, name: gpus, parameters: {port: 9400, useNodeAddress: true, interval: 2s}}
+- type: dcgm-extractor
+- type: metrics-data-source
+- type: core-metrics-extractor
+- type: queue-scorer
+- type: max-score-picker
+dataLayer:
+  sources:
+  - pluginRef: metrics-data-source
+    extractors: [{pluginRef: core-metrics-extractor}]
+  - pluginRef: gpus
+    extractors: [{pluginRef: dcgm-extractor}]
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+`
+	rec := &pollRecorder{}
+	d := newDataLayer(rec, discardLog)
+	defer d.close()
+	d.apply(coord.ConfigVersion{Pool: "p", Data: []byte(gpuConfig), Revision: 1})
+	if len(rec.attrs) != 1 || len(rec.attrs[0]) != 1 {
+		t.Fatalf("attribute polls set %v, want one poll", rec.attrs)
+	}
+	p := rec.attrs[0][0]
+	if p.Source.TypedName().Name != "gpus" || len(p.Extractors) != 1 || p.Extractors[0].TypedName().Type != "dcgm-extractor" || p.Interval != 2*time.Second {
+		t.Errorf("poll %s every %s with %d extractors", p.Source.TypedName(), p.Interval, len(p.Extractors))
+	}
+	// The same polls in a changed config: left in force.
+	d.apply(coord.ConfigVersion{Pool: "p", Data: []byte(gpuConfig + "\n# reworded\n"), Revision: 2})
+	if len(rec.attrs) != 1 {
+		t.Errorf("the same polls were set again: %d sets", len(rec.attrs))
+	}
+	d.apply(coord.ConfigVersion{Pool: "p", Data: []byte(strings.Replace(gpuConfig, "interval: 2s", "interval: 5s", 1)), Revision: 3})
+	if len(rec.attrs) != 2 || rec.attrs[1][0].Interval != 5*time.Second {
+		t.Errorf("a new interval: sets %d", len(rec.attrs))
+	}
+	d.apply(coord.ConfigVersion{Pool: "p", Deleted: true, Revision: 4})
+	if len(rec.attrs) != 3 || rec.attrs[2] != nil {
+		t.Errorf("config deleted: sets %v, want the polls dropped", rec.attrs)
+	}
 }

@@ -150,6 +150,7 @@ func viewOf(pool string, ports []int, pod *corev1.Pod) podView {
 			Name:             pod.Name,
 			Pool:             pool,
 			Address:          ip,
+			NodeAddress:      pod.Status.HostIP,
 			Port:             int32(port), //nolint:gosec // a port <= 65535, checked by rankPorts
 			Labels:           maps.Clone(labels),
 			Model:            model,

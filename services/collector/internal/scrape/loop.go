@@ -103,6 +103,7 @@ func (l *metricsLoop) podMetrics(at time.Time, err error) *eventsv1.PodMetrics {
 		Address:             l.t.address,
 		Time:                timestamppb.New(at),
 		ServedModels:        l.t.servedModels(),
+		Attributes:          l.t.attributesNow(),
 		ConsecutiveFailures: int32(min(l.failures, math.MaxInt32)),
 	}
 	if err != nil {

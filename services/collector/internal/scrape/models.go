@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hermod/hermod/libs/plugins/datalayer"
@@ -31,54 +29,6 @@ type ModelsPoll struct {
 	Interval time.Duration
 }
 
-// activePoll is a ModelsPoll in service. Polls hold its read lock; putting
-// another in its place closes replaced, then takes the write lock, so it
-// returns once no poll uses this one.
-type activePoll struct {
-	ModelsPoll
-	replaced chan struct{}
-
-	use     sync.RWMutex
-	retired bool
-}
-
-// modelsPolls holds the ModelsPoll in service.
-type modelsPolls struct {
-	set sync.Mutex // serializes replace
-	cur atomic.Pointer[activePoll]
-}
-
-func newActivePoll(p ModelsPoll) *activePoll {
-	return &activePoll{ModelsPoll: p, replaced: make(chan struct{})}
-}
-
-// acquire returns the poll in service, read-locked: release it when done.
-func (m *modelsPolls) acquire() *activePoll {
-	for {
-		a := m.cur.Load()
-		a.use.RLock()
-		if !a.retired {
-			return a
-		}
-		// Replaced between the load and the lock.
-		a.use.RUnlock()
-	}
-}
-
-func (a *activePoll) release() { a.use.RUnlock() }
-
-// replace puts next in service and waits until no poll uses the previous
-// one.
-func (m *modelsPolls) replace(next *activePoll) {
-	m.set.Lock()
-	defer m.set.Unlock()
-	old := m.cur.Swap(next)
-	close(old.replaced)
-	old.use.Lock()
-	old.retired = true
-	old.use.Unlock()
-}
-
 // SetModelsPoll makes p how every endpoint's served models are polled from
 // now on; the zero ModelsPoll restores the default (http, /v1/models,
 // Config.ModelsInterval). Every endpoint is polled with it at once; until
@@ -96,7 +46,7 @@ func (s *Scraper) SetModelsPoll(p ModelsPoll) {
 	if p.Interval <= 0 {
 		p.Interval = s.cfg.ModelsInterval
 	}
-	s.polls.replace(newActivePoll(p))
+	s.polls.replace(p)
 }
 
 // runModels polls t's served models at once and then every models
@@ -116,9 +66,9 @@ func (s *Scraper) runModels(ctx context.Context, t *target, log *slog.Logger) {
 		}
 		a := s.polls.acquire()
 		start := time.Now()
-		ids, err := s.pollModels(ctx, &a.ModelsPoll, t)
+		ids, err := s.pollModels(ctx, &a.poll, t)
 		replaced = a.replaced
-		interval := a.Interval
+		interval := a.poll.Interval
 		a.release()
 		if errors.Is(err, errStopped) {
 			return

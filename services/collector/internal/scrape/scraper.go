@@ -23,8 +23,11 @@ type Scraper struct {
 
 	// polls is how served models are polled (SetModelsPoll);
 	// defaultModels is the Scraper's own models-data-source.
-	polls         modelsPolls
+	polls         inService[ModelsPoll]
 	defaultModels *datalayer.ModelsSource
+	// attributes are the other data sources of the pool's config
+	// (SetAttributePolls).
+	attributes inService[[]AttributePoll]
 	// metricsAt is where metrics are scraped (SetMetricsSource).
 	metricsAt atomic.Pointer[metricsEndpoint]
 
@@ -51,7 +54,8 @@ func New(cfg Config) (*Scraper, error) {
 	if s.defaultModels, err = datalayer.NewModelsSource("", datalayer.DefaultModelsParams()); err != nil {
 		return nil, fmt.Errorf("new scraper: %w", err)
 	}
-	s.polls.cur.Store(newActivePoll(ModelsPoll{Source: s.defaultModels, Extractor: datalayer.NewModelsExtractor(""), Interval: cfg.ModelsInterval}))
+	s.polls.store(ModelsPoll{Source: s.defaultModels, Extractor: datalayer.NewModelsExtractor(""), Interval: cfg.ModelsInterval})
+	s.attributes.store(nil)
 	if s.tel, err = newTelemetry(cfg.Registerer, s.snapshot); err != nil {
 		return nil, fmt.Errorf("new scraper: %w", err)
 	}
@@ -152,7 +156,7 @@ func (s *Scraper) start(t *target) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	log := s.log.With("pool", t.pool, "endpoint", t.name, "address", t.address)
-	t.wg.Add(2)
+	t.wg.Add(3)
 	go func() {
 		defer t.wg.Done()
 		s.runMetrics(ctx, t, log)
@@ -160,6 +164,10 @@ func (s *Scraper) start(t *target) {
 	go func() {
 		defer t.wg.Done()
 		s.runModels(ctx, t, log)
+	}()
+	go func() {
+		defer t.wg.Done()
+		s.runAttributes(ctx, t, log)
 	}()
 }
 

@@ -30,6 +30,9 @@ type target struct {
 	lastGood atomic.Int64
 	// models holds the served model names of the latest good poll.
 	models atomic.Pointer[[]string]
+	// attributes holds the attributes of the attribute polls' latest good
+	// fetches (nil: none).
+	attributes atomic.Pointer[map[string]float64]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -59,9 +62,16 @@ func newTarget(ep *registryv1.Endpoint) (*target, error) {
 		pool:     ep.GetPool(),
 		name:     ep.GetName(),
 		address:  address,
-		endpoint: scheduling.NewEndpoint(ep.GetName(), ep.GetAddress(), int(ep.GetPort()), nil),
+		endpoint: endpointOf(ep),
 		started:  time.Now(),
 	}, nil
+}
+
+// endpointOf is the endpoint the data sources fetch from.
+func endpointOf(ep *registryv1.Endpoint) *scheduling.Endpoint {
+	e := scheduling.NewEndpoint(ep.GetName(), ep.GetAddress(), int(ep.GetPort()), ep.GetLabels())
+	e.NodeAddress = ep.GetNodeAddress()
+	return e
 }
 
 // freshSince returns the time of the latest good scrape, or the start of
@@ -81,4 +91,13 @@ func (t *target) servedModels() []string {
 		return nil
 	}
 	return append([]string(nil), (*p)...)
+}
+
+// attributesNow returns the latest attributes, nil when there are none.
+// The map is never written once stored.
+func (t *target) attributesNow() map[string]float64 {
+	if p := t.attributes.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -12,6 +12,9 @@ import (
 const (
 	kindMetrics = "metrics"
 	kindModels  = "models"
+	// kindAttributes is a fetch of an attribute poll's source (a DCGM
+	// exporter's page).
+	kindAttributes = "attributes"
 )
 
 // telemetry holds a Scraper's own Prometheus metrics.
@@ -32,12 +35,12 @@ func newTelemetry(reg prometheus.Registerer, targets func() []*target) (*telemet
 		reg: reg,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hermod_collector_scrape_duration_seconds",
-			Help:    "Time of one scrape of an endpoint's /metrics (kind metrics, parsing included) or /v1/models (kind models), failed ones included.",
+			Help:    "Time of one scrape of an endpoint's /metrics (kind metrics, parsing included) /v1/models (kind models) or an attribute source such as a DCGM exporter (kind attributes), failed ones included.",
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 		}, []string{"kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hermod_collector_scrape_errors_total",
-			Help: "Failed scrapes by kind (metrics, models) and reason (timeout, connect, status, parse).",
+			Help: "Failed scrapes by kind (metrics, models, attributes) and reason (timeout, connect, status, parse).",
 		}, []string{"kind", "reason"}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hermod_collector_scrape_skipped_total",
@@ -48,7 +51,7 @@ func newTelemetry(reg prometheus.Registerer, targets func() []*target) (*telemet
 			Help: "Endpoints being scraped.",
 		}),
 	}
-	for _, kind := range []string{kindMetrics, kindModels} {
+	for _, kind := range []string{kindMetrics, kindModels, kindAttributes} {
 		t.duration.WithLabelValues(kind)
 		for _, reason := range []string{reasonTimeout, reasonConnect, reasonStatus, reasonParse} {
 			t.errors.WithLabelValues(kind, reason)

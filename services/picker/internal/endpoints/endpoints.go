@@ -265,6 +265,7 @@ func (s *Set) ready(m *eventsv1.PodMetrics) bool {
 func newEndpoint(reg *registryv1.Endpoint, m *eventsv1.PodMetrics) *scheduling.Endpoint {
 	e := scheduling.NewEndpoint(reg.GetName(), reg.GetAddress(), int(reg.GetPort()), reg.GetLabels())
 	e.Metrics = toMetrics(m)
+	e.NodeAddress = reg.GetNodeAddress()
 	switch {
 	case len(m.GetServedModels()) > 0:
 		e.Models = m.GetServedModels()
@@ -297,6 +298,7 @@ func toMetrics(m *eventsv1.PodMetrics) *scheduling.Metrics {
 		PromptTokens:    m.GetPromptTokensTotal(),
 		OutputTokens:    m.GetGenerationTokensTotal(),
 		UpdatedAt:       at,
+		Attributes:      m.GetAttributes(),
 	}
 }
 

@@ -145,3 +145,27 @@ func TestServedModelsPreferTheCollector(t *testing.T) {
 		t.Errorf("models from /v1/models: %v", a.Models)
 	}
 }
+
+// The data layer's attributes and the node's address reach the scheduler's
+// endpoint.
+func TestAttributesAndNodeAddressReachTheEndpoint(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	r := reg("a", "10.0.0.1", 8000, "llama")
+	r.NodeAddress = "192.168.1.7"
+	s.SetRegistry(1, map[string]*registryv1.Endpoint{"a": r})
+	m := scrape("a", time.Now(), 2, 0)
+	m.Attributes = map[string]float64{"GPUUtilization/dcgm-extractor": 0.42}
+	s.UpdateMetrics(m)
+	s.Flush()
+	a, _ := s.View().Lookup("a")
+	if a.NodeAddress != "192.168.1.7" {
+		t.Errorf("node address %q", a.NodeAddress)
+	}
+	if v, ok := a.Attribute("GPUUtilization/dcgm-extractor"); !ok || v != 0.42 {
+		t.Errorf("GPU utilisation %v %v", v, ok)
+	}
+	if v, ok := a.Attribute(scheduling.AttributeWaitingQueueSize); !ok || v != 2 {
+		t.Errorf("WaitingQueueSize %v %v", v, ok)
+	}
+}

@@ -65,6 +65,7 @@ func run() error {
 	fs.StringVar(&o.StateFile, "state-file", "", "write the running stack's addresses and process ids here (JSON) once it is ready, and again whenever a child restarts")
 	var noRestart cmdline.List
 	fs.Var(&noRestart, "no-restart", "children left down once they exit, by name (picker-1, vllm-sim-0) or role (pod, picker, gateway, indexer, ...), comma-separated; every other child is restarted with backoff (0.2s doubling to 10s), on the same ports")
+	fs.IntVar(&o.DCGMPort, "dcgm-port", 0, "give each pod a node of its own on loopback (127.0.1.<i+1>) serving a DCGM exporter DaemonSet's page at this port, for dcgm-data-source with useNodeAddress (0: none)")
 	fs.Var(&simArgs, "sim-args", "more vllm-sim arguments, comma-separated (e.g. --sim-args=--max-num-seqs,64)")
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {

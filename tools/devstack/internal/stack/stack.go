@@ -105,6 +105,10 @@ type Options struct {
 	StateFile                string // where to write the running stack's addresses (JSON); empty = none
 	Verbosity                int
 	SimArgs                  []string // more vllm-sim arguments
+	// DCGMPort, when set, gives each pod a node of its own on loopback
+	// (127.0.1.<i+1>) with a DCGM exporter page at this port, as a DCGM
+	// exporter DaemonSet on each node of a cluster.
+	DCGMPort int
 	// OTLPEndpoint, when set, is handed to every Hermod service
 	// (--otlp-endpoint): each exports its spans there (host:port of an
 	// OTLP/gRPC collector). The children inherit devstack's environment
@@ -473,6 +477,9 @@ func (s *stack) startPods(etcd, v string) error {
 			"--pod-speed", strconv.FormatFloat(speed, 'g', -1, 64), "--speed", strconv.FormatFloat(s.o.Speed, 'g', -1, 64),
 			"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, kv, kv+1),
 			"-v", v}
+		if s.o.DCGMPort > 0 {
+			args = append(args, "--node-address", podNodeAddress(i), "--dcgm-port", strconv.Itoa(s.o.DCGMPort))
+		}
 		args = append(args, s.securityArgs("vllm-sim", true)...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -484,6 +491,10 @@ func (s *stack) startPods(etcd, v string) error {
 	}
 	return nil
 }
+
+// podNodeAddress is the loopback address of pod i's node with
+// --dcgm-port.
+func podNodeAddress(i int) string { return fmt.Sprintf("127.0.1.%d", i%254+1) }
 
 // startValkey starts the in-flight server with --valkey and returns the
 // pickers' arguments for it (none without).

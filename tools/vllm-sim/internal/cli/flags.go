@@ -25,32 +25,39 @@ import (
 
 // Options is the parsed command line.
 type Options struct {
-	Model          string
-	ServedNames    []string
-	Host           string
-	Port           int
-	Engine         engine.Config
-	EnableLoRA     bool
-	LoRAModules    map[string]string
-	LoRAOrder      []string
-	KVEvents       server.KVEventsConfig
-	DetailsTokens  bool
-	Seed           uint64
-	APIKey         string
-	Speed          float64
-	Pods           int
-	PodName        string
-	FirstPodIndex  int
-	PodSpeeds      []float64
-	EventEncoding  events.Encoding
-	ReplayFraming  kvzmq.ReplayFraming
-	Faults         server.Faults
-	LegacyMetrics  bool
-	EtcdEndpoints  []string
-	Etcd           bootstrap.EtcdSecurity
-	Pool           string
-	RegisterTTL    time.Duration
-	Advertise      string
+	Model         string
+	ServedNames   []string
+	Host          string
+	Port          int
+	Engine        engine.Config
+	EnableLoRA    bool
+	LoRAModules   map[string]string
+	LoRAOrder     []string
+	KVEvents      server.KVEventsConfig
+	DetailsTokens bool
+	Seed          uint64
+	APIKey        string
+	Speed         float64
+	Pods          int
+	PodName       string
+	FirstPodIndex int
+	PodSpeeds     []float64
+	EventEncoding events.Encoding
+	ReplayFraming kvzmq.ReplayFraming
+	Faults        server.Faults
+	LegacyMetrics bool
+	EtcdEndpoints []string
+	Etcd          bootstrap.EtcdSecurity
+	Pool          string
+	RegisterTTL   time.Duration
+	Advertise     string
+	// NodeAddress is the address of the node the fleet's pods run on:
+	// registered as theirs (empty: Advertise), and where the DCGM page
+	// listens.
+	NodeAddress string
+	// DCGMPort, when set, serves a DCGM exporter's page for the fleet's
+	// pods (a node's DaemonSet exporter) on NodeAddress:DCGMPort.
+	DCGMPort       int
 	Labels         map[string]string
 	PodLabels      map[int]map[string]string
 	Verbosity      int
@@ -239,6 +246,8 @@ func (o *Options) defineFaultsAndRegistry(fs *flag.FlagSet, sim func(string) str
 	fs.StringVar(&o.Pool, sim("pool"), "default", "pool the pods register in")
 	fs.DurationVar(&o.RegisterTTL, sim("registration-ttl"), 10*time.Second, "lease TTL of each pod's registration")
 	fs.StringVar(&o.Advertise, sim("advertise-address"), "127.0.0.1", "address registered for the pods")
+	fs.StringVar(&o.NodeAddress, sim("node-address"), "", "address of the pods' node, registered as theirs and where the DCGM page listens (default: --advertise-address)")
+	fs.IntVar(&o.DCGMPort, sim("dcgm-port"), 0, "serve a DCGM exporter DaemonSet's page (DCGM_FI_DEV_GPU_UTIL per pod, from its load or the gpu_utilization fault) on the node address at this port; 0: none")
 	fs.Func(sim("labels"), "labels of every pod: k=v,k=v", func(v string) error {
 		m, err := parseLabels(v)
 		o.Labels = m

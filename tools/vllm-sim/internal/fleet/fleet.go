@@ -196,10 +196,18 @@ func (f *Fleet) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var wg sync.WaitGroup
+	if f.opts.DCGMPort > 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(f.nodeAddress(), strconv.Itoa(f.opts.DCGMPort)))
+		if err != nil {
+			return fmt.Errorf("DCGM exporter page: %w", err)
+		}
+		f.log.Info("serving a DCGM exporter page", "address", ln.Addr().String())
+		wg.Go(func() { f.serveDCGM(ctx, ln) })
+	}
 	f.mu.Lock()
 	f.ctx = ctx
 	f.mu.Unlock()
-	var wg sync.WaitGroup
 	errs := make(chan error, len(f.pods))
 	for i, p := range f.pods {
 		wg.Add(1)
@@ -245,7 +253,7 @@ func (f *Fleet) record(i int) *registryv1.Endpoint {
 	}
 	maps.Copy(labels, f.opts.PodLabels[i])
 	ep := &registryv1.Endpoint{
-		Name: cfg.Name, Pool: f.opts.Pool, Address: f.opts.Advertise, Port: int32(cfg.Port), Labels: labels,
+		Name: cfg.Name, Pool: f.opts.Pool, Address: f.opts.Advertise, NodeAddress: f.nodeAddress(), Port: int32(cfg.Port), Labels: labels,
 		Model: cfg.ServedNames[0], ServedModels: append(append([]string{}, cfg.ServedNames...), cfg.Engine.Adapters...),
 		KvEventsTopic: cfg.KVEvents.Topic,
 	}
@@ -260,6 +268,14 @@ func (f *Fleet) record(i int) *registryv1.Endpoint {
 		}
 	}
 	return ep
+}
+
+// nodeAddress is the address of the pods' node.
+func (f *Fleet) nodeAddress() string {
+	if f.opts.NodeAddress != "" {
+		return f.opts.NodeAddress
+	}
+	return f.opts.Advertise
 }
 
 // advertised replaces a wildcard host in a tcp:// endpoint by addr.

@@ -20,6 +20,9 @@ type Faults struct {
 	// ExtraLatency delays every request (simulated time) before it reaches
 	// the engine.
 	ExtraLatency scheduling.Duration `json:"extra_latency,omitempty"`
+	// GPUUtilization, in percent, is what the fleet's DCGM exporter page
+	// reports for the pod instead of the utilisation its load makes.
+	GPUUtilization *float64 `json:"gpu_utilization,omitempty"`
 }
 
 // Validate checks the rates.
@@ -41,6 +44,9 @@ func (f *Faults) Validate() error {
 	}
 	if f.ExtraLatency < 0 {
 		return fmt.Errorf("extra_latency: must not be negative")
+	}
+	if u := f.GPUUtilization; u != nil && (*u < 0 || *u > 100) {
+		return fmt.Errorf("gpu_utilization: must be a percentage, 0 to 100 (got %v)", *u)
 	}
 	return nil
 }
@@ -98,4 +104,18 @@ func (p *Pod) putFaults(w http.ResponseWriter, r *http.Request) {
 	}
 	p.faults.Store(&f)
 	writeJSON(w, http.StatusOK, &f)
+}
+
+// GPUUtilization is the pod's GPU utilisation in percent, as a DCGM
+// exporter would report DCGM_FI_DEV_GPU_UTIL: the share of its
+// --max-num-seqs running, or the gpu_utilization fault when set.
+func (p *Pod) GPUUtilization() float64 {
+	if f := p.faults.Load(); f != nil && f.GPUUtilization != nil {
+		return *f.GPUUtilization
+	}
+	seqs := p.cfg.Engine.MaxNumSeqs
+	if seqs <= 0 {
+		return 0
+	}
+	return 100 * min(1, float64(p.engine.Snapshot().Running)/float64(seqs))
 }

@@ -63,8 +63,13 @@ type PodMetrics struct {
 	Error               string                 `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
 	ConsecutiveFailures int32                  `protobuf:"varint,22,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	LastSuccess         *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=last_success,json=lastSuccess,proto3" json:"last_success,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Endpoint attributes from the data sources of the pool's config other
+	// than the engine's /metrics and /v1/models (a DCGM exporter's GPU
+	// utilisation under GPUUtilization/dcgm-extractor, say): the values of
+	// each source's latest good fetch, by attribute key.
+	Attributes    map[string]float64 `protobuf:"bytes,24,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodMetrics) Reset() {
@@ -258,11 +263,18 @@ func (x *PodMetrics) GetLastSuccess() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PodMetrics) GetAttributes() map[string]float64 {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
 var File_hermod_events_v1_metrics_proto protoreflect.FileDescriptor
 
 const file_hermod_events_v1_metrics_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehermod/events/v1/metrics.proto\x12\x10hermod.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcc\a\n" +
+	"\x1ehermod/events/v1/metrics.proto\x12\x10hermod.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\b\n" +
 	"\n" +
 	"PodMetrics\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12\x1a\n" +
@@ -289,7 +301,13 @@ const file_hermod_events_v1_metrics_proto_rawDesc = "" +
 	"\rserved_models\x18\x14 \x03(\tR\fservedModels\x12\x14\n" +
 	"\x05error\x18\x15 \x01(\tR\x05error\x121\n" +
 	"\x14consecutive_failures\x18\x16 \x01(\x05R\x13consecutiveFailures\x12=\n" +
-	"\flast_success\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSuccessB=Z;github.com/hermod/hermod/libs/api/hermod/events/v1;eventsv1b\x06proto3"
+	"\flast_success\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\vlastSuccess\x12L\n" +
+	"\n" +
+	"attributes\x18\x18 \x03(\v2,.hermod.events.v1.PodMetrics.AttributesEntryR\n" +
+	"attributes\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B=Z;github.com/hermod/hermod/libs/api/hermod/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_hermod_events_v1_metrics_proto_rawDescOnce sync.Once
@@ -303,19 +321,21 @@ func file_hermod_events_v1_metrics_proto_rawDescGZIP() []byte {
 	return file_hermod_events_v1_metrics_proto_rawDescData
 }
 
-var file_hermod_events_v1_metrics_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_hermod_events_v1_metrics_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_hermod_events_v1_metrics_proto_goTypes = []any{
 	(*PodMetrics)(nil),            // 0: hermod.events.v1.PodMetrics
-	(*timestamppb.Timestamp)(nil), // 1: google.protobuf.Timestamp
+	nil,                           // 1: hermod.events.v1.PodMetrics.AttributesEntry
+	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
 }
 var file_hermod_events_v1_metrics_proto_depIdxs = []int32{
-	1, // 0: hermod.events.v1.PodMetrics.time:type_name -> google.protobuf.Timestamp
-	1, // 1: hermod.events.v1.PodMetrics.last_success:type_name -> google.protobuf.Timestamp
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 0: hermod.events.v1.PodMetrics.time:type_name -> google.protobuf.Timestamp
+	2, // 1: hermod.events.v1.PodMetrics.last_success:type_name -> google.protobuf.Timestamp
+	1, // 2: hermod.events.v1.PodMetrics.attributes:type_name -> hermod.events.v1.PodMetrics.AttributesEntry
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_hermod_events_v1_metrics_proto_init() }
@@ -329,7 +349,7 @@ func file_hermod_events_v1_metrics_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_events_v1_metrics_proto_rawDesc), len(file_hermod_events_v1_metrics_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -59,7 +59,11 @@ type Endpoint struct {
 	// empty if the events are published without a topic.
 	KvEventsTopic string `protobuf:"bytes,11,opt,name=kv_events_topic,json=kvEventsTopic,proto3" json:"kv_events_topic,omitempty"`
 	// When the endpoint was (last) registered; set by the registering process.
-	RegisteredAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	RegisteredAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// IP of the node the endpoint runs on (a pod's status.hostIP); empty when
+	// unknown. Node-level exporters (a DCGM exporter DaemonSet) are scraped
+	// there.
+	NodeAddress   string `protobuf:"bytes,13,opt,name=node_address,json=nodeAddress,proto3" json:"node_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,11 +182,18 @@ func (x *Endpoint) GetRegisteredAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Endpoint) GetNodeAddress() string {
+	if x != nil {
+		return x.NodeAddress
+	}
+	return ""
+}
+
 var File_hermod_registry_v1_endpoint_proto protoreflect.FileDescriptor
 
 const file_hermod_registry_v1_endpoint_proto_rawDesc = "" +
 	"\n" +
-	"!hermod/registry/v1/endpoint.proto\x12\x12hermod.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x04\n" +
+	"!hermod/registry/v1/endpoint.proto\x12\x12hermod.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x04\n" +
 	"\bEndpoint\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x18\n" +
@@ -196,7 +207,8 @@ const file_hermod_registry_v1_endpoint_proto_rawDesc = "" +
 	"\x12data_parallel_rank\x18\n" +
 	" \x01(\x05R\x10dataParallelRank\x12&\n" +
 	"\x0fkv_events_topic\x18\v \x01(\tR\rkvEventsTopic\x12?\n" +
-	"\rregistered_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x1a9\n" +
+	"\rregistered_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12!\n" +
+	"\fnode_address\x18\r \x01(\tR\vnodeAddress\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01BAZ?github.com/hermod/hermod/libs/api/hermod/registry/v1;registryv1b\x06proto3"

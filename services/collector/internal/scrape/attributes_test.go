@@ -1,0 +1,76 @@
+package scrape
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
+	registryv1 "github.com/hermod/hermod/libs/api/hermod/registry/v1"
+	"github.com/hermod/hermod/libs/plugins/datalayer"
+	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/scheduling/schedulingtest"
+)
+
+func dcgmPage(pod string, util int) string {
+	return fmt.Sprintf("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"+
+		"DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=%q} %d\n"+
+		"DCGM_FI_DEV_GPU_UTIL{gpu=\"1\",pod=\"someone-else\"} 99\n", pod, util)
+}
+
+// A DCGM exporter's GPU utilisation is fetched at its own interval,
+// published with the endpoint's metrics, kept through failed fetches and
+// dropped with the poll.
+func TestAttributePollsPublishGPUUtilization(t *testing.T) {
+	engine := newPod(t, vllmBody(1, 0, 0.2, 10))
+	exporter := newPod(t, dcgmPage("vllm-0", 37))
+	h := newHarness(t, Config{})
+	h.s.SetEndpoints([]*registryv1.Endpoint{engine.endpoint("pool", "vllm-0")})
+
+	gpu := func(m *eventsv1.PodMetrics) (float64, bool) {
+		v, ok := m.GetAttributes()[datalayer.GPUUtilizationKey]
+		return v, ok
+	}
+	first := h.rec.waitFor(t, "vllm-0", "a scrape", func(*eventsv1.PodMetrics) bool { return true })
+	if _, ok := gpu(first); ok {
+		t.Fatal("GPU utilisation published before any attribute poll")
+	}
+
+	hd := schedulingtest.NewHandle()
+	src := schedulingtest.New[*datalayer.DCGMSource](t, hd, datalayer.DCGMSourceType, "gpus",
+		fmt.Sprintf(`{"port": %d, "interval": "100ms"}`, exporter.srv.Listener.Addr().(*net.TCPAddr).Port))
+	x := schedulingtest.New[*datalayer.DCGMExtractor](t, hd, datalayer.DCGMExtractorType, "", "")
+	h.s.SetAttributePolls([]AttributePoll{{Source: src, Extractors: []scheduling.DataExtractor{x}, Interval: src.Interval().Std()}})
+	h.rec.waitFor(t, "vllm-0", "GPU utilisation 0.37", func(m *eventsv1.PodMetrics) bool {
+		v, ok := gpu(m)
+		return ok && v == 0.37
+	})
+	exporter.setMetrics(dcgmPage("vllm-0", 80))
+	h.rec.waitFor(t, "vllm-0", "GPU utilisation 0.8", func(m *eventsv1.PodMetrics) bool {
+		v, ok := gpu(m)
+		return ok && v == 0.8
+	})
+	// Fetched every 100 ms, not at every 10 ms metrics scrape.
+	before := exporter.requests.Load()
+	time.Sleep(500 * time.Millisecond)
+	if n := exporter.requests.Load() - before; n > 8 || n < 2 {
+		t.Errorf("%d exporter fetches in 500 ms at a 100 ms interval", n)
+	}
+
+	exporter.status.Store(http.StatusServiceUnavailable)
+	eventually(t, 5*time.Second, "a failed attribute fetch counted", func() bool {
+		n, _ := h.metric(t, "hermod_collector_scrape_errors_total", "kind", "attributes", "reason", "status")
+		return n > 0
+	})
+	if v, ok := gpu(h.rec.waitFor(t, "vllm-0", "a scrape", func(*eventsv1.PodMetrics) bool { return true })); !ok || v != 0.8 {
+		t.Errorf("while the exporter fails: %v %v, want the latest good 0.8", v, ok)
+	}
+
+	h.s.SetAttributePolls(nil)
+	h.rec.waitFor(t, "vllm-0", "no GPU utilisation once the poll is gone", func(m *eventsv1.PodMetrics) bool {
+		_, ok := gpu(m)
+		return !ok
+	})
+}
