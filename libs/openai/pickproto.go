@@ -48,6 +48,14 @@ func (r *Request) Proto() *pickerv1.ParsedRequest {
 					msgs[i].Media = append(msgs[i].Media, k.proto)
 				}
 			}
+			if len(m.Items) > 0 {
+				items := make([]pickerv1.MediaItem, len(m.Items))
+				msgs[i].Items = make([]*pickerv1.MediaItem, len(m.Items))
+				for j, it := range m.Items {
+					items[j] = pickerv1.MediaItem{Kind: mediaProto(it.Kind), Hash: it.Hash}
+					msgs[i].Items[j] = &items[j]
+				}
+			}
 			p.Messages[i] = &msgs[i]
 		}
 	}
@@ -65,13 +73,38 @@ func FromProto(api API, p *pickerv1.ParsedRequest) Request {
 		for i, m := range p.GetMessages() {
 			r.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent()}
 			for _, media := range m.GetMedia() {
-				for _, k := range mediaKinds {
-					if media == k.proto {
-						r.Messages[i].Media |= k.kind
-					}
+				r.Messages[i].Media |= mediaKind(media)
+			}
+			for _, it := range m.GetItems() {
+				if len(r.Messages[i].Items) == MaxMediaItems {
+					break
+				}
+				if kind := mediaKind(it.GetKind()); kind != 0 {
+					r.Messages[i].Items = append(r.Messages[i].Items, MediaItem{Kind: kind, Hash: it.GetHash()})
 				}
 			}
 		}
 	}
 	return r
+}
+
+// mediaProto is a media kind's enum value (MEDIA_UNSPECIFIED for none or
+// several).
+func mediaProto(kind MediaKind) pickerv1.Media {
+	for _, k := range mediaKinds {
+		if kind == k.kind {
+			return k.proto
+		}
+	}
+	return pickerv1.Media_MEDIA_UNSPECIFIED
+}
+
+// mediaKind is the media kind of an enum value (0 for an unknown one).
+func mediaKind(m pickerv1.Media) MediaKind {
+	for _, k := range mediaKinds {
+		if m == k.proto {
+			return k.kind
+		}
+	}
+	return 0
 }

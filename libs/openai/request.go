@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Request is what Hermod reads of an OpenAI completions or chat-completions
@@ -43,12 +45,27 @@ const (
 )
 
 // Message is one chat message: its role, the concatenated text of its
-// content, and the kinds of media parts it carries.
+// content, and the kinds of media parts it carries with a hash of each.
 type Message struct {
 	Role    string
 	Content string
 	Media   MediaKind
+	// Items are the message's media parts: their kind and a hash of what
+	// the part says (the image's URL or data, the audio's data, ...), so
+	// that the same item sent again hashes alike. At most MaxMediaItems
+	// per request are hashed.
+	Items []MediaItem
 }
+
+// MediaItem is one media part of a message.
+type MediaItem struct {
+	Kind MediaKind
+	Hash uint64
+}
+
+// MaxMediaItems bounds the media parts of a request that are hashed
+// (Message.Items); the kinds of further parts are still noted.
+const MaxMediaItems = 256
 
 // BodyError is a request body Hermod refuses (HTTP 400); Param names the
 // member at fault ("messages[2].content"), "" for the body as a whole.
@@ -365,7 +382,7 @@ func (s *scanner) message(m *Message, param string) error {
 // content reads a message's content: null, a string, or a list of
 // content parts whose texts are joined and whose media kinds are noted.
 func (s *scanner) content(m *Message, param string) error {
-	m.Content, m.Media = "", 0
+	m.Content, m.Media, m.Items = "", 0, nil
 	switch s.peek() {
 	case 'n':
 		return s.literal("null")
@@ -394,6 +411,10 @@ func (s *scanner) contentPart(m *Message, sb *strings.Builder, param string) err
 	}
 	var typ, text string
 	hasText := false
+	// The part's other members (its payload: image_url, input_audio, ...)
+	// are hashed as sent.
+	var payload xxhash.Digest
+	payload.Reset()
 	err := s.object(4, func(key []byte) error {
 		switch string(key) {
 		case "type":
@@ -419,13 +440,23 @@ func (s *scanner) contentPart(m *Message, sb *strings.Builder, param string) err
 			text, hasText = v, true
 			return err
 		}
-		return s.skip(5)
+		start := s.i
+		if err := s.skip(5); err != nil {
+			return err
+		}
+		_, _ = payload.Write(key)
+		_, _ = payload.Write(s.b[start:s.i])
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	if kind := mediaKindOf(typ); kind != 0 {
 		m.Media |= kind
+		if s.mediaItems < MaxMediaItems {
+			m.Items = append(m.Items, MediaItem{Kind: kind, Hash: payload.Sum64()})
+			s.mediaItems++
+		}
 	} else if hasText {
 		sb.WriteString(text)
 	}

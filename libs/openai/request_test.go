@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +42,13 @@ func TestParseTopLevel(t *testing.T) {
 func equalRequests(a, b Request) bool {
 	return a.API == b.API && a.Model == b.Model && a.Stream == b.Stream && a.HasStreamOptions == b.HasStreamOptions &&
 		a.IncludeUsage == b.IncludeUsage && a.MaxTokens == b.MaxTokens && a.Prompt == b.Prompt &&
-		slices.Equal(a.Messages, b.Messages) && slices.Equal(a.TokenIDs, b.TokenIDs)
+		slices.EqualFunc(a.Messages, b.Messages, func(x, y Message) bool { return sameText(x, y) && slices.Equal(x.Items, y.Items) }) &&
+		slices.Equal(a.TokenIDs, b.TokenIDs)
+}
+
+// sameText compares messages but for their media items.
+func sameText(a, b Message) bool {
+	return a.Role == b.Role && a.Content == b.Content && a.Media == b.Media
 }
 
 func TestParsePrompt(t *testing.T) {
@@ -89,7 +96,7 @@ func TestParseChat(t *testing.T) {
 		{Role: "assistant"},
 		{Role: "user", Media: MediaAudio | MediaVideo},
 	}
-	if !slices.Equal(r.Messages, want) || r.Model != "llama" {
+	if !slices.EqualFunc(r.Messages, want, sameText) || r.Model != "llama" {
 		t.Errorf("messages = %+v", r.Messages)
 	}
 	r, err = Parse(APIChatCompletions, []byte(`{"messages":[]}`))
@@ -253,7 +260,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Model != ref.model || r.Stream != ref.stream || !slices.Equal(r.Messages, ref.msgs) {
+		if r.Model != ref.model || r.Stream != ref.stream || !slices.EqualFunc(r.Messages, ref.msgs, sameText) {
 			t.Fatalf("%q: parsed %+v, encoding/json reads %+v", body, r, ref)
 		}
 		if _, err := Parse(APICompletions, body); err != nil && !errors.As(err, &be) {
@@ -281,5 +288,47 @@ func TestProtoRoundTrip(t *testing.T) {
 		if got, ok := APIOfPick(api.PickAPI()); !ok || got != api {
 			t.Errorf("api %v: %v", api, got)
 		}
+	}
+}
+
+// Each media part hashes what it says: the same image sent again (in
+// another message, another request, with other text around it) hashes
+// alike, another image otherwise; the proto carries the items.
+func TestMediaItems(t *testing.T) {
+	parse := func(body string) Request {
+		t.Helper()
+		r, err := Parse(APIChatCompletions, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	cat := `{"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}`
+	dog := `{"type": "image_url", "image_url": {"url": "https://example.com/dog.png"}}`
+	a := parse(`{"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, ` + cat + `, ` + dog + `]}]}`)
+	b := parse(`{"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": [` + cat + `, {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]}]}`)
+	items := a.Messages[0].Items
+	if len(items) != 2 || items[0].Kind != MediaImage || items[0].Hash == items[1].Hash {
+		t.Fatalf("items %+v, want two images with different hashes", items)
+	}
+	other := b.Messages[1].Items
+	if len(other) != 2 || other[0] != items[0] || other[1].Kind != MediaAudio {
+		t.Errorf("the cat again: %+v, want %+v first, then audio", other, items[0])
+	}
+	if back := FromProto(APIChatCompletions, b.Proto()); !slices.Equal(back.Messages[1].Items, other) {
+		t.Errorf("through the proto: %+v, want %+v", back.Messages[1].Items, other)
+	}
+	// The hashed items are bounded per request.
+	var sb strings.Builder
+	sb.WriteString(`{"messages": [{"role": "user", "content": [`)
+	for i := range MaxMediaItems + 10 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"type": "image_url", "image_url": {"url": "https://example.com/%d.png"}}`, i)
+	}
+	sb.WriteString(`]}]}`)
+	if r := parse(sb.String()); len(r.Messages[0].Items) != MaxMediaItems || r.Messages[0].Media != MediaImage {
+		t.Errorf("%d items hashed of %d parts, want %d", len(r.Messages[0].Items), MaxMediaItems+10, MaxMediaItems)
 	}
 }

@@ -16,6 +16,8 @@ const maxDepth = 256
 type scanner struct {
 	b []byte
 	i int
+	// mediaItems counts the media parts hashed so far (MaxMediaItems).
+	mediaItems int
 }
 
 func (s *scanner) peek() byte {

@@ -239,6 +239,50 @@ func (x *Index) Match(hashes []uint64, out *scheduling.PrefixMatch) {
 	runPool.Put(runp)
 }
 
+// MatchAny sets in out, for each endpoint holding any of hashes, how many
+// of them it holds, wherever they are in the list (a set, not a prefix:
+// the media items of a request, say). hashes holds no duplicates.
+func (x *Index) MatchAny(hashes []uint64, out *scheduling.PrefixMatch) {
+	if len(hashes) == 0 {
+		return
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	runp := runPool.Get().(*[]int32)
+	run := *runp
+	if len(run) < len(x.servers) {
+		run = make([]int32, len(x.servers))
+	}
+	var seen []uint32
+	for _, h := range hashes {
+		for _, id := range x.blocks[h] {
+			if run[id] == 0 {
+				seen = append(seen, id)
+			}
+			run[id]++
+		}
+	}
+	for _, id := range seen {
+		srv := x.servers[id]
+		out.Set(srv.name, srv.nameHash, int(run[id]))
+		run[id] = 0
+	}
+	*runp = run
+	runPool.Put(runp)
+}
+
+// Holds reports whether endpoint holds hash.
+func (x *Index) Holds(endpoint string, hash uint64) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	id, ok := x.byName[endpoint]
+	if !ok {
+		return false
+	}
+	_, held := x.servers[id].slots[hash]
+	return held
+}
+
 // runPool holds Match's per-call run arrays (all zero between calls).
 var runPool = sync.Pool{New: func() any { return new([]int32) }}
 

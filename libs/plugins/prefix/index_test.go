@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hermod/hermod/libs/plugins/prefix"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -519,5 +520,22 @@ func BenchmarkIndexMatch(b *testing.B) {
 	}
 	if out.MatchedBlocks("pod-7") != 128 || out.MatchedBlocks("pod-0") != 64 {
 		b.Fatalf("unexpected match %v", out.Matched())
+	}
+}
+
+// MatchAny counts the hashes each endpoint holds wherever they are in the
+// list; Holds answers for one.
+func TestMatchAnyIsASetMatch(t *testing.T) {
+	x := prefix.NewIndex()
+	st := scheduling.StampOf(1, time.Unix(1, 0))
+	x.Add("a", 0, 8, []uint64{1, 2, 3}, st)
+	x.Add("b", 0, 8, []uint64{3, 9}, st)
+	var m scheduling.PrefixMatch
+	x.MatchAny([]uint64{9, 3, 7}, &m)
+	if got := m.Matched(); len(got) != 2 || got["a"] != 1 || got["b"] != 2 {
+		t.Errorf("matched %v, want a:1 b:2", got)
+	}
+	if !x.Holds("b", 9) || x.Holds("a", 9) || x.Holds("c", 1) {
+		t.Error("Holds")
 	}
 }

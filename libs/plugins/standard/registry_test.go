@@ -19,8 +19,6 @@ var notYetBuilt = map[string]bool{
 	"disaggregatedset-rollout-screener":         true,
 	"file-discovery":                            true,
 	"k8s-notification-source":                   true,
-	"mm-embeddings-cache-producer":              true,
-	"mm-embeddings-cache-scorer":                true,
 	"multicluster-approx-prefix-cache-producer": true,
 	"multicluster-file-discovery":               true,
 	"multicluster-kv-cache-utilization-scorer":  true,

@@ -20,6 +20,7 @@ import (
 	_ "github.com/hermod/hermod/libs/plugins/headers"
 	_ "github.com/hermod/hermod/libs/plugins/inflightload"
 	"github.com/hermod/hermod/libs/plugins/leastrequest"
+	_ "github.com/hermod/hermod/libs/plugins/mmcache"
 	_ "github.com/hermod/hermod/libs/plugins/nohitlru"
 	_ "github.com/hermod/hermod/libs/plugins/p2psource"
 	_ "github.com/hermod/hermod/libs/plugins/parser"

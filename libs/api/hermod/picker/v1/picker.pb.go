@@ -403,10 +403,13 @@ func (x *ParsedRequest) GetTokenIds() []uint32 {
 // ChatMessage is one chat message: its role, the text of its content
 // (the text parts joined), and the kinds of media parts it carries.
 type ChatMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
-	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	Media         []Media                `protobuf:"varint,3,rep,packed,name=media,proto3,enum=hermod.picker.v1.Media" json:"media,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Role    string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Content string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Media   []Media                `protobuf:"varint,3,rep,packed,name=media,proto3,enum=hermod.picker.v1.Media" json:"media,omitempty"`
+	// Each media part (at most 256 per request): its kind and a hash of
+	// what it says, for encoder-cache affinity.
+	Items         []*MediaItem `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +465,66 @@ func (x *ChatMessage) GetMedia() []Media {
 	return nil
 }
 
+func (x *ChatMessage) GetItems() []*MediaItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// MediaItem is one media part of a message.
+type MediaItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          Media                  `protobuf:"varint,1,opt,name=kind,proto3,enum=hermod.picker.v1.Media" json:"kind,omitempty"`
+	Hash          uint64                 `protobuf:"fixed64,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MediaItem) Reset() {
+	*x = MediaItem{}
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MediaItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MediaItem) ProtoMessage() {}
+
+func (x *MediaItem) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MediaItem.ProtoReflect.Descriptor instead.
+func (*MediaItem) Descriptor() ([]byte, []int) {
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MediaItem) GetKind() Media {
+	if x != nil {
+		return x.Kind
+	}
+	return Media_MEDIA_UNSPECIFIED
+}
+
+func (x *MediaItem) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
 type PickResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The decision's id: Complete and the completion event name it.
@@ -488,7 +551,7 @@ type PickResponse struct {
 
 func (x *PickResponse) Reset() {
 	*x = PickResponse{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +563,7 @@ func (x *PickResponse) String() string {
 func (*PickResponse) ProtoMessage() {}
 
 func (x *PickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[3]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +576,7 @@ func (x *PickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickResponse.ProtoReflect.Descriptor instead.
 func (*PickResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{3}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PickResponse) GetDecisionId() string {
@@ -587,7 +650,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +662,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[4]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +675,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{4}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Target) GetName() string {
@@ -645,7 +708,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[5]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +720,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[5]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +733,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{5}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CompleteRequest) GetCompletion() *v1.RequestCompleted {
@@ -688,7 +751,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[6]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +763,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_picker_v1_picker_proto_msgTypes[6]
+	mi := &file_hermod_picker_v1_picker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +776,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{6}
+	return file_hermod_picker_v1_picker_proto_rawDescGZIP(), []int{7}
 }
 
 var File_hermod_picker_v1_picker_proto protoreflect.FileDescriptor
@@ -741,11 +804,15 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"max_tokens\x18\x03 \x01(\x05R\tmaxTokens\x12\x16\n" +
 	"\x06prompt\x18\x04 \x01(\tR\x06prompt\x129\n" +
 	"\bmessages\x18\x05 \x03(\v2\x1d.hermod.picker.v1.ChatMessageR\bmessages\x12\x1b\n" +
-	"\ttoken_ids\x18\x06 \x03(\rR\btokenIds\"j\n" +
+	"\ttoken_ids\x18\x06 \x03(\rR\btokenIds\"\x9d\x01\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12-\n" +
-	"\x05media\x18\x03 \x03(\x0e2\x17.hermod.picker.v1.MediaR\x05media\"\xb4\x03\n" +
+	"\x05media\x18\x03 \x03(\x0e2\x17.hermod.picker.v1.MediaR\x05media\x121\n" +
+	"\x05items\x18\x04 \x03(\v2\x1b.hermod.picker.v1.MediaItemR\x05items\"L\n" +
+	"\tMediaItem\x12+\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x17.hermod.picker.v1.MediaR\x04kind\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x06R\x04hash\"\xb4\x03\n" +
 	"\fPickResponse\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x122\n" +
@@ -803,7 +870,7 @@ func file_hermod_picker_v1_picker_proto_rawDescGZIP() []byte {
 }
 
 var file_hermod_picker_v1_picker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hermod_picker_v1_picker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_hermod_picker_v1_picker_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_hermod_picker_v1_picker_proto_goTypes = []any{
 	(PickFailure)(0),            // 0: hermod.picker.v1.PickFailure
 	(Api)(0),                    // 1: hermod.picker.v1.Api
@@ -811,36 +878,39 @@ var file_hermod_picker_v1_picker_proto_goTypes = []any{
 	(*PickRequest)(nil),         // 3: hermod.picker.v1.PickRequest
 	(*ParsedRequest)(nil),       // 4: hermod.picker.v1.ParsedRequest
 	(*ChatMessage)(nil),         // 5: hermod.picker.v1.ChatMessage
-	(*PickResponse)(nil),        // 6: hermod.picker.v1.PickResponse
-	(*Target)(nil),              // 7: hermod.picker.v1.Target
-	(*CompleteRequest)(nil),     // 8: hermod.picker.v1.CompleteRequest
-	(*CompleteResponse)(nil),    // 9: hermod.picker.v1.CompleteResponse
-	nil,                         // 10: hermod.picker.v1.PickRequest.HeadersEntry
-	nil,                         // 11: hermod.picker.v1.PickResponse.HeadersEntry
-	nil,                         // 12: hermod.picker.v1.Target.ResponseHeadersEntry
-	(*v1.RequestCompleted)(nil), // 13: hermod.events.v1.RequestCompleted
+	(*MediaItem)(nil),           // 6: hermod.picker.v1.MediaItem
+	(*PickResponse)(nil),        // 7: hermod.picker.v1.PickResponse
+	(*Target)(nil),              // 8: hermod.picker.v1.Target
+	(*CompleteRequest)(nil),     // 9: hermod.picker.v1.CompleteRequest
+	(*CompleteResponse)(nil),    // 10: hermod.picker.v1.CompleteResponse
+	nil,                         // 11: hermod.picker.v1.PickRequest.HeadersEntry
+	nil,                         // 12: hermod.picker.v1.PickResponse.HeadersEntry
+	nil,                         // 13: hermod.picker.v1.Target.ResponseHeadersEntry
+	(*v1.RequestCompleted)(nil), // 14: hermod.events.v1.RequestCompleted
 }
 var file_hermod_picker_v1_picker_proto_depIdxs = []int32{
 	1,  // 0: hermod.picker.v1.PickRequest.api:type_name -> hermod.picker.v1.Api
-	10, // 1: hermod.picker.v1.PickRequest.headers:type_name -> hermod.picker.v1.PickRequest.HeadersEntry
+	11, // 1: hermod.picker.v1.PickRequest.headers:type_name -> hermod.picker.v1.PickRequest.HeadersEntry
 	4,  // 2: hermod.picker.v1.PickRequest.request:type_name -> hermod.picker.v1.ParsedRequest
 	5,  // 3: hermod.picker.v1.ParsedRequest.messages:type_name -> hermod.picker.v1.ChatMessage
 	2,  // 4: hermod.picker.v1.ChatMessage.media:type_name -> hermod.picker.v1.Media
-	7,  // 5: hermod.picker.v1.PickResponse.targets:type_name -> hermod.picker.v1.Target
-	7,  // 6: hermod.picker.v1.PickResponse.prefill:type_name -> hermod.picker.v1.Target
-	7,  // 7: hermod.picker.v1.PickResponse.encode:type_name -> hermod.picker.v1.Target
-	11, // 8: hermod.picker.v1.PickResponse.headers:type_name -> hermod.picker.v1.PickResponse.HeadersEntry
-	12, // 9: hermod.picker.v1.Target.response_headers:type_name -> hermod.picker.v1.Target.ResponseHeadersEntry
-	13, // 10: hermod.picker.v1.CompleteRequest.completion:type_name -> hermod.events.v1.RequestCompleted
-	3,  // 11: hermod.picker.v1.PickerService.Pick:input_type -> hermod.picker.v1.PickRequest
-	8,  // 12: hermod.picker.v1.PickerService.Complete:input_type -> hermod.picker.v1.CompleteRequest
-	6,  // 13: hermod.picker.v1.PickerService.Pick:output_type -> hermod.picker.v1.PickResponse
-	9,  // 14: hermod.picker.v1.PickerService.Complete:output_type -> hermod.picker.v1.CompleteResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 5: hermod.picker.v1.ChatMessage.items:type_name -> hermod.picker.v1.MediaItem
+	2,  // 6: hermod.picker.v1.MediaItem.kind:type_name -> hermod.picker.v1.Media
+	8,  // 7: hermod.picker.v1.PickResponse.targets:type_name -> hermod.picker.v1.Target
+	8,  // 8: hermod.picker.v1.PickResponse.prefill:type_name -> hermod.picker.v1.Target
+	8,  // 9: hermod.picker.v1.PickResponse.encode:type_name -> hermod.picker.v1.Target
+	12, // 10: hermod.picker.v1.PickResponse.headers:type_name -> hermod.picker.v1.PickResponse.HeadersEntry
+	13, // 11: hermod.picker.v1.Target.response_headers:type_name -> hermod.picker.v1.Target.ResponseHeadersEntry
+	14, // 12: hermod.picker.v1.CompleteRequest.completion:type_name -> hermod.events.v1.RequestCompleted
+	3,  // 13: hermod.picker.v1.PickerService.Pick:input_type -> hermod.picker.v1.PickRequest
+	9,  // 14: hermod.picker.v1.PickerService.Complete:input_type -> hermod.picker.v1.CompleteRequest
+	7,  // 15: hermod.picker.v1.PickerService.Pick:output_type -> hermod.picker.v1.PickResponse
+	10, // 16: hermod.picker.v1.PickerService.Complete:output_type -> hermod.picker.v1.CompleteResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_hermod_picker_v1_picker_proto_init() }
@@ -854,7 +924,7 @@ func file_hermod_picker_v1_picker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_picker_v1_picker_proto_rawDesc), len(file_hermod_picker_v1_picker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
