@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,15 +37,16 @@ import (
 //
 // Reported: direct_p50_us, gateway_p50_us, added_p50_us, added_p99_us,
 // nginx_added_p50_us, nginx_added_p99_us, pick_p50_us, pick_p99_us,
-// pick_alone_p50_us, pick_alone_p99_us (per-request figures; ns/op is per
-// run).
+// pick_alone_p50_us, pick_alone_p99_us, and the CPU each way spends per
+// request, gateway_cpu_us/req (gateway and picker) and nginx_cpu_us/req
+// (per-request figures; ns/op is per run).
 func BenchmarkGatewayOverhead(b *testing.B) {
 	s := startStack(b, "--pods", "1", "--slow-pods", "0", "--pickers", "1", "--speed", "1000")
 	pod := "http://" + s.state.Pods[0].Address + "/v1/completions"
 	gw := s.url("/v1/completions")
-	proxied := ""
-	if addr, ok := startNginx(b, s.state.Pods[0].Address); ok {
-		proxied = "http://" + addr + "/v1/completions"
+	proxied, nginxPID := "", 0
+	if addr, pid, ok := startNginx(b, s.state.Pods[0].Address); ok {
+		proxied, nginxPID = "http://"+addr+"/v1/completions", pid
 	}
 	body := fmt.Sprintf(`{"model":%q,"prompt":"Say hi","max_tokens":1}`, s.state.Model)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -112,6 +114,24 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	for range n {
 		alone = append(alone, pick())
 	}
+	// CPU per request: the gateway's and the picker's (user + system,
+	// from /proc) over requests through the gateway alone, and nginx's
+	// (master and worker) over requests through it alone.
+	gatewayCPU := func() float64 {
+		return cpuSeconds(b, s.state.PIDs["gateway"]) + cpuSeconds(b, s.state.PIDs["picker-0"])
+	}
+	perRequest := func(url string, cpu func() float64) float64 {
+		before := cpu()
+		for range n {
+			post(url)
+		}
+		return (cpu() - before) / float64(n) * 1e6
+	}
+	gatewayCPUus := perRequest(gw, gatewayCPU)
+	nginxCPUus := 0.0
+	if proxied != "" {
+		nginxCPUus = perRequest(proxied, func() float64 { return treeCPUSeconds(b, nginxPID) })
+	}
 	b.StopTimer()
 	q := func(d []time.Duration, p float64) float64 {
 		slices.Sort(d)
@@ -130,12 +150,35 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	b.ReportMetric(q(picks, 0.99), "pick_p99_us")
 	b.ReportMetric(q(alone, 0.5), "pick_alone_p50_us")
 	b.ReportMetric(q(alone, 0.99), "pick_alone_p99_us")
+	b.ReportMetric(gatewayCPUus, "gateway_cpu_us/req")
+	if proxied != "" {
+		b.ReportMetric(nginxCPUus, "nginx_cpu_us/req")
+	}
+}
+
+// treeCPUSeconds is the CPU time of a process and its children (nginx's
+// master and workers).
+func treeCPUSeconds(b *testing.B, pid int) float64 {
+	total := cpuSeconds(b, pid)
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, c := range strings.Fields(string(data)) {
+			if child, err := strconv.Atoi(c); err == nil {
+				total += cpuSeconds(b, child)
+			}
+		}
+	}
+	return total
 }
 
 // startNginx runs nginx as a plain reverse proxy to upstream (kept-alive
 // connections, no buffering, no access log) on a free loopback port, until
 // the benchmark ends; ok is false when nginx is not installed.
-func startNginx(b *testing.B, upstream string) (addr string, ok bool) {
+func startNginx(b *testing.B, upstream string) (addr string, pid int, ok bool) {
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx"} {
@@ -146,7 +189,7 @@ func startNginx(b *testing.B, upstream string) (addr string, ok bool) {
 	}
 	if bin == "" {
 		b.Log("nginx is not installed (make bench-overhead installs it): no nginx figures")
-		return "", false
+		return "", 0, false
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -195,7 +238,7 @@ http {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			_ = c.Close()
-			return addr, true
+			return addr, cmd.Process.Pid, true
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("nginx did not listen on %s: %v", addr, err)

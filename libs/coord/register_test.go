@@ -406,7 +406,7 @@ func TestFailedUpdateWrittenWhenEtcdReturns(t *testing.T) {
 	pool := coordtest.PoolName(t)
 
 	ep := testEndpoint(pool, "vllm-0")
-	reg, err := Register(ctx, cli, ep, 10*time.Second,
+	reg, err := Register(ctx, cli, ep, 30*time.Second,
 		WithLogger(testLogger(t)), WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond),
 		WithRequestTimeout(time.Second))
 	if err != nil {

@@ -16,6 +16,7 @@ package burstprefix
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ const (
 	// maxPrefixTokensToMatch is 0: prompts equal up to this many blocks
 	// are one group.
 	DefaultMaxPrefixBlocks = 2048
+	// WarnWindowDurationMs is the window above which the plugin warns
+	// that callers' pick deadlines must cover it.
+	WarnWindowDurationMs = 1000
 	// unlimited is the -1 of maxPerReplica and maxBatchSize.
 	unlimited = -1
 )
@@ -107,6 +111,9 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 		return nil, scheduling.ParamErrorf("maxBatchSize", "must be -1 (unlimited) or at least 1 (got %d)", p.MaxBatchSize)
 	case p.BalanceBy != BalanceRequests && p.BalanceBy != BalanceTokens:
 		return nil, scheduling.ParamErrorf("balanceBy", "must be %q or %q (got %q)", BalanceRequests, BalanceTokens, p.BalanceBy)
+	}
+	if p.WindowDurationMs > WarnWindowDurationMs {
+		h.Warn(fmt.Sprintf("parameters.windowDurationMs: every request waits up to %d ms for its window; the gateway's --pick-timeout (2s by default) and ext_proc's must exceed it", p.WindowDurationMs))
 	}
 	maxBlocks := DefaultMaxPrefixBlocks
 	if p.MaxPrefixTokensToMatch > 0 {

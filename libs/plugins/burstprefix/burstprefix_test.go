@@ -79,11 +79,11 @@ func TestBurstOfOnePromptIsColocated(t *testing.T) {
 	t.Parallel()
 	prompt := strings.Repeat("You are a careful grader of proofs. ", 40)
 	eps := schedulingtest.Endpoints(4)
-	s := schedulingtest.Scheduler(t, fmt.Sprintf(config, `{"windowDurationMs": 300}`))
+	s := schedulingtest.Scheduler(t, fmt.Sprintf(config, `{"windowDurationMs": 1500}`))
 	if got := burst(t, s, eps, repeat(prompt, 6)...); len(distinct(got)) != 1 {
 		t.Errorf("maxPerReplica -1: targets %v, want one replica", got)
 	}
-	s = schedulingtest.Scheduler(t, fmt.Sprintf(config, `{"windowDurationMs": 300, "maxPerReplica": 2}`))
+	s = schedulingtest.Scheduler(t, fmt.Sprintf(config, `{"windowDurationMs": 1500, "maxPerReplica": 2}`))
 	got := burst(t, s, eps, repeat(prompt, 6)...)
 	for name, n := range distinct(got) {
 		if n != 2 {
@@ -154,6 +154,11 @@ func TestParameters(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: error %v, want one naming %s", params, err, field)
 		}
+	}
+	h := schedulingtest.NewHandle()
+	schedulingtest.New[*burstprefix.Producer](t, h, burstprefix.Type, "", `{"windowDurationMs": 2500}`)
+	if len(h.Warnings) != 1 || !strings.Contains(h.Warnings[0], "pick-timeout") {
+		t.Errorf("a 2.5 s window: warnings %q, want one about the pick deadlines", h.Warnings)
 	}
 	p := schedulingtest.New[*burstprefix.Producer](t, schedulingtest.NewHandle(), burstprefix.Type, "", "")
 	want := burstprefix.Params{WindowDurationMs: 100, MaxPerReplica: -1, BlockSizeTokens: 64, MaxBatchSize: 1000, BalanceBy: burstprefix.BalanceRequests}

@@ -93,8 +93,8 @@ type Threshold struct {
 // Filter is endpoint-attribute-filter.
 type Filter struct {
 	scheduling.Named
-	params    FilterParams
-	keepEmpty bool
+	params      FilterParams
+	keepMissing bool
 }
 
 // NewFilter builds an endpoint-attribute-filter.
@@ -117,7 +117,7 @@ func NewFilter(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 	case p.Algorithm.Threshold.Value == nil:
 		return nil, scheduling.ParamErrorf("algorithm.threshold.value", "is required")
 	}
-	return &Filter{Named: scheduling.Named{Type: FilterType, Name: name}, params: p, keepEmpty: p.OnMissing == "Pass"}, nil
+	return &Filter{Named: scheduling.Named{Type: FilterType, Name: name}, params: p, keepMissing: p.OnMissing == "Pass"}, nil
 }
 
 // Parameters implements scheduling.ParameterReporter.
@@ -129,7 +129,7 @@ func (f *Filter) Filter(_ context.Context, _ *scheduling.CycleState, _ *scheduli
 	start := len(dst)
 	for _, e := range in {
 		v, ok := e.Attribute(f.params.Attribute)
-		if ok && t.Operator.holds(v, *t.Value) || !ok && f.keepEmpty {
+		if ok && t.Operator.holds(v, *t.Value) || !ok && f.keepMissing {
 			dst = append(dst, e)
 		}
 	}
