@@ -184,19 +184,16 @@ func attributePollsOf(s *scheduling.Scheduler) []scrape.AttributePoll {
 	if desc.Data == nil {
 		return nil
 	}
-	byName := map[string]scheduling.Plugin{}
-	for _, p := range s.Plugins() {
-		byName[p.TypedName().Name] = p
-	}
+	byName := pluginsByName(s)
 	var polls []scrape.AttributePoll
 	for _, ds := range desc.Data.Sources {
 		src, ok := byName[ds.PluginRef].(scheduling.DataSource)
-		switch src.(type) {
-		case *datalayer.MetricsSource, *datalayer.ModelsSource:
-			continue
-		}
 		if !ok {
 			continue
+		}
+		switch src.(type) {
+		case *datalayer.MetricsSource, *datalayer.ModelsSource:
+			continue // scraped and polled as they say
 		}
 		poll := scrape.AttributePoll{Source: src}
 		if iv, ok := src.(interface{ Interval() scheduling.Duration }); ok {
@@ -267,10 +264,7 @@ func modelsPollOf(s *scheduling.Scheduler) (scrape.ModelsPoll, *datalayer.Models
 	case desc.Data == nil || len(desc.Data.Sources) == 0:
 		return scrape.ModelsPoll{}, nil, "the config has no data sources"
 	}
-	byName := map[string]scheduling.Plugin{}
-	for _, p := range s.Plugins() {
-		byName[p.TypedName().Name] = p
-	}
+	byName := pluginsByName(s)
 	for _, ds := range desc.Data.Sources {
 		src, ok := byName[ds.PluginRef].(*datalayer.ModelsSource)
 		if !ok {
@@ -302,10 +296,7 @@ func metricsSourceOf(s *scheduling.Scheduler) *scrape.MetricsSource {
 	if desc.Data == nil {
 		return nil
 	}
-	byName := map[string]scheduling.Plugin{}
-	for _, p := range s.Plugins() {
-		byName[p.TypedName().Name] = p
-	}
+	byName := pluginsByName(s)
 	for _, ds := range desc.Data.Sources {
 		if src, ok := byName[ds.PluginRef].(*datalayer.MetricsSource); ok {
 			p := src.Params()
@@ -330,4 +321,13 @@ func (d *dataLayer) useMetrics(src *scrape.MetricsSource, revision int64) {
 		d.poller.SetMetricsSource(scrape.MetricsSource{})
 	}
 	d.log.Info("metrics scraping", "url", shown.Scheme+"://<endpoint>"+shown.Path, "insecure_skip_verify", shown.InsecureSkipVerify, "revision", revision)
+}
+
+// pluginsByName returns a built config's plugins by name.
+func pluginsByName(s *scheduling.Scheduler) map[string]scheduling.Plugin {
+	byName := map[string]scheduling.Plugin{}
+	for _, p := range s.Plugins() {
+		byName[p.TypedName().Name] = p
+	}
+	return byName
 }
