@@ -2,13 +2,19 @@ package openai
 
 import "strings"
 
-// API is the OpenAI endpoint a request was sent to.
+// API is the endpoint a request was sent to: one of the OpenAI APIs, or
+// the Anthropic Messages API that vLLM serves beside them.
 type API uint8
 
-// The OpenAI APIs Hermod routes.
+// The APIs Hermod routes.
 const (
 	APICompletions API = iota + 1
 	APIChatCompletions
+	// APIMessages is Anthropic's Messages API (/v1/messages).
+	APIMessages
+	// APIMessagesCountTokens is its token counting (/v1/messages/count_tokens):
+	// a body like a Messages request, answered with {"input_tokens": n}.
+	APIMessagesCountTokens
 )
 
 func (a API) String() string {
@@ -17,6 +23,10 @@ func (a API) String() string {
 		return "completions"
 	case APIChatCompletions:
 		return "chat_completions"
+	case APIMessages:
+		return "messages"
+	case APIMessagesCountTokens:
+		return "messages_count_tokens"
 	}
 	return "unknown"
 }
@@ -28,8 +38,30 @@ func (a API) Path() string {
 		return "/v1/completions"
 	case APIChatCompletions:
 		return "/v1/chat/completions"
+	case APIMessages:
+		return "/v1/messages"
+	case APIMessagesCountTokens:
+		return "/v1/messages/count_tokens"
 	}
 	return ""
+}
+
+// Chat says whether the API's prompt is a list of chat messages (rendered
+// by the model's chat template), not a completions prompt.
+func (a API) Chat() bool {
+	return a == APIChatCompletions || a == APIMessages || a == APIMessagesCountTokens
+}
+
+// Anthropic says whether the API speaks Anthropic's wire: its request
+// shape, its stream events and its error shape.
+func (a API) Anthropic() bool {
+	return a == APIMessages || a == APIMessagesCountTokens
+}
+
+// Generates says whether the API's answer is generated tokens (with
+// usage, and a stream when asked for); token counting is not.
+func (a API) Generates() bool {
+	return a == APICompletions || a == APIChatCompletions || a == APIMessages
 }
 
 // APIOfPath returns the API served at an URL path (a query and a trailing
@@ -43,6 +75,17 @@ func APIOfPath(path string) (api API, ok bool) {
 		return APICompletions, true
 	case "/v1/chat/completions":
 		return APIChatCompletions, true
+	case "/v1/messages":
+		return APIMessages, true
+	case "/v1/messages/count_tokens":
+		return APIMessagesCountTokens, true
 	}
 	return 0, false
+}
+
+// AnthropicPath says whether an URL path is under Anthropic's Messages API
+// (/v1/messages and below), whose errors take Anthropic's shape.
+func AnthropicPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/messages")
+	return ok && (rest == "" || rest[0] == '/' || rest[0] == '?')
 }

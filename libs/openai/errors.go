@@ -32,6 +32,9 @@ type Error struct {
 	// RetryAfter > 0 sets Retry-After (seconds): the request may succeed
 	// later.
 	RetryAfter int
+	// Anthropic: answer in Anthropic's error shape, {"type": "error",
+	// "error": {"type", "message"}}, the type Anthropic's for the status.
+	Anthropic bool
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -46,8 +49,23 @@ type errorJSON struct {
 	} `json:"error"`
 }
 
+// anthropicErrorJSON is Anthropic's wire shape.
+type anthropicErrorJSON struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 // Body returns the error's JSON body, newline-terminated.
 func (e *Error) Body() []byte {
+	if e.Anthropic {
+		var w anthropicErrorJSON
+		w.Type, w.Error.Type, w.Error.Message = "error", AnthropicTypeForStatus(e.Status), e.Message
+		b, _ := json.Marshal(w) // strings only: cannot fail
+		return append(b, '\n')
+	}
 	var w errorJSON
 	w.Error.Message = e.Message
 	w.Error.Type = e.Type
@@ -65,11 +83,14 @@ func (e *Error) Body() []byte {
 }
 
 // Event returns the error as a server-sent event, "data: {"error":
-// {...}}" and its blank line: how a stream that already began tells its
-// client that it failed.
+// {...}}" and its blank line (Anthropic's: "event: error" first): how a
+// stream that already began tells its client that it failed.
 func (e *Error) Event() []byte {
 	b := e.Body()
-	out := make([]byte, 0, len(b)+8)
+	out := make([]byte, 0, len(b)+22)
+	if e.Anthropic {
+		out = append(out, "event: error\n"...)
+	}
 	out = append(out, "data: "...)
 	out = append(out, b[:len(b)-1]...) // Body ends with a newline
 	return append(out, "\n\n"...)
@@ -126,4 +147,29 @@ func BodyErrorResponse(err *BodyError) *Error {
 		e.Code = "invalid_value"
 	}
 	return e
+}
+
+// AnthropicTypeForStatus is Anthropic's error type for an HTTP status.
+func AnthropicTypeForStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusPaymentRequired:
+		return "billing_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusGatewayTimeout:
+		return "timeout_error"
+	case status == http.StatusServiceUnavailable || status == 529:
+		return "overloaded_error"
+	case status >= 500:
+		return "api_error"
+	}
+	return "invalid_request_error"
 }

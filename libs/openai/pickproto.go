@@ -11,6 +11,10 @@ func (a API) PickAPI() pickerv1.Api {
 		return pickerv1.Api_API_COMPLETIONS
 	case APIChatCompletions:
 		return pickerv1.Api_API_CHAT_COMPLETIONS
+	case APIMessages:
+		return pickerv1.Api_API_MESSAGES
+	case APIMessagesCountTokens:
+		return pickerv1.Api_API_MESSAGES_COUNT_TOKENS
 	}
 	return pickerv1.Api_API_UNSPECIFIED
 }
@@ -23,6 +27,10 @@ func APIOfPick(a pickerv1.Api) (API, bool) {
 		return APICompletions, true
 	case pickerv1.Api_API_CHAT_COMPLETIONS:
 		return APIChatCompletions, true
+	case pickerv1.Api_API_MESSAGES:
+		return APIMessages, true
+	case pickerv1.Api_API_MESSAGES_COUNT_TOKENS:
+		return APIMessagesCountTokens, true
 	}
 	return 0, false
 }
@@ -68,7 +76,7 @@ func FromProto(api API, p *pickerv1.ParsedRequest) Request {
 		API: api, Model: p.GetModel(), Stream: p.GetStream(), MaxTokens: max(int(p.GetMaxTokens()), 0),
 		Prompt: p.GetPrompt(), TokenIDs: p.GetTokenIds(),
 	}
-	if api == APIChatCompletions {
+	if api.Chat() {
 		r.Messages = make([]Message, len(p.GetMessages()))
 		for i, m := range p.GetMessages() {
 			r.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent()}

@@ -9,8 +9,9 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Request is what Hermod reads of an OpenAI completions or chat-completions
-// request body: enough to route, stream and account for it.
+// Request is what Hermod reads of a request body (OpenAI completions or
+// chat completions, Anthropic Messages): enough to route, stream and
+// account for it.
 type Request struct {
 	API API
 	// Model is the "model" member ("" when absent or null).
@@ -28,7 +29,8 @@ type Request struct {
 	// Prompt is the completions prompt (several prompts joined by "\n";
 	// token-id prompts as their decimal ids joined by spaces).
 	Prompt string
-	// Messages are the chat messages.
+	// Messages are the chat messages; a Messages request's "system"
+	// comes first, as a message of role "system".
 	Messages []Message
 	// TokenIDs is a completions prompt given as one list of token ids.
 	TokenIDs []uint32
@@ -85,17 +87,17 @@ func fieldError(param, format string, args ...any) error {
 	return &BodyError{Param: param, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Parse reads an OpenAI request body sent to api in one pass: it checks
+// Parse reads a request body sent to api in one pass: it checks
 // that the body is one JSON object and reads the members of Request from
 // it, skipping the others without building them. A body that is not valid
 // JSON, or whose members have the wrong types, is a *BodyError naming the
 // member. Of duplicate members the last counts, as in encoding/json.
 func Parse(api API, body []byte) (Request, error) {
 	r := Request{API: api}
-	if api != APICompletions && api != APIChatCompletions {
+	if api < APICompletions || api > APIMessagesCountTokens {
 		return Request{}, &BodyError{Msg: fmt.Sprintf("unsupported API %d", api)}
 	}
-	s := scanner{b: body}
+	s := scanner{b: body, anthropic: api.Anthropic()}
 	s.ws()
 	if s.peek() != '{' {
 		return Request{}, &BodyError{Msg: "request body must be a JSON object"}
@@ -118,6 +120,10 @@ func Parse(api API, body []byte) (Request, error) {
 type parser struct {
 	maxTokens, maxCompletionTokens int
 	hasPrompt, hasMessages         bool
+	hasMaxTokens                   bool
+	// system is a Messages request's system prompt (hasSystem: given)
+	system    Message
+	hasSystem bool
 }
 
 func (p *parser) member(s *scanner, r *Request, key []byte) error {
@@ -140,8 +146,28 @@ func (p *parser) member(s *scanner, r *Request, key []byte) error {
 	case "stream_options":
 		return s.streamOptions(r)
 	case "max_tokens":
+		null, err := s.null()
+		if null || err != nil {
+			p.maxTokens, p.hasMaxTokens = 0, false
+			return err
+		}
+		p.hasMaxTokens = true
 		return s.maxTokens("max_tokens", &p.maxTokens)
+	case "system":
+		if !r.API.Anthropic() {
+			return s.skip(1)
+		}
+		null, err := s.null()
+		p.hasSystem = !null
+		if null || err != nil {
+			return err
+		}
+		p.system = Message{Role: "system"}
+		return s.content(&p.system, "system")
 	case "max_completion_tokens":
+		if r.API.Anthropic() { // not a Messages member: vLLM ignores it there
+			return s.skip(1)
+		}
 		return s.maxTokens("max_completion_tokens", &p.maxCompletionTokens)
 	case "prompt":
 		if r.API != APICompletions {
@@ -155,7 +181,7 @@ func (p *parser) member(s *scanner, r *Request, key []byte) error {
 		}
 		return s.prompt(r)
 	case "messages":
-		if r.API != APIChatCompletions {
+		if !r.API.Chat() {
 			return s.skip(1)
 		}
 		null, err := s.null()
@@ -173,8 +199,17 @@ func (p *parser) finish(r *Request) error {
 	switch {
 	case r.API == APICompletions && !p.hasPrompt:
 		return fieldError("prompt", "required")
-	case r.API == APIChatCompletions && !p.hasMessages:
+	case r.API.Chat() && !p.hasMessages:
 		return fieldError("messages", "required")
+	case r.API == APIMessages && !p.hasMaxTokens:
+		return fieldError("max_tokens", "required")
+	case r.API.Anthropic() && r.Model == "":
+		return fieldError("model", "required")
+	case r.API.Anthropic() && len(r.Messages) == 0:
+		return fieldError("messages", "must hold at least one message")
+	}
+	if p.hasSystem {
+		r.Messages = append([]Message{p.system}, r.Messages...)
 	}
 	r.MaxTokens = p.maxCompletionTokens
 	if r.MaxTokens == 0 {
@@ -411,6 +446,9 @@ func (s *scanner) contentPart(m *Message, sb *strings.Builder, param string) err
 	}
 	var typ, text string
 	hasText := false
+	// an Anthropic block's nested text (a tool result's content, a tool
+	// call's input)
+	var inner strings.Builder
 	// The part's other members (its payload: image_url, input_audio, ...)
 	// are hashed as sent.
 	var payload xxhash.Digest
@@ -439,6 +477,10 @@ func (s *scanner) contentPart(m *Message, sb *strings.Builder, param string) err
 			}
 			text, hasText = v, true
 			return err
+		case "content", "input", "thinking":
+			if s.anthropic {
+				return s.blockText(m, &inner, key, param)
+			}
 		}
 		start := s.i
 		if err := s.skip(5); err != nil {
@@ -457,10 +499,46 @@ func (s *scanner) contentPart(m *Message, sb *strings.Builder, param string) err
 			m.Items = append(m.Items, MediaItem{Kind: kind, Hash: payload.Sum64()})
 			s.mediaItems++
 		}
-	} else if hasText {
-		sb.WriteString(text)
+	} else {
+		if hasText {
+			sb.WriteString(text)
+		}
+		sb.WriteString(inner.String())
 	}
 	return nil
+}
+
+// blockText reads the text an Anthropic content block nests: a tool
+// result's content (a string or a list of blocks), a tool call's input
+// (its JSON as sent), a thinking block's thinking.
+func (s *scanner) blockText(m *Message, sb *strings.Builder, key []byte, param string) error {
+	param += "." + string(key)
+	switch c := s.peek(); {
+	case c == 'n':
+		return s.literal("null")
+	case c == '"':
+		v, _, err := s.stringValue()
+		sb.WriteString(v)
+		return err
+	case c == '[' && string(key) == "content" && !s.inBlock:
+		// one level: a tool result's blocks are text and images
+		s.inBlock = true
+		defer func() { s.inBlock = false }()
+		return s.array(5, func(j int) error { return s.contentPart(m, sb, param+"["+strconv.Itoa(j)+"]") })
+	case string(key) == "input":
+		start := s.i
+		if err := s.skip(5); err != nil {
+			return err
+		}
+		sb.Write(s.b[start:s.i])
+		return nil
+	case c == '[' || c == '{':
+		return s.skip(5)
+	}
+	if err := s.skip(5); err != nil {
+		return err
+	}
+	return fieldError(param, "must be a string")
 }
 
 // mediaKindOf maps an OpenAI or vLLM content-part type to its media kind.

@@ -241,6 +241,7 @@ func FuzzParse(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url"}]}],"stream_options":{"include_usage":false}}`,
 		`{"messages":[{"role":"a","content":"\ud83d\ude00 \u00e9"}],"max_tokens":5}`,
 		`{"a":[1,-2.5e3,true,null,"\ud83d\ude00"]}`, `{}`, `[]`, `{"model":1}`, `{"x":"\u00"}`,
+		`{"model":"m","max_tokens":8,"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"r"}]},{"type":"tool_use","input":{"a":[1]}}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -263,8 +264,10 @@ func FuzzParse(f *testing.F) {
 		if r.Model != ref.model || r.Stream != ref.stream || !slices.EqualFunc(r.Messages, ref.msgs, sameText) {
 			t.Fatalf("%q: parsed %+v, encoding/json reads %+v", body, r, ref)
 		}
-		if _, err := Parse(APICompletions, body); err != nil && !errors.As(err, &be) {
-			t.Fatalf("completions: %v", err)
+		for _, api := range []API{APICompletions, APIMessages} {
+			if _, err := Parse(api, body); err != nil && !errors.As(err, &be) {
+				t.Fatalf("%s: %v", api, err)
+			}
 		}
 	})
 }

@@ -18,6 +18,11 @@ type scanner struct {
 	i int
 	// mediaItems counts the media parts hashed so far (MaxMediaItems).
 	mediaItems int
+	// anthropic: content parts are Anthropic's blocks (tool_result's
+	// content, tool_use's input and thinking are prompt text too)
+	anthropic bool
+	// inBlock: reading the blocks a block nests (no deeper)
+	inBlock bool
 }
 
 func (s *scanner) peek() byte {

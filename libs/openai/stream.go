@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/json"
 	"time"
 )
 
@@ -37,7 +38,10 @@ type Observed struct {
 type Accountant struct {
 	sse        bool
 	stripUsage bool
-	now        func() time.Time
+	// messages: the stream is Anthropic's (message_start ...
+	// message_stop events), not OpenAI's chunks
+	messages bool
+	now      func() time.Time
 
 	// a stream: pending holds the bytes not yet passed on, from the start
 	// of an event; the first done of them were returned by the last Feed;
@@ -62,7 +66,17 @@ type Accountant struct {
 // or a JSON body. With stripUsage a stream's usage-only chunk is accounted
 // but not passed on (the gateway asked for usage the client did not).
 func NewAccountant(sse, stripUsage bool) *Accountant {
-	return &Accountant{sse: sse, stripUsage: stripUsage && sse, now: time.Now}
+	return NewAccountantFor(APIChatCompletions, sse, stripUsage)
+}
+
+// NewAccountantFor returns an Accountant for the answer of api: an
+// Anthropic Messages stream ends with message_stop, not [DONE], carries
+// its input tokens in message_start and its output tokens in
+// message_delta, and its first token is its first content_block_delta.
+// Its usage is never stripped (it always comes).
+func NewAccountantFor(api API, sse, stripUsage bool) *Accountant {
+	messages := api.Anthropic()
+	return &Accountant{sse: sse, stripUsage: stripUsage && sse && !messages, messages: messages, now: time.Now}
 }
 
 // Feed takes the next bytes of the body and returns those to pass on now:
@@ -214,6 +228,10 @@ func (a *Accountant) event(ev []byte) (keep bool) {
 	if !hasData(ev) {
 		return true
 	}
+	if a.messages {
+		a.messagesEvent(ev)
+		return true
+	}
 	if !bytes.Contains(ev, usageKey) && !bytes.Contains(ev, doneMarker) {
 		a.noteEvent()
 		return true
@@ -308,4 +326,63 @@ func eventData(ev []byte) (data []byte, ok bool) {
 		}
 	}
 	return data, ok && !bytes.Equal(data, doneMarker)
+}
+
+// Anthropic stream event types the accounting reads. A quoted type name
+// cannot occur inside a JSON string (its quotes would be escaped), so a
+// match is the event's own "type" (or a member name no event has).
+var (
+	contentDeltaType = []byte(`"content_block_delta"`)
+	messageStopType  = []byte(`"message_stop"`)
+)
+
+// messagesEvent accounts one event of an Anthropic Messages stream.
+func (a *Accountant) messagesEvent(ev []byte) {
+	switch {
+	case bytes.Contains(ev, contentDeltaType):
+		a.noteEvent()
+	case bytes.Contains(ev, messageStopType):
+		a.seen.Done = true
+	case bytes.Contains(ev, usageKey):
+		data, ok := eventData(ev)
+		if !ok {
+			return
+		}
+		if u, ok := messagesEventUsage(data, a.seen.Usage); ok {
+			a.seen.Usage, a.seen.HaveUsage = u, true
+		}
+	}
+}
+
+// messagesEventUsage folds the usage of a message_start event (its
+// message's input tokens) or of a message_delta event (the output tokens
+// so far, and input tokens where the server repeats them) into u.
+func messagesEventUsage(data []byte, u Usage) (Usage, bool) {
+	var ev struct {
+		Type    string `json:"type"`
+		Message struct {
+			Usage *usageJSON `json:"usage"`
+		} `json:"message"`
+		Usage *usageJSON `json:"usage"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return u, false
+	}
+	got := ev.Usage
+	if ev.Type == "message_start" {
+		got = ev.Message.Usage
+	}
+	if got == nil {
+		return u, false
+	}
+	if got.InputTokens != nil {
+		u.PromptTokens = max(*got.InputTokens, 0)
+	}
+	if got.OutputTokens != nil {
+		u.CompletionTokens = max(*got.OutputTokens, 0)
+	}
+	if got.CacheReadTokens > 0 {
+		u.CachedTokens = got.CacheReadTokens
+	}
+	return u, true
 }

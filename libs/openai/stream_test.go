@@ -184,6 +184,11 @@ func FuzzAccountant(f *testing.F) {
 			if len(op) > len(body) || len(pieces.tail) > TailBytes || len(pieces.pending) > MaxEventBytes+256 {
 				t.Fatalf("out %d of %d bytes, tail %d, pending %d", len(op), len(body), len(pieces.tail), len(pieces.pending))
 			}
+			// an Anthropic stream passes on as sent, whatever the cuts
+			msgs := feedAll(NewAccountantFor(APIMessages, sse, strip), body, cuts)
+			if !bytes.Equal(msgs, body) {
+				t.Fatalf("messages sse %t: body changed:\nin  %q\nout %q", sse, body, msgs)
+			}
 			if len(body) > MaxEventBytes {
 				continue
 			}

@@ -10,19 +10,32 @@ type Usage struct {
 	PromptTokens, CachedTokens, CompletionTokens int64
 }
 
-// usageJSON is the OpenAI usage object.
+// usageJSON is the usage object: OpenAI's members, or Anthropic's
+// (input_tokens, output_tokens, cache_read_input_tokens).
 type usageJSON struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	Details          *struct {
 		CachedTokens int64 `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	InputTokens     *int64 `json:"input_tokens"`
+	OutputTokens    *int64 `json:"output_tokens"`
+	CacheReadTokens int64  `json:"cache_read_input_tokens"`
 }
 
 func (u *usageJSON) usage() Usage {
 	out := Usage{PromptTokens: max(u.PromptTokens, 0), CompletionTokens: max(u.CompletionTokens, 0)}
 	if u.Details != nil {
 		out.CachedTokens = max(u.Details.CachedTokens, 0)
+	}
+	if u.InputTokens != nil {
+		out.PromptTokens = max(*u.InputTokens, 0)
+	}
+	if u.OutputTokens != nil {
+		out.CompletionTokens = max(*u.OutputTokens, 0)
+	}
+	if u.CacheReadTokens > 0 {
+		out.CachedTokens = u.CacheReadTokens
 	}
 	return out
 }

@@ -58,7 +58,7 @@ func (r *Request) PromptChars() int {
 		return r.promptChars - 1
 	}
 	n := 0
-	if r.Body.API == openai.APIChatCompletions {
+	if r.Body.API.Chat() {
 		for i := range r.Body.Messages {
 			n += utf8.RuneCountInString(r.Body.Messages[i].Content)
 		}
@@ -86,7 +86,7 @@ func (r *Request) PrefixText() []byte {
 	if r.prefixText != nil {
 		return r.prefixText
 	}
-	if r.Body.API != openai.APIChatCompletions {
+	if !r.Body.API.Chat() {
 		r.prefixText = []byte(r.Body.Prompt)
 		return r.prefixText
 	}

@@ -80,8 +80,8 @@ func (t *PromptTokenizer) Tokenize(ctx context.Context, dst []uint32, req *sched
 		}
 		return dst, errNoTokenizer
 	}
-	switch req.Body.API {
-	case openai.APIChatCompletions:
+	switch {
+	case req.Body.API.Chat():
 		msgs := make([]tokenizer.Message, len(req.Body.Messages))
 		for i, m := range req.Body.Messages {
 			msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
@@ -91,7 +91,7 @@ func (t *PromptTokenizer) Tokenize(ctx context.Context, dst []uint32, req *sched
 			return se.EncodeWithSpecial(dst, text, false), nil
 		}
 		return tok.Encode(dst, text), nil
-	case openai.APICompletions:
+	case req.Body.API == openai.APICompletions:
 		return tok.Encode(dst, req.Body.Prompt), nil
 	}
 	return dst, ErrNoPrompt

@@ -91,14 +91,14 @@ func NewRemoteTokenizer(cfg VLLMConfig) (*RemoteTokenizer, error) {
 func (r *RemoteTokenizer) Tokenize(ctx context.Context, dst []uint32, req *scheduling.Request) ([]uint32, error) {
 	var path string
 	body := map[string]any{"model": req.Model}
-	switch req.Body.API {
-	case openai.APIChatCompletions:
+	switch {
+	case req.Body.API.Chat():
 		msgs := make([]map[string]string, len(req.Body.Messages))
 		for i, m := range req.Body.Messages {
 			msgs[i] = map[string]string{"role": m.Role, "content": m.Content}
 		}
 		path, body["messages"], body["add_generation_prompt"] = "/v1/chat/completions/render", msgs, true
-	case openai.APICompletions:
+	case req.Body.API == openai.APICompletions:
 		path, body["prompt"] = "/v1/completions/render", req.Body.Prompt
 	default:
 		return dst, ErrNoPrompt
