@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hermod/hermod/libs/openai"
 	"math"
 	"strconv"
 	"time"
@@ -144,26 +145,52 @@ func (b *builder) admission(s *Scheduler) {
 
 // parsers resolves requestHandler.parsers: each pluginRef names a
 // declared request parser or, as upstream, a parser type, which is made
-// with its defaults. A config that lists none gets the default parsers.
-func (b *builder) parsers() {
+// with its defaults. The APIs the named parsers claim are the ones s
+// serves; a config that lists none gets the default parsers, which
+// between them serve every API.
+func (b *builder) parsers(s *Scheduler) {
+	if len(b.cfg.Parsers) == 0 {
+		s.apis = ^apiSet(0)
+		return
+	}
 	for i, ref := range b.cfg.Parsers {
 		path := fmt.Sprintf("requestHandler.parsers[%d].pluginRef", i)
+		var p Plugin
+		notParser := ""
 		if inst, ok := b.byName[ref]; ok {
-			if inst.plugin != nil && !is[RequestParser](inst.plugin) {
-				b.fail("%s: %q (type %s) is not a request parser", path, ref, inst.plugin.TypedName().Type)
+			p = inst.plugin
+			if p != nil {
+				notParser = fmt.Sprintf("%s: %q (type %s) is not a request parser", path, ref, p.TypedName().Type)
 			}
-			continue
-		}
-		reg, ok := b.o.registry.Lookup(ref)
-		if !ok {
+		} else if reg, ok := b.o.registry.Lookup(ref); ok {
+			p = b.implicit(reg.Type)
+			notParser = fmt.Sprintf("%s: %q is not a request parser type", path, ref)
+		} else {
 			b.fail("%s: no plugin named %q is declared in plugins, and no parser type has that name", path, ref)
 			continue
 		}
-		if p := b.implicit(reg.Type); p != nil && !is[RequestParser](p) {
-			b.fail("%s: %q is not a request parser type", path, ref)
+		if p == nil {
+			continue // its failure is reported
+		}
+		rp, ok := p.(RequestParser)
+		if !ok {
+			b.fail("%s", notParser)
+			continue
+		}
+		for _, api := range rp.APIs() {
+			s.apis |= apiBit(api)
 		}
 	}
 }
+
+// apiSet is a set of APIs, one bit each.
+type apiSet uint32
+
+func apiBit(api openai.API) apiSet { return 1 << (api & 31) }
+
+// Serves says whether the config's parsers parse requests to api (a
+// config that lists no parsers serves every API).
+func (s *Scheduler) Serves(api openai.API) bool { return s.apis&apiBit(api) != 0 }
 
 // flowControlRefs checks that each policy the flowControl section names
 // is a declared plugin or a plugin type (made with its defaults where it

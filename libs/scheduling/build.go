@@ -171,7 +171,7 @@ func (b *builder) build() (*Scheduler, error) {
 	b.handler(s)
 	b.hooks(s)
 	b.admission(s)
-	b.parsers()
+	b.parsers(s)
 	b.dataLayer()
 	if len(b.errs) > 0 {
 		return nil, b.abandon()

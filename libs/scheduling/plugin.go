@@ -284,6 +284,9 @@ type Attribute struct {
 type RequestParser interface {
 	Plugin
 	ParseRequest(api openai.API, body []byte) (openai.Request, error)
+	// APIs are the APIs whose bodies it parses: a config that lists
+	// parsers serves the APIs they claim, and refuses the others.
+	APIs() []openai.API
 }
 
 // EndpointDiscovery is a plugin that says where a pool's endpoints come

@@ -35,6 +35,7 @@ type Scheduler struct {
 	preRequest       []timed[PreRequest]
 	admitters        []timed[Admitter]
 	detector         SaturationDetector // nil: no saturation admission
+	apis             apiSet             // the APIs the config's parsers serve
 	responseReceived []timed[ResponseReceived]
 	responseComplete []timed[ResponseComplete]
 	projections      map[string]Projection // by plugin name

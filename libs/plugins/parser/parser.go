@@ -1,7 +1,9 @@
 // Package parser holds the request parsers a config's parser section
 // names. Both of Hermod's ways in (the gateway and the Envoy ext_proc
-// server) read the OpenAI wire with libs/openai; openai-parser is that
-// parser by its upstream name. Upstream's parsers of other wires are
+// server) read request bodies with libs/openai: openai-parser is its
+// OpenAI reading by its upstream name, anthropic-parser its reading of
+// Anthropic's Messages API. A config that names parsers serves the APIs
+// they claim. Upstream's parsers of wires Hermod does not serve are
 // refused, saying what to use instead.
 package parser
 
@@ -16,6 +18,7 @@ import (
 // Registered plugin types.
 const (
 	OpenAIType      = "openai-parser"
+	AnthropicType   = "anthropic-parser"
 	VLLMGRPCType    = "vllmgrpc-parser"
 	VertexAIType    = "vertexai-parser"
 	PassthroughType = "passthrough-parser"
@@ -23,6 +26,7 @@ const (
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: OpenAIType, New: newOpenAI})
+	scheduling.Register(scheduling.Registration{Type: AnthropicType, New: newAnthropic})
 	for typ, why := range map[string]string{
 		VLLMGRPCType: "Hermod's ways in speak the OpenAI API over HTTP; vLLM's gRPC API is not served",
 		VertexAIType: "Hermod's ways in speak the OpenAI API over HTTP; Vertex AI's PredictionService is not served",
@@ -51,7 +55,46 @@ func newOpenAI(name string, raw json.RawMessage, h scheduling.Handle) (schedulin
 
 // ParseRequest implements scheduling.RequestParser.
 func (*OpenAI) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	if api.Anthropic() {
+		return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", OpenAIType, api.Path(), AnthropicType)
+	}
 	return openai.Parse(api, body)
+}
+
+// APIs implements scheduling.RequestParser.
+func (*OpenAI) APIs() []openai.API {
+	return []openai.API{openai.APICompletions, openai.APIChatCompletions}
+}
+
+// Anthropic is anthropic-parser: Anthropic's Messages API
+// (/v1/messages, routed by its system prompt and messages, usage from
+// its answer or its stream's message_start and message_delta events) and
+// its /v1/messages/count_tokens.
+type Anthropic struct {
+	scheduling.Named
+}
+
+func newAnthropic(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = AnthropicType
+	}
+	return &Anthropic{scheduling.Named{Type: AnthropicType, Name: name}}, nil
+}
+
+// ParseRequest implements scheduling.RequestParser.
+func (*Anthropic) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	if !api.Anthropic() {
+		return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", AnthropicType, api.Path(), OpenAIType)
+	}
+	return openai.Parse(api, body)
+}
+
+// APIs implements scheduling.RequestParser.
+func (*Anthropic) APIs() []openai.API {
+	return []openai.API{openai.APIMessages, openai.APIMessagesCountTokens}
 }
 
 // refuse returns the factory of a parser type Hermod does not provide.
@@ -61,4 +104,7 @@ func refuse(typ, why string) scheduling.Factory {
 	}
 }
 
-var _ scheduling.RequestParser = (*OpenAI)(nil)
+var (
+	_ scheduling.RequestParser = (*OpenAI)(nil)
+	_ scheduling.RequestParser = (*Anthropic)(nil)
+)

@@ -1,6 +1,7 @@
 package parser_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,5 +55,39 @@ func TestParserSection(t *testing.T) {
 		if _, err := scheduling.New(cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", yaml, err, want)
 		}
+	}
+}
+
+// A config that lists parsers serves the APIs they claim; one that lists
+// none serves every API, as upstream's default parsers do.
+func TestParsersDecideTheAPIsServed(t *testing.T) {
+	all := []openai.API{openai.APICompletions, openai.APIChatCompletions, openai.APIMessages, openai.APIMessagesCountTokens}
+	for yaml, served := range map[string][]openai.API{
+		"plugins: [{type: queue-scorer}]": all,
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}]}":                                                    {openai.APICompletions, openai.APIChatCompletions},
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: anthropic-parser}]}":                                                 {openai.APIMessages, openai.APIMessagesCountTokens},
+		"plugins: [{type: queue-scorer}, {type: anthropic-parser, name: a}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}, {pluginRef: a}]}": all,
+	} {
+		cfg, err := scheduling.ParseConfig([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := scheduling.New(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		for _, api := range all {
+			if want := slices.Contains(served, api); s.Serves(api) != want {
+				t.Errorf("%s: serves %s: %t, want %t", yaml, api, !want, want)
+			}
+		}
+		_ = s.Close()
+	}
+	a := schedulingtest.New[*parser.Anthropic](t, schedulingtest.NewHandle(), parser.AnthropicType, "", "")
+	if r, err := a.ParseRequest(openai.APIMessages, []byte(`{"model":"m","max_tokens":4,"system":"s","messages":[{"role":"user","content":"hi"}]}`)); err != nil || len(r.Messages) != 2 {
+		t.Errorf("anthropic-parser: %+v %v", r, err)
+	}
+	if _, err := a.ParseRequest(openai.APIChatCompletions, []byte(`{"messages":[]}`)); err == nil {
+		t.Error("anthropic-parser parsed a chat completions body")
 	}
 }

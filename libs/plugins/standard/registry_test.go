@@ -14,7 +14,6 @@ import (
 // leaves the list when it is built (or refused, saying what to use
 // instead); the list must end empty.
 var notYetBuilt = map[string]bool{
-	"anthropic-parser":                          true,
 	"destination-endpoint-served-verifier":      true,
 	"disaggregatedset-rollout-screener":         true,
 	"file-discovery":                            true,

@@ -148,6 +148,9 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	defer lease.Release()
 	sched := lease.Scheduler()
 	defer func() { sched.Metrics().RequestProcessed(time.Since(begin)) }()
+	if !sched.Serves(req.Body.API) {
+		return nil, status.Errorf(codes.InvalidArgument, "%s is not served: the pool's config lists requestHandler.parsers and none of them parses it", req.Body.API.Path())
+	}
 	var res *scheduling.Result
 	if s.o.Tracer != nil {
 		res, err = s.tracedSchedule(ctx, sched, req, candidates)
