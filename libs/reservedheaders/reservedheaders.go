@@ -4,7 +4,8 @@
 // model servers. A client's copies of them are removed at every way in,
 // whatever the configuration, so that a client can neither choose where
 // its request goes nor tell a pod (or the routing sidecar in front of it)
-// where to prefill, encode or forward.
+// where to prefill, encode or forward. It also names the headers a pick
+// never sees (Unseen): credentials and transport headers.
 package reservedheaders
 
 import (
@@ -85,4 +86,21 @@ func In[M ~map[string]V, V any](names M) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// unseen are the request headers a pick never sees (lower case): a
+// client's credentials, in every way its SDKs send them, and the
+// transport's own headers, which say nothing of the request.
+var unseen = []string{"authorization", "x-api-key", "proxy-authorization", "cookie",
+	"content-length", "content-type", "accept-encoding", "user-agent", "accept", "transfer-encoding", "host"}
+
+// Unseen reports whether a request header (any case) is kept from the
+// picker and its plugins: credentials and transport headers.
+func Unseen(name string) bool {
+	for _, u := range unseen {
+		if strings.EqualFold(name, u) {
+			return true
+		}
+	}
+	return false
 }

@@ -73,3 +73,16 @@ func TestIn(t *testing.T) {
 		t.Fatalf("In = %v, want nil", got)
 	}
 }
+
+func TestUnseen(t *testing.T) {
+	for _, name := range []string{"Authorization", "authorization", "X-Api-Key", "x-api-key", "Cookie", "Proxy-Authorization", "Content-Length", "Host"} {
+		if !reservedheaders.Unseen(name) {
+			t.Errorf("%s reaches the picker", name)
+		}
+	}
+	for _, name := range []string{"x-session-token", "Anthropic-Version", "X-Request-Id", "x-api-key-id"} {
+		if reservedheaders.Unseen(name) {
+			t.Errorf("%s is kept from the picker", name)
+		}
+	}
+}

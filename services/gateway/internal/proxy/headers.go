@@ -79,11 +79,7 @@ func (h *Handler) upstreamHeaders(dst, src http.Header) {
 func pickHeaders(h http.Header) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, v := range h {
-		switch k {
-		case "Authorization", "Cookie", "Proxy-Authorization", "Content-Length", "Content-Type", "Accept-Encoding", "User-Agent", "Accept":
-			continue
-		}
-		if len(v) > 0 && !reservedheaders.Is(k) {
+		if len(v) > 0 && !reservedheaders.Unseen(k) && !reservedheaders.Is(k) {
 			out[strings.ToLower(k)] = v[0]
 		}
 	}

@@ -70,12 +70,7 @@ func pickHeaders(h map[string]string, requestID string) map[string]string {
 		if strings.HasPrefix(k, ":") {
 			continue
 		}
-		switch k {
-		case "authorization", "cookie", "proxy-authorization", "content-length", "content-type", "accept-encoding",
-			"user-agent", "accept", "transfer-encoding", "host":
-			continue
-		}
-		if !reservedheaders.Is(k) {
+		if !reservedheaders.Unseen(k) && !reservedheaders.Is(k) {
 			out[k] = v
 		}
 	}
