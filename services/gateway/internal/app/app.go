@@ -228,21 +228,26 @@ func apiServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
 }
 
 // routes is the gateway's HTTP surface on the API address: the OpenAI
-// API, /health and /ready; the rest of ops (/metrics) only with
+// API, Anthropic's Messages API, /health and /ready; the rest of ops (/metrics) only with
 // metricsOnAPI.
 func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler, metricsOnAPI bool) http.Handler {
 	api := http.NewServeMux()
 	rh.Register(api)
 	api.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
 	api.Handle("POST /v1/chat/completions", h.Completions(openai.APIChatCompletions))
+	api.Handle("POST /v1/messages", h.Completions(openai.APIMessages))
+	api.Handle("POST /v1/messages/count_tokens", h.Completions(openai.APIMessagesCountTokens))
 	api.Handle("GET /v1/models", list)
 	api.HandleFunc("GET /v1/models/{model...}", list.ServeModel)
 	api.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		anthropic := openai.AnthropicPath(r.URL.Path)
 		switch r.URL.Path {
-		case "/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/responses":
-			openai.WriteError(w, http.StatusMethodNotAllowed, openai.TypeInvalidRequest, "method_not_allowed", "", r.Method+" is not allowed on "+r.URL.Path, 0)
+		case "/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/v1/responses":
+			(&openai.Error{Status: http.StatusMethodNotAllowed, Type: openai.TypeInvalidRequest, Code: "method_not_allowed",
+				Message: r.Method + " is not allowed on " + r.URL.Path, Anthropic: anthropic}).Write(w)
 		default:
-			openai.WriteError(w, http.StatusNotFound, openai.TypeNotFound, "unknown_url", "", "Unknown request URL: "+r.Method+" "+r.URL.Path, 0)
+			(&openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound, Code: "unknown_url",
+				Message: "Unknown request URL: " + r.Method + " " + r.URL.Path, Anthropic: anthropic}).Write(w)
 		}
 	})
 	// who a request acts for: its API key, else its tenant header; a

@@ -67,6 +67,11 @@ func TestRoutes(t *testing.T) {
 		{http.MethodGet, "/v1/models", "wrong", http.StatusUnauthorized, "authentication_error"},
 		{http.MethodGet, "/v1/completions", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
 		{http.MethodPost, "/v1/embeddings", "sk-1", http.StatusNotFound, "not_found_error"},
+		// Anthropic's paths answer in its shape ({"type":"error",...})
+		{http.MethodPost, "/v1/messages", "", http.StatusUnauthorized, "error"},
+		{http.MethodGet, "/v1/messages", "sk-1", http.StatusMethodNotAllowed, "error"},
+		{http.MethodGet, "/v1/messages/count_tokens", "sk-1", http.StatusMethodNotAllowed, "error"},
+		{http.MethodPost, "/v1/messages/batches", "sk-1", http.StatusNotFound, "error"},
 	} {
 		resp, body := do(c.method, c.path, c.key)
 		if resp.StatusCode != c.code || !strings.Contains(body, `"type":"`+c.errType+`"`) || len(resp.Header.Get("X-Request-Id")) != 32 {

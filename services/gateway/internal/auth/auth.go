@@ -1,5 +1,6 @@
 // Package auth checks the gateway's optional API keys (Authorization:
-// Bearer <key>) and applies per-key rate limits.
+// Bearer <key>, or x-api-key: <key> as Anthropic's clients send it) and
+// applies per-key rate limits.
 package auth
 
 import (
@@ -148,12 +149,14 @@ func NewGuard(keys []Key, reg prometheus.Registerer) *Guard {
 // the request, so it never reaches a model server.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r.Header.Get("Authorization"))
+		token, ok := apiKey(r.Header)
 		e, known := g.lookup(token)
+		anthropic := openai.AnthropicPath(r.URL.Path)
 		if !ok || !known {
 			g.refused.Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hermod"`)
-			openai.WriteError(w, http.StatusUnauthorized, openai.TypeAuthentication, "invalid_api_key", "", "Incorrect or missing API key.", 0)
+			(&openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeAuthentication, Code: "invalid_api_key",
+				Message: "Incorrect or missing API key.", Anthropic: anthropic}).Write(w)
 			return
 		}
 		if e.limiter != nil {
@@ -161,15 +164,33 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			if d := res.Delay(); d > 0 {
 				res.Cancel()
 				g.limited.WithLabelValues(e.label).Inc()
-				openai.WriteError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "rate_limit_exceeded", "",
-					fmt.Sprintf("Rate limit of API key %q exceeded; retry in %s.", e.name, d.Round(time.Millisecond)), int(math.Ceil(d.Seconds())))
+				(&openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit, Code: "rate_limit_exceeded",
+					Message:    fmt.Sprintf("Rate limit of API key %q exceeded; retry in %s.", e.name, d.Round(time.Millisecond)),
+					RetryAfter: int(math.Ceil(d.Seconds())), Anthropic: anthropic}).Write(w)
 				return
 			}
 		}
 		r.Header.Del("Authorization")
+		r.Header.Del(APIKeyHeader)
 		r.Header.Del(TenantHeader)
 		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), e.name)))
 	})
+}
+
+// APIKeyHeader carries an API key the way Anthropic's clients send it,
+// accepted where "Authorization: Bearer" is.
+const APIKeyHeader = "X-Api-Key"
+
+// apiKey returns the key a request presents: its Authorization bearer
+// token, else its x-api-key; ok is false when it presents none.
+func apiKey(h http.Header) (string, bool) {
+	if v := h.Get("Authorization"); v != "" {
+		return bearer(v)
+	}
+	if v := strings.TrimSpace(h.Get(APIKeyHeader)); v != "" {
+		return v, true
+	}
+	return "", false
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header;

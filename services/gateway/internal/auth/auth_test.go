@@ -64,6 +64,55 @@ func TestGuard(t *testing.T) {
 	}
 }
 
+// TestAnthropicKeys: Anthropic's clients present their key as x-api-key;
+// it is accepted where a bearer token is, never reaches the model server,
+// and a refusal on /v1/messages is written in Anthropic's error shape.
+func TestAnthropicKeys(t *testing.T) {
+	var leaked []string
+	next := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(APIKeyHeader); v != "" {
+			leaked = append(leaked, v)
+		}
+	})
+	h := NewGuard([]Key{{Name: "a", Secret: "sk-a"}, {Name: "b", Secret: "sk-b"}}, nil).Wrap(next)
+	do := func(path string, header ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, c := range []struct {
+		header []string
+		code   int
+	}{
+		{[]string{"x-api-key", "sk-a"}, 200},
+		{[]string{"X-Api-Key", " sk-b "}, 200},
+		{[]string{"x-api-key", "sk-c"}, 401},
+		{[]string{"x-api-key", ""}, 401},
+		// A request presenting both is judged by its bearer token alone.
+		{[]string{"Authorization", "Bearer sk-c", "x-api-key", "sk-a"}, 401},
+		{[]string{"Authorization", "Bearer sk-a", "x-api-key", "sk-c"}, 200},
+	} {
+		if w := do("/v1/messages", c.header...); w.Code != c.code {
+			t.Errorf("%q: %d, want %d (%s)", c.header, w.Code, c.code, w.Body.String())
+		}
+	}
+	if len(leaked) != 0 {
+		t.Errorf("x-api-key reached the upstream handler: %q", leaked)
+	}
+	w := do("/v1/messages", "x-api-key", "sk-nope")
+	if body := w.Body.String(); !strings.Contains(body, `"type":"error"`) || !strings.Contains(body, `"authentication_error"`) {
+		t.Errorf("refusal on /v1/messages is not in Anthropic's shape: %s", body)
+	}
+	w = do("/v1/chat/completions", "x-api-key", "sk-nope")
+	if body := w.Body.String(); strings.Contains(body, `"type":"error"`) || !strings.Contains(body, "invalid_api_key") {
+		t.Errorf("refusal on /v1/chat/completions is not in OpenAI's shape: %s", body)
+	}
+}
+
 func TestPrincipals(t *testing.T) {
 	var got []string
 	next := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {

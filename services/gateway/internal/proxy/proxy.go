@@ -98,7 +98,8 @@ type Flow struct {
 	Retain func(names map[string]bool)
 }
 
-// Handler serves /v1/completions and /v1/chat/completions.
+// Handler serves /v1/completions, /v1/chat/completions and Anthropic's
+// /v1/messages (and its count_tokens).
 type Handler struct {
 	o         Options
 	log       *slog.Logger
@@ -136,7 +137,7 @@ func New(o Options) *Handler {
 	return h
 }
 
-// Completions returns the handler of one OpenAI API.
+// Completions returns the handler of one API.
 func (h *Handler) Completions(api openai.API) http.Handler {
 	am := h.m.forAPI(api.String())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, api, am) })
@@ -144,6 +145,7 @@ func (h *Handler) Completions(api openai.API) http.Handler {
 
 // request is the state of one request on its way through.
 type request struct {
+	api      openai.API
 	id       string
 	m        *apiMetrics
 	start    time.Time
@@ -177,7 +179,7 @@ type request struct {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, am *apiMetrics) {
-	req := &request{id: r.Header.Get(RequestIDHeader), m: am, start: time.Now()}
+	req := &request{api: api, id: r.Header.Get(RequestIDHeader), m: am, start: time.Now()}
 	if !requestid.Valid(req.id) { // not behind RequestIDs
 		req.id = requestid.New()
 		r.Header.Set(RequestIDHeader, req.id)
@@ -248,7 +250,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 
 	upstreamBody := body
 	stripUsage := false
-	if info.Stream && !info.IncludeUsage {
+	if info.Stream && !info.IncludeUsage && !api.Anthropic() { // Anthropic's streams carry usage
 		if b, err := openai.WithIncludeUsage(body, info); err == nil {
 			upstreamBody, stripUsage = b, true
 		}
@@ -362,7 +364,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t 
 		// The client has its headers at once, before the first token.
 		_ = http.NewResponseController(w).Flush()
 	}
-	err := h.pass(w, resp.Body, req, openai.NewAccountant(streamed, stripUsage), streamed)
+	err := h.pass(w, resp.Body, req, openai.NewAccountantFor(req.api, streamed, stripUsage), streamed)
 	if streamed && !req.seen.FirstToken.IsZero() {
 		req.firstByte = req.seen.FirstToken // a stream's first token is its first event
 	}
@@ -406,7 +408,8 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 		flush()
 		return nil
 	}
-	// a stream that began well must end with [DONE]; one that breaks off
+	// a stream that began well must end with [DONE] (an Anthropic one with
+	// message_stop); one that breaks off
 	// ends with an error event, not with what looks like a short answer
 	framed := streamed && req.status < 400
 	for {
@@ -433,20 +436,21 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 		}
 		if err != nil {
 			if framed {
-				_ = write(acct.Broken(streamBroke(req.id)))
+				_ = write(acct.Broken(streamBroke(req.id, req.api)))
 			}
 			return err
 		}
 	}
 }
 
-// errStreamCut: a stream ended without its [DONE].
-var errStreamCut = errors.New("the stream ended without [DONE]")
+// errStreamCut: a stream ended without its last event ([DONE], or an
+// Anthropic stream's message_stop).
+var errStreamCut = errors.New("the stream ended without its last event")
 
 // streamBroke is the error event that ends a stream whose model server
-// failed during it: OpenAI's error shape, no internal address.
-func streamBroke(requestID string) *openai.Error {
-	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "stream_interrupted",
+// failed during it: the API's error shape, no internal address.
+func streamBroke(requestID string, api openai.API) *openai.Error {
+	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "stream_interrupted", Anthropic: api.Anthropic(),
 		Message: "the model server stopped before the response was complete (request id " + requestID + ")"}
 }
 
@@ -582,6 +586,7 @@ func (h *Handler) fail(w http.ResponseWriter, req *request, code int, errCode, p
 // answer answers an error. A request that was routed counts in its
 // completion; one that was not counts here.
 func (h *Handler) answer(w http.ResponseWriter, req *request, e *openai.Error) {
+	e.Anthropic = req.api.Anthropic()
 	req.status = e.Status
 	if req.err == "" {
 		req.err = e.Message

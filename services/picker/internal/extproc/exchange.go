@@ -314,7 +314,7 @@ func (x *exchange) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv
 	}
 	hs := headerMap(h.GetHeaders())
 	x.status, _ = strconv.Atoi(hs[":status"])
-	x.acct = openai.NewAccountant(strings.HasPrefix(strings.ToLower(hs["content-type"]), "text/event-stream"), false)
+	x.acct = openai.NewAccountantFor(x.api, strings.HasPrefix(strings.ToLower(hs["content-type"]), "text/event-stream"), false)
 	x.noteServed(req)
 	m := &extprocv3.HeaderMutation{SetHeaders: sortedHeaders(x.served.GetResponseHeaders())}
 	if x.newID {
@@ -333,7 +333,7 @@ func (x *exchange) responseBody(req *extprocv3.ProcessingRequest, b *extprocv3.H
 	followed := x.pick != nil && !x.completed
 	if followed {
 		if x.acct == nil { // response headers not sent to the picker
-			x.acct = openai.NewAccountant(false, false)
+			x.acct = openai.NewAccountantFor(x.api, false, false)
 		}
 		x.acct.Feed(b.GetBody())
 		x.answerBytes += len(b.GetBody())
@@ -465,6 +465,7 @@ func (x *exchange) send(resp *extprocv3.ProcessingResponse) error {
 // reject answers the request with an error of its own and ends the
 // stream.
 func (x *exchange) reject(r openai.Rejection) error {
+	r.Anthropic = x.api.Anthropic()
 	x.outcome = outcomeImmediate
 	x.s.m.immediateResponse(r.Status)
 	if x.pick == nil {
