@@ -150,7 +150,7 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 		o.Seed = x
 		return err
 	})
-	fs.StringVar(&o.APIKey, "api-key", "", "require this bearer token on /v1 endpoints")
+	fs.StringVar(&o.APIKey, "api-key", "", "require this key on /v1 endpoints, as Authorization: Bearer <key> or x-api-key: <key>")
 	for _, n := range ignoredValue {
 		fs.String(n, "", "accepted for vLLM compatibility; no effect")
 	}

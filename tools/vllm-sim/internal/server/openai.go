@@ -30,6 +30,8 @@ func (p *Pod) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APICompletions) }))
 	mux.HandleFunc("POST /v1/chat/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIChatCompletions) }))
+	mux.HandleFunc("POST /v1/messages", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIMessages) }))
+	mux.HandleFunc("POST /v1/messages/count_tokens", p.auth(p.countTokens))
 	mux.HandleFunc("GET /v1/models", p.auth(p.models))
 	mux.HandleFunc("POST /tokenize", p.tokenize)
 	mux.HandleFunc("POST /v1/completions/render", p.render(openai.APICompletions))
@@ -45,15 +47,19 @@ func (p *Pod) Handler() http.Handler {
 	return mux
 }
 
-// auth requires the API key, when one is configured.
+// auth requires the API key, when one is configured, as
+// "Authorization: Bearer <key>" or as Anthropic's "x-api-key: <key>". A
+// refusal is in the error shape of the API at the request's path.
 func (p *Pod) auth(h http.HandlerFunc) http.HandlerFunc {
 	if p.cfg.APIKey == "" {
 		return h
 	}
-	want := "Bearer " + p.cfg.APIKey
+	bearer, key := []byte("Bearer "+p.cfg.APIKey), []byte(p.cfg.APIKey)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
-			writeErrorType(w, http.StatusUnauthorized, "AuthenticationError", "Unauthorized")
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), bearer) != 1 &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Api-Key")), key) != 1 {
+			api, _ := openai.APIOfPath(r.URL.Path)
+			writeAPIError(w, api, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
 		h(w, r)
@@ -61,12 +67,10 @@ func (p *Pod) auth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // openAIRequest holds the fields of a completions / chat request the
-// simulator acts on (the prompt and messages are read by openai.Parse).
+// simulator acts on beyond what openai.Parse reads.
 type openAIRequest struct {
-	Model               string `json:"model"`
-	MaxTokens           *int   `json:"max_tokens"`
-	MaxCompletionTokens *int   `json:"max_completion_tokens"`
-	Stream              bool   `json:"stream"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
 	StreamOptions       *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -74,9 +78,36 @@ type openAIRequest struct {
 	N    *int   `json:"n"`
 }
 
+// generation is what a request asks the engine for, and how to answer.
+type generation struct {
+	model, adapter string
+	prompt         []uint32
+	maxTokens      int
+	seed           uint64
+	stream         bool
+	includeUsage   bool
+}
+
+// requestError is a request refused: its HTTP status and message.
+type requestError struct {
+	status int
+	msg    string
+}
+
+func badRequest(msg string) *requestError {
+	return &requestError{status: http.StatusBadRequest, msg: msg}
+}
+
+func unknownModel(model string) *requestError {
+	return &requestError{http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model)}
+}
+
+// generate serves the APIs that generate tokens (completions, chat
+// completions, Messages): faults, then the request's checks, then the
+// engine, answered in the API's shape.
 func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 	if status := p.faults.Load().inject(); status != 0 {
-		writeError(w, status, injectedMessage(status))
+		writeAPIError(w, api, status, injectedMessage(status))
 		return
 	}
 	if d := p.faults.Load().ExtraLatency.Std(); d > 0 {
@@ -86,67 +117,99 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 			return
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "could not read the request body: "+err.Error())
+	body, ok := readBody(w, r, api)
+	if !ok {
 		return
 	}
-	var oa openAIRequest
-	if err := json.Unmarshal(body, &oa); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
+	g, rerr := p.prepare(api, body)
+	if rerr != nil {
+		writeAPIError(w, api, rerr.status, rerr.msg)
 		return
+	}
+	id := fmt.Sprintf("%x%016x", p.reqSeq.Add(1), rand.Uint64())
+	seq, err := p.engine.Submit(engine.Request{ID: id, Adapter: g.adapter, Prompt: g.prompt, MaxTokens: g.maxTokens, Chat: api.Chat(), Seed: g.seed})
+	if err != nil {
+		writeAPIError(w, api, http.StatusBadRequest, err.Error())
+		return
+	}
+	out := &output{pod: p, api: api, model: g.model, id: responseIDPrefix(api) + id, seq: seq, created: time.Now().Unix()}
+	switch {
+	case api.Anthropic() && g.stream:
+		out.streamMessage(w, r)
+	case api.Anthropic():
+		out.completeMessage(w, r)
+	case g.stream:
+		out.stream(w, r, g.includeUsage)
+	default:
+		out.complete(w, r)
+	}
+}
+
+// prepare checks a generating request's body and reads what the engine
+// needs from it. An Anthropic body has none of the OpenAI-only members
+// (stream_options, seed, n); vLLM ignores them there, as prepare does.
+func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
+	var oa openAIRequest
+	if !api.Anthropic() {
+		if err := json.Unmarshal(body, &oa); err != nil {
+			return generation{}, badRequest("invalid request body: " + err.Error())
+		}
 	}
 	parsed, err := openai.Parse(api, body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return generation{}, badRequest(err.Error())
 	}
-	model, adapter, ok := p.resolveModel(oa.Model)
+	model, adapter, ok := p.resolveModel(parsed.Model)
 	if !ok {
-		writeErrorType(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", oa.Model))
-		return
+		return generation{}, unknownModel(parsed.Model)
 	}
 	if oa.N != nil && *oa.N != 1 {
-		writeError(w, http.StatusBadRequest, "only n=1 is supported")
-		return
+		return generation{}, badRequest("only n=1 is supported")
 	}
-	if oa.StreamOptions != nil && !oa.Stream {
-		writeError(w, http.StatusBadRequest, "Stream options can only be defined when `stream=True`.")
-		return
+	if oa.StreamOptions != nil && !parsed.Stream {
+		return generation{}, badRequest("Stream options can only be defined when `stream=True`.")
 	}
-	prompt := p.promptTokens(api, parsed)
-	maxTokens := 0
-	for _, v := range []*int{oa.MaxTokens, oa.MaxCompletionTokens} {
+	g := generation{model: model, adapter: adapter, prompt: p.promptTokens(api, parsed), stream: parsed.Stream}
+	limits := []*int{oa.MaxTokens, oa.MaxCompletionTokens}
+	if api.Anthropic() {
+		limits = []*int{&parsed.MaxTokens} // required: Parse checked it is there
+	}
+	for _, v := range limits {
 		if v != nil {
 			if *v < 1 {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", *v))
-				return
+				return generation{}, badRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", *v))
 			}
-			maxTokens = *v
+			g.maxTokens = *v
 		}
 	}
-	seed := p.cfg.Seed ^ xxhash.Sum64(tokenBytes(prompt))
+	g.seed = p.cfg.Seed ^ xxhash.Sum64(tokenBytes(g.prompt))
 	if oa.Seed != nil {
-		seed = p.cfg.Seed ^ uint64(*oa.Seed)
+		g.seed = p.cfg.Seed ^ uint64(*oa.Seed)
 	}
-	id := fmt.Sprintf("%x%016x", p.reqSeq.Add(1), rand.Uint64())
-	seq, err := p.engine.Submit(engine.Request{ID: id, Adapter: adapter, Prompt: prompt, MaxTokens: maxTokens, Chat: api == openai.APIChatCompletions, Seed: seed})
+	g.includeUsage = oa.StreamOptions != nil && (oa.StreamOptions.IncludeUsage == nil || *oa.StreamOptions.IncludeUsage)
+	return g, nil
+}
+
+// responseIDPrefix is how the ids of api's responses begin.
+func responseIDPrefix(api openai.API) string {
+	switch api {
+	case openai.APIChatCompletions:
+		return "chatcmpl-"
+	case openai.APIMessages:
+		return "msg_"
+	}
+	return "cmpl-"
+}
+
+// readBody reads a request body, bounded by maxBodyBytes; on failure it
+// answers the request (in api's error shape) and returns false.
+func readBody(w http.ResponseWriter, r *http.Request, api openai.API) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		writeAPIError(w, api, http.StatusBadRequest, "could not read the request body: "+err.Error())
+		return nil, false
 	}
-	out := &output{pod: p, api: api, model: model, seq: seq, created: time.Now().Unix()}
-	if api == openai.APIChatCompletions {
-		out.id = "chatcmpl-" + id
-	} else {
-		out.id = "cmpl-" + id
-	}
-	if oa.Stream {
-		includeUsage := oa.StreamOptions != nil && (oa.StreamOptions.IncludeUsage == nil || *oa.StreamOptions.IncludeUsage)
-		out.stream(w, r, includeUsage)
-		return
-	}
-	out.complete(w, r)
+	return body, true
 }
 
 // resolveModel maps a requested model to the name responses carry and the
@@ -167,9 +230,10 @@ func (p *Pod) resolveModel(m string) (name, adapter string, ok bool) {
 }
 
 // promptTokens tokenizes a request: token-id prompts as given, text with the
-// built-in tokenizer, chat messages through the Llama 3 chat template.
+// built-in tokenizer, chat messages (and a Messages request's, its system
+// prompt first) through the Llama 3 chat template.
 func (p *Pod) promptTokens(api openai.API, req openai.Request) []uint32 {
-	if api == openai.APICompletions {
+	if !api.Chat() {
 		if len(req.TokenIDs) > 0 {
 			return req.TokenIDs
 		}
@@ -217,24 +281,33 @@ func (o *output) wait(r *http.Request, have int) (engine.Progress, bool) {
 	}
 }
 
-func (o *output) complete(w http.ResponseWriter, r *http.Request) {
-	var pr engine.Progress
+// result waits for the sequence to finish and returns its progress and
+// text. ok is false when the client went away, or when the engine failed
+// the sequence (which result has answered).
+func (o *output) result(w http.ResponseWriter, r *http.Request) (pr engine.Progress, text []byte, ok bool) {
 	for {
-		var ok bool
 		if pr, ok = o.wait(r, pr.Generated); !ok {
-			return
+			return pr, nil, false
 		}
 		if pr.Done {
 			break
 		}
 	}
 	if pr.Err != nil {
-		writeErrorType(w, http.StatusInternalServerError, "InternalServerError", pr.Err.Error())
-		return
+		writeAPIError(w, o.api, http.StatusInternalServerError, pr.Err.Error())
+		return pr, nil, false
 	}
-	var text []byte
 	for i := range pr.Generated {
 		text = appendTokenText(text, o.seq.Seed(), i)
+	}
+	return pr, text, true
+}
+
+// complete answers a completions or chat request in OpenAI's shape.
+func (o *output) complete(w http.ResponseWriter, r *http.Request) {
+	pr, text, ok := o.result(w, r)
+	if !ok {
+		return
 	}
 	b := make([]byte, 0, len(text)+512)
 	b = append(b, `{"id":`...)
@@ -279,14 +352,10 @@ func (o *output) appendUsage(b []byte, pr engine.Progress) []byte {
 	return append(b, '}')
 }
 
-// stream writes the response as server-sent events: one chunk per token
-// (the last carrying finish_reason), then the usage chunk when asked for,
-// then [DONE].
+// stream writes a completions or chat response as server-sent events:
+// one chunk per token (the last carrying finish_reason), then the usage
+// chunk when asked for, then [DONE].
 func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage bool) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	rc := http.NewResponseController(w)
 	chat := o.api == openai.APIChatCompletions
 	// Every chunk is prefix + content + middle + finish_reason + suffix.
 	var prefix []byte
@@ -306,20 +375,7 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 		choice = `,"choices":[{"index":0,"delta":{"content":`
 		middle = `},"logprobs":null,"finish_reason":`
 	}
-	buf := make([]byte, 0, 512)
-	sent := 0
-	var pr engine.Progress
-	for {
-		var ok bool
-		if pr, ok = o.wait(r, sent); !ok {
-			return
-		}
-		if pr.Err != nil {
-			// the engine went down mid-stream: the connection is cut, as a
-			// crashed server's would be
-			panic(http.ErrAbortHandler)
-		}
-		buf = buf[:0]
+	o.pump(w, r, func(buf []byte, sent int, pr engine.Progress) []byte {
 		if chat && sent == 0 && pr.Generated > 0 {
 			// the chunk announcing the assistant role goes out with the first
 			// token, as vLLM's does (a first byte before it would fake TTFT)
@@ -347,6 +403,33 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 			}
 			buf = append(buf, "data: [DONE]\n\n"...)
 		}
+		return buf
+	})
+}
+
+// pump streams a sequence's output as server-sent events, paced by the
+// engine: each time tokens [sent, pr.Generated) are new, or the sequence
+// is done, render appends their events (and the closing ones once
+// pr.Done) to buf, and they are written and flushed. A client that goes
+// away aborts the sequence; an engine that goes down cuts the connection,
+// as a crashed server's would be.
+func (o *output) pump(w http.ResponseWriter, r *http.Request, render func(buf []byte, sent int, pr engine.Progress) []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 0, 512)
+	sent := 0
+	for {
+		pr, ok := o.wait(r, sent)
+		if !ok {
+			return
+		}
+		if pr.Err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		buf = render(buf[:0], sent, pr)
+		sent = pr.Generated
 		if _, err := w.Write(buf); err != nil {
 			o.pod.engine.Abort(o.seq)
 			return
@@ -381,9 +464,8 @@ func (p *Pod) models(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (p *Pod) tokenize(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "could not read the request body: "+err.Error())
+	body, ok := readBody(w, r, openai.APICompletions)
+	if !ok {
 		return
 	}
 	var probe struct {
@@ -411,9 +493,8 @@ func (p *Pod) tokenize(w http.ResponseWriter, r *http.Request) {
 // the result).
 func (p *Pod) render(api openai.API) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "could not read the request body: "+err.Error())
+		body, ok := readBody(w, r, api)
+		if !ok {
 			return
 		}
 		parsed, err := openai.Parse(api, body)
@@ -440,9 +521,13 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// writeError answers an error in vLLM's OpenAI shape, its type vLLM's for
+// the status.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	typ := "BadRequestError"
 	switch status {
+	case http.StatusUnauthorized:
+		typ = "AuthenticationError"
 	case http.StatusTooManyRequests:
 		typ = "RateLimitError"
 	case http.StatusServiceUnavailable:
@@ -453,6 +538,20 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 		typ = "NotFoundError"
 	}
 	writeErrorType(w, status, typ, msg)
+}
+
+// writeAPIError answers an error in the shape of api: Anthropic's
+// ({"type": "error", "error": {"type", "message"}}) for the Messages
+// APIs, vLLM's OpenAI shape for the others (and for no API, 0).
+func writeAPIError(w http.ResponseWriter, api openai.API, status int, msg string) {
+	if !api.Anthropic() {
+		writeError(w, status, msg)
+		return
+	}
+	e := openai.Error{Status: status, Message: msg, Anthropic: true}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(e.Body())
 }
 
 func writeErrorType(w http.ResponseWriter, status int, typ, msg string) {

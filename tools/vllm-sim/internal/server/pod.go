@@ -1,6 +1,6 @@
-// Package server serves one simulated vLLM pod: the OpenAI API, /metrics,
-// /tokenize, /v1/models and /health on its HTTP port, and the KV-cache
-// events of its engine over ZeroMQ.
+// Package server serves one simulated vLLM pod: the OpenAI API and
+// Anthropic's Messages API, /metrics, /tokenize, /v1/models and /health on
+// its HTTP port, and the KV-cache events of its engine over ZeroMQ.
 package server
 
 import (
@@ -65,8 +65,8 @@ type Config struct {
 	LegacyMetrics bool
 	// Faults are the initial failure-injection settings.
 	Faults Faults
-	// APIKey, when set, is required as "Authorization: Bearer <key>" on
-	// the /v1 endpoints (vLLM's --api-key).
+	// APIKey, when set, is required as "Authorization: Bearer <key>" or
+	// "x-api-key: <key>" on the /v1 endpoints (vLLM's --api-key).
 	APIKey string
 	// OnDown and OnUp are called when a simulated crash takes the pod down
 	// and when it is back (registration in a service registry follows them).
