@@ -2,8 +2,9 @@ package openai
 
 import "strings"
 
-// API is the endpoint a request was sent to: one of the OpenAI APIs, or
-// the Anthropic Messages API that vLLM serves beside them.
+// API is the endpoint a request was sent to: one of the OpenAI APIs, the
+// Anthropic Messages API that vLLM serves beside them, or vLLM's own
+// token-in, token-out generate API.
 type API uint8
 
 // The APIs Hermod routes.
@@ -15,7 +16,16 @@ const (
 	// APIMessagesCountTokens is its token counting (/v1/messages/count_tokens):
 	// a body like a Messages request, answered with {"input_tokens": n}.
 	APIMessagesCountTokens
+	// APIGenerate is vLLM's /inference/v1/generate: a prompt of token ids
+	// (token_ids), its limits in sampling_params, answered (and streamed)
+	// as OpenAI chunks of generated token ids with OpenAI's usage.
+	APIGenerate
+
+	lastAPI = APIGenerate
 )
+
+// Valid says whether a is one of the APIs.
+func (a API) Valid() bool { return a >= APICompletions && a <= lastAPI }
 
 func (a API) String() string {
 	switch a {
@@ -27,6 +37,8 @@ func (a API) String() string {
 		return "messages"
 	case APIMessagesCountTokens:
 		return "messages_count_tokens"
+	case APIGenerate:
+		return "generate"
 	}
 	return "unknown"
 }
@@ -42,6 +54,8 @@ func (a API) Path() string {
 		return "/v1/messages"
 	case APIMessagesCountTokens:
 		return "/v1/messages/count_tokens"
+	case APIGenerate:
+		return "/inference/v1/generate"
 	}
 	return ""
 }
@@ -61,7 +75,7 @@ func (a API) Anthropic() bool {
 // Generates says whether the API's answer is generated tokens (with
 // usage, and a stream when asked for); token counting is not.
 func (a API) Generates() bool {
-	return a == APICompletions || a == APIChatCompletions || a == APIMessages
+	return a == APICompletions || a == APIChatCompletions || a == APIMessages || a == APIGenerate
 }
 
 // APIOfPath returns the API served at an URL path (a query and a trailing
@@ -79,6 +93,8 @@ func APIOfPath(path string) (api API, ok bool) {
 		return APIMessages, true
 	case "/v1/messages/count_tokens":
 		return APIMessagesCountTokens, true
+	case "/inference/v1/generate":
+		return APIGenerate, true
 	}
 	return 0, false
 }

@@ -15,6 +15,8 @@ func (a API) PickAPI() pickerv1.Api {
 		return pickerv1.Api_API_MESSAGES
 	case APIMessagesCountTokens:
 		return pickerv1.Api_API_MESSAGES_COUNT_TOKENS
+	case APIGenerate:
+		return pickerv1.Api_API_GENERATE
 	}
 	return pickerv1.Api_API_UNSPECIFIED
 }
@@ -31,6 +33,8 @@ func APIOfPick(a pickerv1.Api) (API, bool) {
 		return APIMessages, true
 	case pickerv1.Api_API_MESSAGES_COUNT_TOKENS:
 		return APIMessagesCountTokens, true
+	case pickerv1.Api_API_GENERATE:
+		return APIGenerate, true
 	}
 	return 0, false
 }

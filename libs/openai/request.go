@@ -94,7 +94,7 @@ func fieldError(param, format string, args ...any) error {
 // member. Of duplicate members the last counts, as in encoding/json.
 func Parse(api API, body []byte) (Request, error) {
 	r := Request{API: api}
-	if api < APICompletions || api > APIMessagesCountTokens {
+	if !api.Valid() {
 		return Request{}, &BodyError{Msg: fmt.Sprintf("unsupported API %d", api)}
 	}
 	s := scanner{b: body, anthropic: api.Anthropic()}
@@ -121,6 +121,7 @@ type parser struct {
 	maxTokens, maxCompletionTokens int
 	hasPrompt, hasMessages         bool
 	hasMaxTokens                   bool
+	hasSamplingParams              bool
 	// system is a Messages request's system prompt (hasSystem: given)
 	system    Message
 	hasSystem bool
@@ -146,6 +147,9 @@ func (p *parser) member(s *scanner, r *Request, key []byte) error {
 	case "stream_options":
 		return s.streamOptions(r)
 	case "max_tokens":
+		if r.API == APIGenerate { // its limit is sampling_params.max_tokens
+			return s.skip(1)
+		}
 		null, err := s.null()
 		if null || err != nil {
 			p.maxTokens, p.hasMaxTokens = 0, false
@@ -165,7 +169,7 @@ func (p *parser) member(s *scanner, r *Request, key []byte) error {
 		p.system = Message{Role: "system"}
 		return s.content(&p.system, "system")
 	case "max_completion_tokens":
-		if r.API.Anthropic() { // not a Messages member: vLLM ignores it there
+		if r.API.Anthropic() || r.API == APIGenerate { // not a member: vLLM ignores it there
 			return s.skip(1)
 		}
 		return s.maxTokens("max_completion_tokens", &p.maxCompletionTokens)
@@ -180,6 +184,23 @@ func (p *parser) member(s *scanner, r *Request, key []byte) error {
 			return err
 		}
 		return s.prompt(r)
+	case "token_ids":
+		if r.API != APIGenerate {
+			return s.skip(1)
+		}
+		p.hasPrompt = true
+		ids, err := s.tokenIDs("token_ids")
+		if err != nil {
+			return err
+		}
+		r.Prompt, r.TokenIDs = tokenText(ids), ids
+		return nil
+	case "sampling_params":
+		if r.API != APIGenerate {
+			return s.skip(1)
+		}
+		p.hasSamplingParams = true
+		return s.samplingParams(p)
 	case "messages":
 		if !r.API.Chat() {
 			return s.skip(1)
@@ -201,6 +222,10 @@ func (p *parser) finish(r *Request) error {
 		return fieldError("prompt", "required")
 	case r.API.Chat() && !p.hasMessages:
 		return fieldError("messages", "required")
+	case r.API == APIGenerate && len(r.TokenIDs) == 0:
+		return fieldError("token_ids", "must hold at least one token id")
+	case r.API == APIGenerate && !p.hasSamplingParams:
+		return fieldError("sampling_params", "required")
 	case r.API == APIMessages && !p.hasMaxTokens:
 		return fieldError("max_tokens", "required")
 	case r.API.Anthropic() && r.Model == "":
@@ -254,6 +279,23 @@ func (s *scanner) streamOptions(r *Request) error {
 		return err
 	}
 	return fieldError("stream_options", "must be an object")
+}
+
+// samplingParams reads a generate request's sampling_params: an object
+// whose max_tokens is the request's limit.
+func (s *scanner) samplingParams(p *parser) error {
+	if s.peek() != '{' {
+		if err := s.skip(1); err != nil {
+			return err
+		}
+		return fieldError("sampling_params", "must be an object")
+	}
+	return s.object(1, func(key []byte) error {
+		if string(key) != "max_tokens" {
+			return s.skip(2)
+		}
+		return s.maxTokens("sampling_params.max_tokens", &p.maxTokens)
+	})
 }
 
 // maxTokens reads a token limit: a non-negative integer or null (0),

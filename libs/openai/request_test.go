@@ -242,6 +242,7 @@ func FuzzParse(f *testing.F) {
 		`{"messages":[{"role":"a","content":"\ud83d\ude00 \u00e9"}],"max_tokens":5}`,
 		`{"a":[1,-2.5e3,true,null,"\ud83d\ude00"]}`, `{}`, `[]`, `{"model":1}`, `{"x":"\u00"}`,
 		`{"model":"m","max_tokens":8,"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"r"}]},{"type":"tool_use","input":{"a":[1]}}]}]}`,
+		`{"token_ids":[1,2,3],"sampling_params":{"max_tokens":4,"stop":[]},"stream":true}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -264,7 +265,7 @@ func FuzzParse(f *testing.F) {
 		if r.Model != ref.model || r.Stream != ref.stream || !slices.EqualFunc(r.Messages, ref.msgs, sameText) {
 			t.Fatalf("%q: parsed %+v, encoding/json reads %+v", body, r, ref)
 		}
-		for _, api := range []API{APICompletions, APIMessages} {
+		for _, api := range []API{APICompletions, APIMessages, APIGenerate} {
 			if _, err := Parse(api, body); err != nil && !errors.As(err, &be) {
 				t.Fatalf("%s: %v", api, err)
 			}

@@ -2,14 +2,16 @@
 // names. Both of Hermod's ways in (the gateway and the Envoy ext_proc
 // server) read request bodies with libs/openai: openai-parser is its
 // OpenAI reading by its upstream name, anthropic-parser its reading of
-// Anthropic's Messages API. A config that names parsers serves the APIs
-// they claim. Upstream's parsers of wires Hermod does not serve are
+// Anthropic's Messages API, vllmhttp-parser its reading of vLLM's
+// token-in, token-out /inference/v1/generate. A config that names parsers
+// serves the APIs they claim. Upstream's parsers of wires Hermod does not serve are
 // refused, saying what to use instead.
 package parser
 
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/scheduling"
@@ -19,6 +21,7 @@ import (
 const (
 	OpenAIType      = "openai-parser"
 	AnthropicType   = "anthropic-parser"
+	VLLMHTTPType    = "vllmhttp-parser"
 	VLLMGRPCType    = "vllmgrpc-parser"
 	VertexAIType    = "vertexai-parser"
 	PassthroughType = "passthrough-parser"
@@ -27,6 +30,7 @@ const (
 func init() {
 	scheduling.Register(scheduling.Registration{Type: OpenAIType, New: newOpenAI})
 	scheduling.Register(scheduling.Registration{Type: AnthropicType, New: newAnthropic})
+	scheduling.Register(scheduling.Registration{Type: VLLMHTTPType, New: newVLLMHTTP})
 	for typ, why := range map[string]string{
 		VLLMGRPCType: "Hermod's ways in speak the OpenAI API over HTTP; vLLM's gRPC API is not served",
 		VertexAIType: "Hermod's ways in speak the OpenAI API over HTTP; Vertex AI's PredictionService is not served",
@@ -44,21 +48,13 @@ type OpenAI struct {
 }
 
 func newOpenAI(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
-		return nil, err
-	}
-	if name == "" {
-		name = OpenAIType
-	}
-	return &OpenAI{scheduling.Named{Type: OpenAIType, Name: name}}, nil
+	named, err := parameterless(OpenAIType, name, raw, h)
+	return &OpenAI{named}, err
 }
 
 // ParseRequest implements scheduling.RequestParser.
-func (*OpenAI) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
-	if api.Anthropic() {
-		return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", OpenAIType, api.Path(), AnthropicType)
-	}
-	return openai.Parse(api, body)
+func (p *OpenAI) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	return parse(p, api, body)
 }
 
 // APIs implements scheduling.RequestParser.
@@ -75,26 +71,71 @@ type Anthropic struct {
 }
 
 func newAnthropic(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
-		return nil, err
-	}
-	if name == "" {
-		name = AnthropicType
-	}
-	return &Anthropic{scheduling.Named{Type: AnthropicType, Name: name}}, nil
+	named, err := parameterless(AnthropicType, name, raw, h)
+	return &Anthropic{named}, err
 }
 
 // ParseRequest implements scheduling.RequestParser.
-func (*Anthropic) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
-	if !api.Anthropic() {
-		return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", AnthropicType, api.Path(), OpenAIType)
-	}
-	return openai.Parse(api, body)
+func (p *Anthropic) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	return parse(p, api, body)
 }
 
 // APIs implements scheduling.RequestParser.
 func (*Anthropic) APIs() []openai.API {
 	return []openai.API{openai.APIMessages, openai.APIMessagesCountTokens}
+}
+
+// VLLMHTTP is vllmhttp-parser: vLLM's /inference/v1/generate, a prompt
+// of token ids (token_ids, routed and prefix-hashed as those ids), its
+// limit in sampling_params.max_tokens, answered with OpenAI's usage.
+type VLLMHTTP struct {
+	scheduling.Named
+}
+
+func newVLLMHTTP(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	named, err := parameterless(VLLMHTTPType, name, raw, h)
+	return &VLLMHTTP{named}, err
+}
+
+// ParseRequest implements scheduling.RequestParser.
+func (p *VLLMHTTP) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	return parse(p, api, body)
+}
+
+// APIs implements scheduling.RequestParser.
+func (*VLLMHTTP) APIs() []openai.API { return []openai.API{openai.APIGenerate} }
+
+// parameterless decodes the (absent) parameters of a parser that takes
+// none; a parser's name defaults to its type.
+func parameterless(typ, name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Named, error) {
+	if err := scheduling.DecodeParameters(raw, &struct{}{}, h); err != nil {
+		return scheduling.Named{}, err
+	}
+	if name == "" {
+		name = typ
+	}
+	return scheduling.Named{Type: typ, Name: name}, nil
+}
+
+// parsers are the built parser types, each by the APIs it claims.
+var parsers = map[string][]openai.API{
+	OpenAIType:    (*OpenAI)(nil).APIs(),
+	AnthropicType: (*Anthropic)(nil).APIs(),
+	VLLMHTTPType:  (*VLLMHTTP)(nil).APIs(),
+}
+
+// parse parses a body sent to api with libs/openai if p claims api; else
+// it names the parser that does.
+func parse(p scheduling.RequestParser, api openai.API, body []byte) (openai.Request, error) {
+	if !slices.Contains(p.APIs(), api) {
+		for typ, apis := range parsers {
+			if slices.Contains(apis, api) {
+				return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", p.TypedName().Type, api.Path(), typ)
+			}
+		}
+		return openai.Request{}, fmt.Errorf("%s does not parse %s", p.TypedName().Type, api.Path())
+	}
+	return openai.Parse(api, body)
 }
 
 // refuse returns the factory of a parser type Hermod does not provide.
@@ -107,4 +148,5 @@ func refuse(typ, why string) scheduling.Factory {
 var (
 	_ scheduling.RequestParser = (*OpenAI)(nil)
 	_ scheduling.RequestParser = (*Anthropic)(nil)
+	_ scheduling.RequestParser = (*VLLMHTTP)(nil)
 )

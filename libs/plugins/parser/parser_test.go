@@ -61,12 +61,14 @@ func TestParserSection(t *testing.T) {
 // A config that lists parsers serves the APIs they claim; one that lists
 // none serves every API, as upstream's default parsers do.
 func TestParsersDecideTheAPIsServed(t *testing.T) {
-	all := []openai.API{openai.APICompletions, openai.APIChatCompletions, openai.APIMessages, openai.APIMessagesCountTokens}
+	all := []openai.API{openai.APICompletions, openai.APIChatCompletions, openai.APIMessages, openai.APIMessagesCountTokens, openai.APIGenerate}
 	for yaml, served := range map[string][]openai.API{
 		"plugins: [{type: queue-scorer}]": all,
-		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}]}":                                                    {openai.APICompletions, openai.APIChatCompletions},
-		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: anthropic-parser}]}":                                                 {openai.APIMessages, openai.APIMessagesCountTokens},
-		"plugins: [{type: queue-scorer}, {type: anthropic-parser, name: a}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}, {pluginRef: a}]}": all,
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}]}":                                                              {openai.APICompletions, openai.APIChatCompletions},
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: anthropic-parser}]}":                                                           {openai.APIMessages, openai.APIMessagesCountTokens},
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: vllmhttp-parser}]}":                                                            {openai.APIGenerate},
+		"plugins: [{type: queue-scorer}, {type: anthropic-parser, name: a}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}, {pluginRef: a}]}":           all[:4],
+		"plugins: [{type: queue-scorer}]\nrequestHandler: {parsers: [{pluginRef: openai-parser}, {pluginRef: anthropic-parser}, {pluginRef: vllmhttp-parser}]}": all,
 	} {
 		cfg, err := scheduling.ParseConfig([]byte(yaml))
 		if err != nil {
@@ -87,7 +89,18 @@ func TestParsersDecideTheAPIsServed(t *testing.T) {
 	if r, err := a.ParseRequest(openai.APIMessages, []byte(`{"model":"m","max_tokens":4,"system":"s","messages":[{"role":"user","content":"hi"}]}`)); err != nil || len(r.Messages) != 2 {
 		t.Errorf("anthropic-parser: %+v %v", r, err)
 	}
-	if _, err := a.ParseRequest(openai.APIChatCompletions, []byte(`{"messages":[]}`)); err == nil {
-		t.Error("anthropic-parser parsed a chat completions body")
+	if _, err := a.ParseRequest(openai.APIChatCompletions, []byte(`{"messages":[]}`)); err == nil || !strings.Contains(err.Error(), "use openai-parser") {
+		t.Errorf("anthropic-parser parsed a chat completions body: %v", err)
+	}
+	v := schedulingtest.New[*parser.VLLMHTTP](t, schedulingtest.NewHandle(), parser.VLLMHTTPType, "", "")
+	if r, err := v.ParseRequest(openai.APIGenerate, []byte(`{"token_ids":[7,8,9],"sampling_params":{"max_tokens":3}}`)); err != nil || len(r.TokenIDs) != 3 || r.MaxTokens != 3 {
+		t.Errorf("vllmhttp-parser: %+v %v", r, err)
+	}
+	if _, err := v.ParseRequest(openai.APICompletions, []byte(`{"prompt":"x"}`)); err == nil || !strings.Contains(err.Error(), "use openai-parser") {
+		t.Errorf("vllmhttp-parser parsed a completions body: %v", err)
+	}
+	o := schedulingtest.New[*parser.OpenAI](t, schedulingtest.NewHandle(), parser.OpenAIType, "", "")
+	if _, err := o.ParseRequest(openai.APIGenerate, []byte(`{"token_ids":[1],"sampling_params":{}}`)); err == nil || !strings.Contains(err.Error(), "use vllmhttp-parser") {
+		t.Errorf("openai-parser parsed a generate body: %v", err)
 	}
 }

@@ -28,7 +28,6 @@ var notYetBuilt = map[string]bool{
 	"multicluster-session-affinity-filter":      true,
 	"priority-then-time-eviction-order-policy":  true,
 	"sheddable-eviction-filter":                 true,
-	"vllmhttp-parser":                           true,
 }
 
 // Every plugin type of the llm-d router v0.10 registry is built here, or

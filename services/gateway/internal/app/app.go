@@ -227,8 +227,27 @@ func apiServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
 	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
+// servedPaths are the API paths the gateway serves (with some methods).
+var servedPaths = map[string]bool{
+	"/v1/completions": true, "/v1/chat/completions": true, "/v1/messages": true, "/v1/messages/count_tokens": true,
+	"/v1/models": true, "/v1/responses": true, "/inference/v1/generate": true,
+}
+
+// notServed answers a request the API routes do not take: 405 on a path
+// served with other methods, else 404; in Anthropic's shape under
+// /v1/messages.
+func notServed(w http.ResponseWriter, r *http.Request) {
+	e := &openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound, Code: "unknown_url",
+		Message: "Unknown request URL: " + r.Method + " " + r.URL.Path, Anthropic: openai.AnthropicPath(r.URL.Path)}
+	if servedPaths[r.URL.Path] {
+		e.Status, e.Type, e.Code, e.Message = http.StatusMethodNotAllowed, openai.TypeInvalidRequest, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path
+	}
+	e.Write(w)
+}
+
 // routes is the gateway's HTTP surface on the API address: the OpenAI
-// API, Anthropic's Messages API, /health and /ready; the rest of ops (/metrics) only with
+// API, Anthropic's Messages API, vLLM's /inference/v1/generate, /health
+// and /ready; the rest of ops (/metrics) only with
 // metricsOnAPI.
 func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler, metricsOnAPI bool) http.Handler {
 	api := http.NewServeMux()
@@ -237,19 +256,11 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	api.Handle("POST /v1/chat/completions", h.Completions(openai.APIChatCompletions))
 	api.Handle("POST /v1/messages", h.Completions(openai.APIMessages))
 	api.Handle("POST /v1/messages/count_tokens", h.Completions(openai.APIMessagesCountTokens))
+	api.Handle("POST /inference/v1/generate", h.Completions(openai.APIGenerate))
 	api.Handle("GET /v1/models", list)
 	api.HandleFunc("GET /v1/models/{model...}", list.ServeModel)
-	api.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		anthropic := openai.AnthropicPath(r.URL.Path)
-		switch r.URL.Path {
-		case "/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/v1/responses":
-			(&openai.Error{Status: http.StatusMethodNotAllowed, Type: openai.TypeInvalidRequest, Code: "method_not_allowed",
-				Message: r.Method + " is not allowed on " + r.URL.Path, Anthropic: anthropic}).Write(w)
-		default:
-			(&openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound, Code: "unknown_url",
-				Message: "Unknown request URL: " + r.Method + " " + r.URL.Path, Anthropic: anthropic}).Write(w)
-		}
-	})
+	api.HandleFunc("/v1/", notServed)
+	api.HandleFunc("/inference/", notServed)
 	// who a request acts for: its API key, else its tenant header; a
 	// background run acts for its response's owner
 	v1 := auth.Tenants(api)
@@ -264,6 +275,7 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", proxy.RequestIDs(v1))
+	mux.Handle("/inference/", proxy.RequestIDs(v1))
 	if metricsOnAPI {
 		mux.Handle("/", ops)
 	} else {

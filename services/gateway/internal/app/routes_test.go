@@ -72,6 +72,10 @@ func TestRoutes(t *testing.T) {
 		{http.MethodGet, "/v1/messages", "sk-1", http.StatusMethodNotAllowed, "error"},
 		{http.MethodGet, "/v1/messages/count_tokens", "sk-1", http.StatusMethodNotAllowed, "error"},
 		{http.MethodPost, "/v1/messages/batches", "sk-1", http.StatusNotFound, "error"},
+		// vLLM's own paths are behind the same keys
+		{http.MethodPost, "/inference/v1/generate", "", http.StatusUnauthorized, "authentication_error"},
+		{http.MethodGet, "/inference/v1/generate", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
+		{http.MethodPost, "/inference/v2/generate", "sk-1", http.StatusNotFound, "not_found_error"},
 	} {
 		resp, body := do(c.method, c.path, c.key)
 		if resp.StatusCode != c.code || !strings.Contains(body, `"type":"`+c.errType+`"`) || len(resp.Header.Get("X-Request-Id")) != 32 {

@@ -14,23 +14,7 @@ import (
 
 	eventsv1 "github.com/hermod/hermod/libs/api/hermod/events/v1"
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
-	"github.com/hermod/hermod/libs/openai"
 )
-
-// newMessagesGateway is a gateway serving Anthropic's Messages API.
-func newMessagesGateway(t *testing.T, targets ...string) *gw {
-	t.Helper()
-	p := &fakePicker{targets: targets}
-	r := &fakeReporter{got: make(chan struct{}, 1)}
-	m := NewMetrics(nil)
-	h := New(Options{Pool: "pool", Replica: "gw-1", Picker: p, Reporter: r, Logger: quiet, Metrics: m, MaxBodyBytes: 1 << 20})
-	mux := http.NewServeMux()
-	mux.Handle("POST /v1/messages", h.Completions(openai.APIMessages))
-	mux.Handle("POST /v1/messages/count_tokens", h.Completions(openai.APIMessagesCountTokens))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return &gw{url: srv.URL, picker: p, reporter: r, metrics: m}
-}
 
 const messagesStream = "event: message_start\n" +
 	`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":9,"output_tokens":1,"cache_read_input_tokens":4}}}` + "\n\n" +
@@ -59,7 +43,7 @@ func TestMessagesStreamIsAccountedAndUntouched(t *testing.T) {
 		_, _ = io.WriteString(w, messagesStream+messagesStop)
 	}))
 	defer up.Close()
-	g := newMessagesGateway(t, hostPort(up.URL))
+	g := newGateway(t, hostPort(up.URL))
 	body := `{"model":"m","max_tokens":16,"stream":true,"system":"be brief","messages":[{"role":"user","content":"hi"}]}`
 	resp, err := http.Post(g.url+"/v1/messages", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -97,7 +81,7 @@ func TestMessagesAnswerIsAccounted(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":12,"output_tokens":2}}`)
 	}))
 	defer up.Close()
-	g := newMessagesGateway(t, hostPort(up.URL))
+	g := newGateway(t, hostPort(up.URL))
 	resp, err := http.Post(g.url+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +111,7 @@ func TestMessagesAnswerIsAccounted(t *testing.T) {
 // (its parse, the picker) answers in Anthropic's error shape, which its
 // SDKs decode.
 func TestMessagesErrorsAreAnthropicShaped(t *testing.T) {
-	g := newMessagesGateway(t, "127.0.0.1:1")
+	g := newGateway(t, "127.0.0.1:1")
 	for _, c := range []struct {
 		body    string
 		pickErr error
@@ -169,7 +153,7 @@ func TestBrokenMessagesStreamEndsWithAnErrorEvent(t *testing.T) {
 		_, _ = io.WriteString(w, messagesStream)
 	}))
 	defer up.Close()
-	g := newMessagesGateway(t, hostPort(up.URL))
+	g := newGateway(t, hostPort(up.URL))
 	resp, err := http.Post(g.url+"/v1/messages", "application/json",
 		strings.NewReader(`{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {

@@ -131,6 +131,9 @@ func newGatewayWith(t testing.TB, edit func(*Options), targets ...string) *gw {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
 	mux.Handle("POST /v1/chat/completions", h.Completions(openai.APIChatCompletions))
+	mux.Handle("POST /v1/messages", h.Completions(openai.APIMessages))
+	mux.Handle("POST /v1/messages/count_tokens", h.Completions(openai.APIMessagesCountTokens))
+	mux.Handle("POST /inference/v1/generate", h.Completions(openai.APIGenerate))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &gw{url: srv.URL, picker: p, reporter: r, metrics: m}
