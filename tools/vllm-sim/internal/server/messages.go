@@ -55,10 +55,11 @@ func (o *output) appendMessage(b []byte, pr engine.Progress, text []byte, done b
 
 // completeMessage answers a Messages request that does not stream.
 func (o *output) completeMessage(w http.ResponseWriter, r *http.Request) {
-	pr, text, ok := o.result(w, r)
+	pr, ok := o.result(w, r)
 	if !ok {
 		return
 	}
+	text := o.text(pr.Generated)
 	b := o.appendMessage(make([]byte, 0, len(text)+256), pr, text, true)
 	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")

@@ -32,6 +32,8 @@ func (p *Pod) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIChatCompletions) }))
 	mux.HandleFunc("POST /v1/messages", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIMessages) }))
 	mux.HandleFunc("POST /v1/messages/count_tokens", p.auth(p.countTokens))
+	// not under --api-key: vLLM asks for the key only on paths under /v1
+	mux.HandleFunc("POST /inference/v1/generate", func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIGenerate) })
 	mux.HandleFunc("GET /v1/models", p.auth(p.models))
 	mux.HandleFunc("POST /tokenize", p.tokenize)
 	mux.HandleFunc("POST /v1/completions/render", p.render(openai.APICompletions))
@@ -66,26 +68,41 @@ func (p *Pod) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// openAIRequest holds the fields of a completions / chat request the
-// simulator acts on beyond what openai.Parse reads.
+// samplingParams are the members a completions or chat request has at its
+// top level, and a generate request in its sampling_params.
+type samplingParams struct {
+	MaxTokens *int   `json:"max_tokens"`
+	Seed      *int64 `json:"seed"`
+	N         *int   `json:"n"`
+}
+
+// openAIRequest holds the fields of a completions, chat or generate
+// request the simulator acts on beyond what openai.Parse reads.
 type openAIRequest struct {
-	MaxTokens           *int `json:"max_tokens"`
+	samplingParams
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
 	StreamOptions       *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Seed *int64 `json:"seed"`
-	N    *int   `json:"n"`
+	// RawSamplingParams and RequestID are a generate request's. The params
+	// are decoded once openai.Parse has checked them (an object, its
+	// max_tokens a count), so that a wrong type is refused with Parse's
+	// message naming the member.
+	RawSamplingParams json.RawMessage `json:"sampling_params"`
+	RequestID         string          `json:"request_id"`
 }
 
 // generation is what a request asks the engine for, and how to answer.
 type generation struct {
 	model, adapter string
-	prompt         []uint32
-	maxTokens      int
-	seed           uint64
-	stream         bool
-	includeUsage   bool
+	// requestID is the id the client gave its response ("" for one of the
+	// pod's).
+	requestID    string
+	prompt       []uint32
+	maxTokens    int
+	seed         uint64
+	stream       bool
+	includeUsage bool
 }
 
 // requestError is a request refused: its HTTP status and message.
@@ -103,8 +120,8 @@ func unknownModel(model string) *requestError {
 }
 
 // generate serves the APIs that generate tokens (completions, chat
-// completions, Messages): faults, then the request's checks, then the
-// engine, answered in the API's shape.
+// completions, Messages, vLLM's token-in, token-out generate): faults, then
+// the request's checks, then the engine, answered in the API's shape.
 func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 	if status := p.faults.Load().inject(); status != 0 {
 		writeAPIError(w, api, status, injectedMessage(status))
@@ -132,8 +149,15 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 		writeAPIError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
+	if g.requestID != "" {
+		id = g.requestID
+	}
 	out := &output{pod: p, api: api, model: g.model, id: responseIDPrefix(api) + id, seq: seq, created: time.Now().Unix()}
 	switch {
+	case api == openai.APIGenerate && g.stream:
+		out.streamTokens(w, r, g.includeUsage)
+	case api == openai.APIGenerate:
+		out.completeTokens(w, r)
 	case api.Anthropic() && g.stream:
 		out.streamMessage(w, r)
 	case api.Anthropic():
@@ -147,7 +171,10 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 
 // prepare checks a generating request's body and reads what the engine
 // needs from it. An Anthropic body has none of the OpenAI-only members
-// (stream_options, seed, n); vLLM ignores them there, as prepare does.
+// (stream_options, seed, n); vLLM ignores them there, as prepare does. A
+// generate request has max_tokens, seed and n in its sampling_params (at
+// its top level they are ignored, as vLLM ignores them), its prompt is its
+// token_ids, and it may name its response (request_id).
 func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 	var oa openAIRequest
 	if !api.Anthropic() {
@@ -159,20 +186,32 @@ func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 	if err != nil {
 		return generation{}, badRequest(err.Error())
 	}
+	sp, limits := oa.samplingParams, []*int{oa.MaxTokens, oa.MaxCompletionTokens}
+	switch {
+	case api.Anthropic():
+		limits = []*int{&parsed.MaxTokens} // required: Parse checked it is there
+	case api == openai.APIGenerate:
+		// required, and an object: Parse checked
+		sp = samplingParams{}
+		if err := json.Unmarshal(oa.RawSamplingParams, &sp); err != nil {
+			return generation{}, badRequest("invalid sampling_params: " + err.Error())
+		}
+		limits = []*int{sp.MaxTokens}
+	}
 	model, adapter, ok := p.resolveModel(parsed.Model)
 	if !ok {
 		return generation{}, unknownModel(parsed.Model)
 	}
-	if oa.N != nil && *oa.N != 1 {
+	if sp.N != nil && *sp.N != 1 {
 		return generation{}, badRequest("only n=1 is supported")
 	}
-	if oa.StreamOptions != nil && !parsed.Stream {
+	// vLLM's generate request has no such check
+	if oa.StreamOptions != nil && !parsed.Stream && api != openai.APIGenerate {
 		return generation{}, badRequest("Stream options can only be defined when `stream=True`.")
 	}
 	g := generation{model: model, adapter: adapter, prompt: p.promptTokens(api, parsed), stream: parsed.Stream}
-	limits := []*int{oa.MaxTokens, oa.MaxCompletionTokens}
-	if api.Anthropic() {
-		limits = []*int{&parsed.MaxTokens} // required: Parse checked it is there
+	if api == openai.APIGenerate {
+		g.requestID = oa.RequestID
 	}
 	for _, v := range limits {
 		if v != nil {
@@ -183,8 +222,8 @@ func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 		}
 	}
 	g.seed = p.cfg.Seed ^ xxhash.Sum64(tokenBytes(g.prompt))
-	if oa.Seed != nil {
-		g.seed = p.cfg.Seed ^ uint64(*oa.Seed)
+	if sp.Seed != nil {
+		g.seed = p.cfg.Seed ^ uint64(*sp.Seed)
 	}
 	g.includeUsage = oa.StreamOptions != nil && (oa.StreamOptions.IncludeUsage == nil || *oa.StreamOptions.IncludeUsage)
 	return g, nil
@@ -197,6 +236,8 @@ func responseIDPrefix(api openai.API) string {
 		return "chatcmpl-"
 	case openai.APIMessages:
 		return "msg_"
+	case openai.APIGenerate:
+		return "generate-tokens-"
 	}
 	return "cmpl-"
 }
@@ -229,9 +270,10 @@ func (p *Pod) resolveModel(m string) (name, adapter string, ok bool) {
 	return "", "", false
 }
 
-// promptTokens tokenizes a request: token-id prompts as given, text with the
-// built-in tokenizer, chat messages (and a Messages request's, its system
-// prompt first) through the Llama 3 chat template.
+// promptTokens tokenizes a request: token-id prompts (and a generate
+// request's token_ids) as given, text with the built-in tokenizer, chat
+// messages (and a Messages request's, its system prompt first) through the
+// Llama 3 chat template.
 func (p *Pod) promptTokens(api openai.API, req openai.Request) []uint32 {
 	if !api.Chat() {
 		if len(req.TokenIDs) > 0 {
@@ -281,13 +323,13 @@ func (o *output) wait(r *http.Request, have int) (engine.Progress, bool) {
 	}
 }
 
-// result waits for the sequence to finish and returns its progress and
-// text. ok is false when the client went away, or when the engine failed
-// the sequence (which result has answered).
-func (o *output) result(w http.ResponseWriter, r *http.Request) (pr engine.Progress, text []byte, ok bool) {
+// result waits for the sequence to finish and returns its progress. ok is
+// false when the client went away, or when the engine failed the sequence
+// (which result has answered).
+func (o *output) result(w http.ResponseWriter, r *http.Request) (pr engine.Progress, ok bool) {
 	for {
 		if pr, ok = o.wait(r, pr.Generated); !ok {
-			return pr, nil, false
+			return pr, false
 		}
 		if pr.Done {
 			break
@@ -295,20 +337,27 @@ func (o *output) result(w http.ResponseWriter, r *http.Request) (pr engine.Progr
 	}
 	if pr.Err != nil {
 		writeAPIError(w, o.api, http.StatusInternalServerError, pr.Err.Error())
-		return pr, nil, false
+		return pr, false
 	}
-	for i := range pr.Generated {
+	return pr, true
+}
+
+// text is the text of the sequence's first n output tokens.
+func (o *output) text(n int) []byte {
+	var text []byte
+	for i := range n {
 		text = appendTokenText(text, o.seq.Seed(), i)
 	}
-	return pr, text, true
+	return text
 }
 
 // complete answers a completions or chat request in OpenAI's shape.
 func (o *output) complete(w http.ResponseWriter, r *http.Request) {
-	pr, text, ok := o.result(w, r)
+	pr, ok := o.result(w, r)
 	if !ok {
 		return
 	}
+	text := o.text(pr.Generated)
 	b := make([]byte, 0, len(text)+512)
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, o.id)

@@ -1,6 +1,7 @@
-// Package server serves one simulated vLLM pod: the OpenAI API and
-// Anthropic's Messages API, /metrics, /tokenize, /v1/models and /health on
-// its HTTP port, and the KV-cache events of its engine over ZeroMQ.
+// Package server serves one simulated vLLM pod: the OpenAI API,
+// Anthropic's Messages API and vLLM's token-in, token-out generate API,
+// /metrics, /tokenize, /v1/models and /health on its HTTP port, and the
+// KV-cache events of its engine over ZeroMQ.
 package server
 
 import (
