@@ -229,7 +229,7 @@ type result struct {
 	servedBy  string
 }
 
-// send sends one OpenAI request through the gateway and reads it to the end.
+// send sends one request through the gateway and reads it to the end.
 func (s *devstack) send(ctx context.Context, path, body string, stream bool) result {
 	r := result{streamed: stream}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url(path), strings.NewReader(body))
@@ -247,8 +247,12 @@ func (s *devstack) send(ctx context.Context, path, body string, stream bool) res
 	r.status, r.requestID, r.servedBy = resp.StatusCode, resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Decoder-Host-Port")
 	b, err := io.ReadAll(resp.Body)
 	r.body, r.err = string(b), err
-	if err == nil && stream && !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
-		r.err = fmt.Errorf("stream did not end with [DONE]: %q", tail(r.body, 3))
+	last := "data: [DONE]\n\n"
+	if strings.HasPrefix(path, "/v1/messages") { // Anthropic's stream ends with its message_stop event
+		last = "data: {\"type\":\"message_stop\"}\n\n"
+	}
+	if err == nil && stream && !strings.HasSuffix(r.body, last) {
+		r.err = fmt.Errorf("stream did not end with %q: %q", last, tail(r.body, 3))
 	}
 	if err == nil && !stream && !json.Valid(b) {
 		r.err = fmt.Errorf("body is not JSON: %q", r.body)

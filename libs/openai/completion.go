@@ -16,6 +16,9 @@ type Observation struct {
 	PickedAt, End time.Time
 	// Streamed says the client asked for a stream.
 	Streamed bool
+	// PromptTokenIDs is how many token ids the prompt was given as (0: it
+	// was text): its prompt tokens when the answer reports none.
+	PromptTokenIDs int
 	// Observed is what the response's Accountant saw (zero: no response
 	// came).
 	Observed
@@ -23,7 +26,7 @@ type Observation struct {
 
 // Fill sets ev's duration, time to first token, token counts and time per
 // output token. Token counts come from the response's usage; a stream
-// without one counts its events. Time per output token is measured on
+// without one counts its events, and a prompt of token ids counts them. Time per output token is measured on
 // streams only: a non-streamed answer arrives at once at the end.
 func (o Observation) Fill(ev *eventsv1.RequestCompleted) {
 	ev.Duration = durationpb.New(o.End.Sub(o.PickedAt))
@@ -33,6 +36,8 @@ func (o Observation) Fill(ev *eventsv1.RequestCompleted) {
 	completion := int64(o.Events)
 	if o.HaveUsage {
 		ev.PromptTokens, ev.CachedTokens, completion = o.Usage.PromptTokens, o.Usage.CachedTokens, o.Usage.CompletionTokens
+	} else {
+		ev.PromptTokens = int64(o.PromptTokenIDs)
 	}
 	if o.Streamed || o.HaveUsage {
 		ev.CompletionTokens = completion

@@ -91,6 +91,17 @@ func TestObservationFill(t *testing.T) {
 	if ev.GetCompletionTokens() != 9 || ev.GetTpot().AsDuration() != 250*time.Millisecond {
 		t.Errorf("streamed without usage counts events: %v", ev)
 	}
+	o.PromptTokenIDs = 6
+	ev = &eventsv1.RequestCompleted{}
+	if o.Fill(ev); ev.GetPromptTokens() != 6 {
+		t.Errorf("a prompt of token ids without usage counts its ids: %v", ev)
+	}
+	o.HaveUsage = true
+	ev = &eventsv1.RequestCompleted{}
+	if o.Fill(ev); ev.GetPromptTokens() != 10 {
+		t.Errorf("the answer's usage wins over the ids: %v", ev)
+	}
+	o.HaveUsage, o.PromptTokenIDs = false, 0
 	o.Streamed = false
 	ev = &eventsv1.RequestCompleted{}
 	o.Fill(ev)

@@ -480,7 +480,7 @@ func (h *Handler) complete(ctx context.Context, req *request) {
 	if t := req.endpoint; t != nil {
 		ev.Endpoint, ev.EndpointName = t.GetAddress(), t.GetName()
 	}
-	obs := openai.Observation{PickedAt: req.pickedAt, End: end, Streamed: req.info.Stream, Observed: req.seen}
+	obs := openai.Observation{PickedAt: req.pickedAt, End: end, Streamed: req.info.Stream, PromptTokenIDs: len(req.info.TokenIDs), Observed: req.seen}
 	obs.FirstToken = req.firstByte
 	obs.Fill(ev)
 	req.m.observe(req, end, ev)

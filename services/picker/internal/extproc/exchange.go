@@ -60,6 +60,8 @@ type exchange struct {
 	pickedAt  time.Time
 	model     string
 	streamReq bool
+	// promptTokenIDs: the prompt's length when it came as token ids
+	promptTokenIDs int
 
 	// the response
 	status int
@@ -198,7 +200,7 @@ func (x *exchange) route(eos bool) error {
 		errors.As(err, &be)
 		return x.reject(openai.Rejection{Error: *openai.BodyErrorResponse(be), Details: "hermod_bad_request"})
 	}
-	x.model, x.streamReq = body.Model, body.Stream
+	x.model, x.streamReq, x.promptTokenIDs = body.Model, body.Stream, len(body.TokenIDs)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), x.s.o.PickTimeout)
 	out, err := x.s.o.Picker.Pick(ctx, &pickerv1.PickRequest{RequestId: x.requestID, Api: x.api.PickAPI(), Request: body.Proto(),
 		Headers: pickHeaders(x.headers, x.requestID), Subset: x.subset})
@@ -547,7 +549,7 @@ func (x *exchange) complete(outcome eventsv1.CompletionOutcome, why string) {
 	if outcome == eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED {
 		ev.StatusCode = 0 // the client got no whole answer
 	}
-	obs := openai.Observation{PickedAt: x.pickedAt, End: end, Streamed: x.streamReq}
+	obs := openai.Observation{PickedAt: x.pickedAt, End: end, Streamed: x.streamReq, PromptTokenIDs: x.promptTokenIDs}
 	if x.acct != nil {
 		x.acct.Finish()
 		obs.Observed = x.acct.Observed()
