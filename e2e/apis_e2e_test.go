@@ -13,7 +13,7 @@ import (
 // Every API beside OpenAI's chat and completions, on both ways in (the
 // gateway, and Envoy with the picker's ext_proc server): Anthropic's
 // Messages and count_tokens, vLLM's /inference/v1/generate, plain and
-// streamed. Each is routed, served by a pod, and completed once with the
+// streamed, and vLLM's other endpoints. Each is routed, served by a pod, and completed once with the
 // tokens its answer reported.
 func TestEveryAPIBothWaysIn(t *testing.T) {
 	s := startStack(t, "--pods", "2", "--speed", "50")
@@ -34,6 +34,9 @@ func TestEveryAPIBothWaysIn(t *testing.T) {
 		{"/v1/messages/count_tokens", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hello"}]}`, model), false, false, `"input_tokens":`},
 		{"/inference/v1/generate", fmt.Sprintf(`{"model":%q,"token_ids":[101,102,103,104],"sampling_params":{"max_tokens":5}}`, model), false, true, `"token_ids":[`},
 		{"/inference/v1/generate", `{"token_ids":[101,102,103,104],"stream":true,"sampling_params":{"max_tokens":5}}`, true, true, `"token_ids":[`},
+		// vLLM's other endpoints: routed by model, passed on unread
+		{"/tokenize", fmt.Sprintf(`{"model":%q,"prompt":"hello world"}`, model), false, false, `"tokens":[`},
+		{"/v1/chat/completions/render", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hello"}]}`, model), false, false, `"token_ids":[`},
 	}
 	for _, way := range []struct {
 		name     string

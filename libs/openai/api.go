@@ -1,6 +1,9 @@
 package openai
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // API is the endpoint a request was sent to: one of the OpenAI APIs, the
 // Anthropic Messages API that vLLM serves beside them, or vLLM's own
@@ -20,9 +23,22 @@ const (
 	// (token_ids), its limits in sampling_params, answered (and streamed)
 	// as OpenAI chunks of generated token ids with OpenAI's usage.
 	APIGenerate
+	// APIPassthrough is every other endpoint a vLLM server answers
+	// (PassthroughPaths): routed by its model where its body names one,
+	// its body otherwise passed on unread and its answer unchanged.
+	APIPassthrough
 
-	lastAPI = APIGenerate
+	lastAPI = APIPassthrough
 )
+
+// PassthroughPaths are the vLLM endpoints served as APIPassthrough:
+// embeddings and pooling, scoring and reranking, tokenizing, rendering a
+// prompt, and audio transcription.
+var PassthroughPaths = []string{
+	"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank",
+	"/tokenize", "/detokenize", "/v1/completions/render", "/v1/chat/completions/render",
+	"/v1/audio/transcriptions", "/v1/audio/translations",
+}
 
 // Valid says whether a is one of the APIs.
 func (a API) Valid() bool { return a >= APICompletions && a <= lastAPI }
@@ -39,11 +55,13 @@ func (a API) String() string {
 		return "messages_count_tokens"
 	case APIGenerate:
 		return "generate"
+	case APIPassthrough:
+		return "passthrough"
 	}
 	return "unknown"
 }
 
-// Path is the API's URL path.
+// Path is the API's URL path ("" for APIPassthrough, served at many).
 func (a API) Path() string {
 	switch a {
 	case APICompletions:
@@ -58,6 +76,18 @@ func (a API) Path() string {
 		return "/inference/v1/generate"
 	}
 	return ""
+}
+
+// Describe names the API for a message: its path, or for APIPassthrough
+// the paths it is served at.
+func (a API) Describe() string {
+	if a == APIPassthrough {
+		return "vLLM's other endpoints (" + strings.Join(PassthroughPaths, ", ") + ")"
+	}
+	if p := a.Path(); p != "" {
+		return p
+	}
+	return a.String()
 }
 
 // Chat says whether the API's prompt is a list of chat messages (rendered
@@ -95,6 +125,9 @@ func APIOfPath(path string) (api API, ok bool) {
 		return APIMessagesCountTokens, true
 	case "/inference/v1/generate":
 		return APIGenerate, true
+	}
+	if slices.Contains(PassthroughPaths, strings.TrimSuffix(path, "/")) {
+		return APIPassthrough, true
 	}
 	return 0, false
 }

@@ -17,6 +17,8 @@ func (a API) PickAPI() pickerv1.Api {
 		return pickerv1.Api_API_MESSAGES_COUNT_TOKENS
 	case APIGenerate:
 		return pickerv1.Api_API_GENERATE
+	case APIPassthrough:
+		return pickerv1.Api_API_PASSTHROUGH
 	}
 	return pickerv1.Api_API_UNSPECIFIED
 }
@@ -35,6 +37,8 @@ func APIOfPick(a pickerv1.Api) (API, bool) {
 		return APIMessagesCountTokens, true
 	case pickerv1.Api_API_GENERATE:
 		return APIGenerate, true
+	case pickerv1.Api_API_PASSTHROUGH:
+		return APIPassthrough, true
 	}
 	return 0, false
 }

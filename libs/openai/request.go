@@ -99,6 +99,9 @@ func Parse(api API, body []byte) (Request, error) {
 	}
 	s := scanner{b: body, anthropic: api.Anthropic()}
 	s.ws()
+	if api == APIPassthrough {
+		return parsePassthrough(&s, r)
+	}
 	if s.peek() != '{' {
 		return Request{}, &BodyError{Msg: "request body must be a JSON object"}
 	}
@@ -112,6 +115,41 @@ func Parse(api API, body []byte) (Request, error) {
 	}
 	if err := p.finish(&r); err != nil {
 		return Request{}, err
+	}
+	return r, nil
+}
+
+// parsePassthrough reads the model (and stream) of a body sent to another
+// endpoint: a JSON object's members, else nothing (a form, say, which
+// FormModel reads). Its prompt is not read: nothing routes by it.
+func parsePassthrough(s *scanner, r Request) (Request, error) {
+	if s.peek() != '{' {
+		return r, nil
+	}
+	err := s.object(0, func(key []byte) error {
+		switch string(key) {
+		case "model":
+			if null, err := s.null(); null || err != nil {
+				return err
+			}
+			v, ok, err := s.stringValue()
+			if err == nil && !ok {
+				return fieldError("model", "must be a string")
+			}
+			r.Model = v
+			return err
+		case "stream":
+			v, _, err := s.boolValue("stream")
+			r.Stream = v
+			return err
+		}
+		return s.skip(1)
+	})
+	if err != nil {
+		return Request{}, err
+	}
+	if s.ws(); s.i != len(s.b) {
+		return Request{}, s.syntaxError("unexpected data after the JSON object")
 	}
 	return r, nil
 }

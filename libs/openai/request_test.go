@@ -265,7 +265,7 @@ func FuzzParse(f *testing.F) {
 		if r.Model != ref.model || r.Stream != ref.stream || !slices.EqualFunc(r.Messages, ref.msgs, sameText) {
 			t.Fatalf("%q: parsed %+v, encoding/json reads %+v", body, r, ref)
 		}
-		for _, api := range []API{APICompletions, APIMessages, APIGenerate} {
+		for _, api := range []API{APICompletions, APIMessages, APIGenerate, APIPassthrough} {
 			if _, err := Parse(api, body); err != nil && !errors.As(err, &be) {
 				t.Fatalf("%s: %v", api, err)
 			}

@@ -153,6 +153,7 @@ func (b *builder) parsers(s *Scheduler) {
 		s.apis = ^apiSet(0)
 		return
 	}
+	fallback := false
 	for i, ref := range b.cfg.Parsers {
 		path := fmt.Sprintf("requestHandler.parsers[%d].pluginRef", i)
 		var p Plugin
@@ -177,9 +178,17 @@ func (b *builder) parsers(s *Scheduler) {
 			b.fail("%s", notParser)
 			continue
 		}
+		if _, ok := rp.(FallbackParser); ok {
+			fallback = true
+			continue
+		}
 		for _, api := range rp.APIs() {
 			s.apis |= apiBit(api)
 		}
+	}
+	if fallback {
+		s.unread = ^s.apis
+		s.apis = ^apiSet(0)
 	}
 }
 
@@ -191,6 +200,11 @@ func apiBit(api openai.API) apiSet { return 1 << (api & 31) }
 // Serves says whether the config's parsers parse requests to api (a
 // config that lists no parsers serves every API).
 func (s *Scheduler) Serves(api openai.API) bool { return s.apis&apiBit(api) != 0 }
+
+// Unread says whether requests to api are routed without their prompt:
+// the config's fallback parser (passthrough-parser) takes api, which no
+// other listed parser claims.
+func (s *Scheduler) Unread(api openai.API) bool { return s.unread&apiBit(api) != 0 }
 
 // flowControlRefs checks that each policy the flowControl section names
 // is a declared plugin or a plugin type (made with its defaults where it

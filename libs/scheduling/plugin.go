@@ -289,6 +289,15 @@ type RequestParser interface {
 	APIs() []openai.API
 }
 
+// FallbackParser is a RequestParser that takes every API no other listed
+// parser claims without reading its prompt (upstream's
+// passthrough-parser): requests to those APIs are routed by their model
+// and by load alone, every prompt-reading scorer blind to them.
+type FallbackParser interface {
+	RequestParser
+	Fallback()
+}
+
 // EndpointDiscovery is a plugin that says where a pool's endpoints come
 // from when no platform lists them (dataLayer.discovery.pluginRef), as
 // upstream's file-discovery: the collector, which keeps the pool's

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/telemetry"
 )
 
@@ -36,6 +37,7 @@ type Scheduler struct {
 	admitters        []timed[Admitter]
 	detector         SaturationDetector // nil: no saturation admission
 	apis             apiSet             // the APIs the config's parsers serve
+	unread           apiSet             // those its fallback parser takes: routed without their prompt
 	responseReceived []timed[ResponseReceived]
 	responseComplete []timed[ResponseComplete]
 	projections      map[string]Projection // by plugin name
@@ -112,6 +114,10 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 		err := &Error{Kind: KindNoCandidates, Msg: "no ready endpoints in the pool"}
 		s.metrics.cycleDone(start, req, nil, err)
 		return nil, err
+	}
+	if s.Unread(req.Body.API) { // passed through: routed by model and load
+		req.Body = openai.Request{API: req.Body.API, Model: req.Body.Model, Stream: req.Body.Stream}
+		req.TokenIDs = nil
 	}
 	for _, p := range s.prepare {
 		t := p.t.start()

@@ -31,18 +31,18 @@ func init() {
 	scheduling.Register(scheduling.Registration{Type: OpenAIType, New: newOpenAI})
 	scheduling.Register(scheduling.Registration{Type: AnthropicType, New: newAnthropic})
 	scheduling.Register(scheduling.Registration{Type: VLLMHTTPType, New: newVLLMHTTP})
+	scheduling.Register(scheduling.Registration{Type: PassthroughType, New: newPassthrough})
 	for typ, why := range map[string]string{
-		VLLMGRPCType: "Hermod's ways in speak the OpenAI API over HTTP; vLLM's gRPC API is not served",
-		VertexAIType: "Hermod's ways in speak the OpenAI API over HTTP; Vertex AI's PredictionService is not served",
-		PassthroughType: "Hermod routes by the parsed OpenAI request (model, prompt, tokens, media); " +
-			"an unparsed payload would leave every scorer blind",
+		VLLMGRPCType: "Hermod's ways in speak HTTP; vLLM's gRPC API is not served",
+		VertexAIType: "Hermod's ways in speak HTTP; Vertex AI's PredictionService is not served",
 	} {
 		scheduling.Register(scheduling.Registration{Type: typ, New: refuse(typ, why)})
 	}
 }
 
 // OpenAI is openai-parser: the OpenAI request parser both ways in use
-// (completions, chat completions, responses, embeddings).
+// (completions and chat completions, read for routing; embeddings and
+// vLLM's other endpoints, routed by model).
 type OpenAI struct {
 	scheduling.Named
 }
@@ -59,7 +59,7 @@ func (p *OpenAI) ParseRequest(api openai.API, body []byte) (openai.Request, erro
 
 // APIs implements scheduling.RequestParser.
 func (*OpenAI) APIs() []openai.API {
-	return []openai.API{openai.APICompletions, openai.APIChatCompletions}
+	return []openai.API{openai.APICompletions, openai.APIChatCompletions, openai.APIPassthrough}
 }
 
 // Anthropic is anthropic-parser: Anthropic's Messages API
@@ -105,6 +105,35 @@ func (p *VLLMHTTP) ParseRequest(api openai.API, body []byte) (openai.Request, er
 // APIs implements scheduling.RequestParser.
 func (*VLLMHTTP) APIs() []openai.API { return []openai.API{openai.APIGenerate} }
 
+// Passthrough is passthrough-parser: it takes every API no other listed
+// parser claims (every API, listed alone) and reads none of its prompt;
+// those requests are routed by their model (where the body names one)
+// and by load, every prompt-reading scorer blind to them, and passed on
+// as they came.
+type Passthrough struct {
+	scheduling.Named
+}
+
+func newPassthrough(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	named, err := parameterless(PassthroughType, name, raw, h)
+	return &Passthrough{named}, err
+}
+
+// ParseRequest implements scheduling.RequestParser: the model and stream
+// flag of a JSON body, nothing else.
+func (*Passthrough) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	r, err := openai.Parse(openai.APIPassthrough, body)
+	r.API = api
+	return r, err
+}
+
+// APIs implements scheduling.RequestParser: as a fallback it claims
+// none by name.
+func (*Passthrough) APIs() []openai.API { return nil }
+
+// Fallback implements scheduling.FallbackParser.
+func (*Passthrough) Fallback() {}
+
 // parameterless decodes the (absent) parameters of a parser that takes
 // none; a parser's name defaults to its type.
 func parameterless(typ, name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Named, error) {
@@ -130,10 +159,10 @@ func parse(p scheduling.RequestParser, api openai.API, body []byte) (openai.Requ
 	if !slices.Contains(p.APIs(), api) {
 		for typ, apis := range parsers {
 			if slices.Contains(apis, api) {
-				return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", p.TypedName().Type, api.Path(), typ)
+				return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", p.TypedName().Type, api.Describe(), typ)
 			}
 		}
-		return openai.Request{}, fmt.Errorf("%s does not parse %s", p.TypedName().Type, api.Path())
+		return openai.Request{}, fmt.Errorf("%s does not parse %s", p.TypedName().Type, api.Describe())
 	}
 	return openai.Parse(api, body)
 }
@@ -146,7 +175,8 @@ func refuse(typ, why string) scheduling.Factory {
 }
 
 var (
-	_ scheduling.RequestParser = (*OpenAI)(nil)
-	_ scheduling.RequestParser = (*Anthropic)(nil)
-	_ scheduling.RequestParser = (*VLLMHTTP)(nil)
+	_ scheduling.RequestParser  = (*OpenAI)(nil)
+	_ scheduling.RequestParser  = (*Anthropic)(nil)
+	_ scheduling.RequestParser  = (*VLLMHTTP)(nil)
+	_ scheduling.FallbackParser = (*Passthrough)(nil)
 )

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -228,10 +229,16 @@ func apiServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
 }
 
 // servedPaths are the API paths the gateway serves (with some methods).
-var servedPaths = map[string]bool{
-	"/v1/completions": true, "/v1/chat/completions": true, "/v1/messages": true, "/v1/messages/count_tokens": true,
-	"/v1/models": true, "/v1/responses": true, "/inference/v1/generate": true,
-}
+var servedPaths = func() map[string]bool {
+	m := map[string]bool{
+		"/v1/completions": true, "/v1/chat/completions": true, "/v1/messages": true, "/v1/messages/count_tokens": true,
+		"/v1/models": true, "/v1/responses": true, "/inference/v1/generate": true,
+	}
+	for _, path := range openai.PassthroughPaths {
+		m[path] = true
+	}
+	return m
+}()
 
 // notServed answers a request the API routes do not take: 405 on a path
 // served with other methods, else 404; in Anthropic's shape under
@@ -246,8 +253,8 @@ func notServed(w http.ResponseWriter, r *http.Request) {
 }
 
 // routes is the gateway's HTTP surface on the API address: the OpenAI
-// API, Anthropic's Messages API, vLLM's /inference/v1/generate, /health
-// and /ready; the rest of ops (/metrics) only with
+// API, Anthropic's Messages API, vLLM's /inference/v1/generate and its
+// other endpoints (openai.PassthroughPaths), /health and /ready; the rest of ops (/metrics) only with
 // metricsOnAPI.
 func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler, metricsOnAPI bool) http.Handler {
 	api := http.NewServeMux()
@@ -257,6 +264,12 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	api.Handle("POST /v1/messages", h.Completions(openai.APIMessages))
 	api.Handle("POST /v1/messages/count_tokens", h.Completions(openai.APIMessagesCountTokens))
 	api.Handle("POST /inference/v1/generate", h.Completions(openai.APIGenerate))
+	for _, path := range openai.PassthroughPaths {
+		api.Handle("POST "+path, h.Completions(openai.APIPassthrough))
+		if !strings.HasPrefix(path, "/v1/") {
+			api.HandleFunc(path, notServed) // under /v1/, its fallback answers
+		}
+	}
 	api.Handle("GET /v1/models", list)
 	api.HandleFunc("GET /v1/models/{model...}", list.ServeModel)
 	api.HandleFunc("/v1/", notServed)
@@ -276,6 +289,11 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", proxy.RequestIDs(v1))
 	mux.Handle("/inference/", proxy.RequestIDs(v1))
+	for _, path := range openai.PassthroughPaths {
+		if !strings.HasPrefix(path, "/v1/") {
+			mux.Handle(path, proxy.RequestIDs(v1))
+		}
+	}
 	if metricsOnAPI {
 		mux.Handle("/", ops)
 	} else {

@@ -66,7 +66,7 @@ func TestRoutes(t *testing.T) {
 		{http.MethodPost, "/v1/completions", "", http.StatusUnauthorized, "authentication_error"},
 		{http.MethodGet, "/v1/models", "wrong", http.StatusUnauthorized, "authentication_error"},
 		{http.MethodGet, "/v1/completions", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
-		{http.MethodPost, "/v1/embeddings", "sk-1", http.StatusNotFound, "not_found_error"},
+		{http.MethodPost, "/v1/images/generations", "sk-1", http.StatusNotFound, "not_found_error"},
 		// Anthropic's paths answer in its shape ({"type":"error",...})
 		{http.MethodPost, "/v1/messages", "", http.StatusUnauthorized, "error"},
 		{http.MethodGet, "/v1/messages", "sk-1", http.StatusMethodNotAllowed, "error"},
@@ -76,6 +76,10 @@ func TestRoutes(t *testing.T) {
 		{http.MethodPost, "/inference/v1/generate", "", http.StatusUnauthorized, "authentication_error"},
 		{http.MethodGet, "/inference/v1/generate", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
 		{http.MethodPost, "/inference/v2/generate", "sk-1", http.StatusNotFound, "not_found_error"},
+		{http.MethodPost, "/tokenize", "", http.StatusUnauthorized, "authentication_error"},
+		{http.MethodGet, "/tokenize", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
+		{http.MethodGet, "/v1/embeddings", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
+		{http.MethodPut, "/v1/audio/transcriptions", "sk-1", http.StatusMethodNotAllowed, "invalid_request_error"},
 	} {
 		resp, body := do(c.method, c.path, c.key)
 		if resp.StatusCode != c.code || !strings.Contains(body, `"type":"`+c.errType+`"`) || len(resp.Header.Get("X-Request-Id")) != 32 {

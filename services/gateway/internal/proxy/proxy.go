@@ -194,7 +194,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		h.answer(w, req, reqbody.Answer(err, h.o.MaxBodyBytes))
 		return
 	}
-	info, err := openai.Parse(api, body)
+	info, err := openai.ParseRequest(api, r.Header.Get("Content-Type"), body)
 	if err != nil {
 		var be *openai.BodyError
 		errors.As(err, &be)
@@ -250,7 +250,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 
 	upstreamBody := body
 	stripUsage := false
-	if info.Stream && !info.IncludeUsage && !api.Anthropic() { // Anthropic's streams carry usage
+	if info.Stream && !info.IncludeUsage && api.Generates() && !api.Anthropic() { // Anthropic's streams carry usage
 		if b, err := openai.WithIncludeUsage(body, info); err == nil {
 			upstreamBody, stripUsage = b, true
 		}
@@ -411,7 +411,7 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 	// a stream that began well must end with [DONE] (an Anthropic one with
 	// message_stop); one that breaks off
 	// ends with an error event, not with what looks like a short answer
-	framed := streamed && req.status < 400
+	framed := streamed && req.status < 400 && req.api != openai.APIPassthrough // whose streams' last event is unknown
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {

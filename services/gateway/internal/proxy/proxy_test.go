@@ -134,6 +134,9 @@ func newGatewayWith(t testing.TB, edit func(*Options), targets ...string) *gw {
 	mux.Handle("POST /v1/messages", h.Completions(openai.APIMessages))
 	mux.Handle("POST /v1/messages/count_tokens", h.Completions(openai.APIMessagesCountTokens))
 	mux.Handle("POST /inference/v1/generate", h.Completions(openai.APIGenerate))
+	for _, path := range openai.PassthroughPaths {
+		mux.Handle("POST "+path, h.Completions(openai.APIPassthrough))
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &gw{url: srv.URL, picker: p, reporter: r, metrics: m}

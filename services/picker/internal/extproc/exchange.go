@@ -194,7 +194,7 @@ func (x *exchange) route(eos bool) error {
 	if x.subsetSet && len(x.subset) == 0 {
 		return x.reject(refusal(http.StatusServiceUnavailable, "no endpoint available: the subset hint names no endpoint", "hermod_empty_subset", 1))
 	}
-	body, err := openai.Parse(x.api, x.body)
+	body, err := openai.ParseRequest(x.api, x.headers["content-type"], x.body)
 	if err != nil {
 		var be *openai.BodyError
 		errors.As(err, &be)

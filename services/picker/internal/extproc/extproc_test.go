@@ -479,7 +479,7 @@ func TestNonInferencePathsPassThrough(t *testing.T) {
 	s.close()
 
 	s = e.open()
-	s.send(post(fullDuplex, "/v1/embeddings", DestinationHeader, "6.6.6.6:1"), requestBody([]byte("abc"), false), requestBody([]byte("def"), true))
+	s.send(post(fullDuplex, "/v1/images/generations", DestinationHeader, "6.6.6.6:1"), requestBody([]byte("abc"), false), requestBody([]byte("def"), true))
 	_, removed := setOf(s.recv().GetRequestHeaders().GetResponse().GetHeaderMutation())
 	if !slices.Equal(removed, []string{DestinationHeader}) {
 		t.Errorf("a client's routing header passes: removed %v", removed)

@@ -149,7 +149,7 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	sched := lease.Scheduler()
 	defer func() { sched.Metrics().RequestProcessed(time.Since(begin)) }()
 	if !sched.Serves(req.Body.API) {
-		return nil, status.Errorf(codes.InvalidArgument, "%s is not served: the pool's config lists requestHandler.parsers and none of them parses it", req.Body.API.Path())
+		return nil, status.Errorf(codes.InvalidArgument, "%s is not served: the pool's config lists requestHandler.parsers and none of them parses it", req.Body.API.Describe())
 	}
 	var res *scheduling.Result
 	if s.o.Tracer != nil {

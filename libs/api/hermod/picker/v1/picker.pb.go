@@ -97,6 +97,7 @@ const (
 	Api_API_MESSAGES              Api = 3 // /v1/messages (Anthropic Messages)
 	Api_API_MESSAGES_COUNT_TOKENS Api = 4 // /v1/messages/count_tokens
 	Api_API_GENERATE              Api = 5 // /inference/v1/generate (vLLM, token ids in and out)
+	Api_API_PASSTHROUGH           Api = 6 // vLLM's other endpoints: routed by model, the body unread
 )
 
 // Enum value maps for Api.
@@ -108,6 +109,7 @@ var (
 		3: "API_MESSAGES",
 		4: "API_MESSAGES_COUNT_TOKENS",
 		5: "API_GENERATE",
+		6: "API_PASSTHROUGH",
 	}
 	Api_value = map[string]int32{
 		"API_UNSPECIFIED":           0,
@@ -116,6 +118,7 @@ var (
 		"API_MESSAGES":              3,
 		"API_MESSAGES_COUNT_TOKENS": 4,
 		"API_GENERATE":              5,
+		"API_PASSTHROUGH":           6,
 	}
 )
 
@@ -852,14 +855,15 @@ const file_hermod_picker_v1_picker_proto_rawDesc = "" +
 	"\x1fPICK_FAILURE_NO_READY_ENDPOINTS\x10\x01\x12\x15\n" +
 	"\x11PICK_FAILURE_SHED\x10\x02\x12\x1a\n" +
 	"\x16PICK_FAILURE_NOT_READY\x10\x03\x12\x19\n" +
-	"\x15PICK_FAILURE_NO_MATCH\x10\x04*\x8c\x01\n" +
+	"\x15PICK_FAILURE_NO_MATCH\x10\x04*\xa1\x01\n" +
 	"\x03Api\x12\x13\n" +
 	"\x0fAPI_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fAPI_COMPLETIONS\x10\x01\x12\x18\n" +
 	"\x14API_CHAT_COMPLETIONS\x10\x02\x12\x10\n" +
 	"\fAPI_MESSAGES\x10\x03\x12\x1d\n" +
 	"\x19API_MESSAGES_COUNT_TOKENS\x10\x04\x12\x10\n" +
-	"\fAPI_GENERATE\x10\x05*Q\n" +
+	"\fAPI_GENERATE\x10\x05\x12\x13\n" +
+	"\x0fAPI_PASSTHROUGH\x10\x06*Q\n" +
 	"\x05Media\x12\x15\n" +
 	"\x11MEDIA_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vMEDIA_IMAGE\x10\x01\x12\x0f\n" +

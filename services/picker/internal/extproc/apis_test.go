@@ -94,3 +94,38 @@ func TestMessagesImmediateResponseIsAnthropicShaped(t *testing.T) {
 	}
 	s.ended()
 }
+
+// vLLM's other endpoints are routed by the model their body (or form)
+// names, the body passed back intact.
+func TestPassthroughEndpointsAreRouted(t *testing.T) {
+	e := newTestEnv(t, nil)
+	for i, c := range []struct {
+		path, contentType, body, model string
+	}{
+		{"/v1/embeddings", "application/json", `{"model":"llama","input":"abc"}`, "llama"},
+		{"/v1/audio/transcriptions", "multipart/form-data; boundary=xx", "--xx\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper\r\n--xx--\r\n", "whisper"},
+		{"/pooling", "application/octet-stream", "\x00\x01", ""},
+	} {
+		s := e.open()
+		s.send(requestHeaders(fullDuplex, false, ":method", "POST", ":path", c.path, "content-type", c.contentType, "x-request-id", "req-1"), requestBody([]byte(c.body), true))
+		if h := s.recv().GetRequestHeaders(); h == nil {
+			t.Fatalf("%s: want the request headers answer", c.path)
+		}
+		if got, _ := s.readBody(true, 0, true); string(got) != c.body {
+			t.Errorf("%s: body streamed back %q", c.path, got)
+		}
+		pr := e.picker.requests()[i]
+		if pr.GetApi() != pickerv1.Api_API_PASSTHROUGH || pr.GetRequest().GetModel() != c.model {
+			t.Errorf("%s: pick request %v", c.path, pr)
+		}
+		s.send(responseHeaders(false, ":status", "200", "content-type", "application/json"))
+		_ = s.recv()
+		s.send(responseBody([]byte(`{"usage":{"prompt_tokens":3,"total_tokens":3}}`), true))
+		_, _ = s.readBody(false, 0, true)
+		e.waitCompletions(i + 1)
+		s.close()
+	}
+	if ev := e.done.all()[0]; ev.GetPromptTokens() != 3 || ev.GetOutcome() != eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS {
+		t.Errorf("embeddings completion %v", ev)
+	}
+}
