@@ -42,7 +42,7 @@ func TestAnthropicSDK(t *testing.T) {
 	c := client("sk-ant-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	model := anthropic.Model(s.state.Model)
+	model := s.state.Model
 	params := anthropic.MessageNewParams{Model: model, MaxTokens: 8,
 		System:   []anthropic.TextBlockParam{{Text: "Be brief."}},
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is a KV cache?"))}}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hermod/hermod/libs/openai"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/hermod/hermod/libs/openai"
 )
 
 // Admitter decides, before any profile runs, whether a request is admitted

@@ -35,7 +35,7 @@ func TestGenerateIsRoutedByItsTokenIDs(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || strings.Contains(string(b), "usage") || !strings.Contains(string(b), `"token_ids":[12]`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), "usage") || !strings.Contains(string(b), `"token_ids":[12]`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 		t.Errorf("%d stream:\n%s", resp.StatusCode, b)
 	}
 	var sent map[string]any
@@ -61,7 +61,7 @@ func TestGenerateIsRoutedByItsTokenIDs(t *testing.T) {
 	}
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(b), `"param":"token_ids"`) {
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"token_ids"`) {
 		t.Errorf("empty token_ids: %d %s", resp.StatusCode, b)
 	}
 }

@@ -51,7 +51,7 @@ func TestMessagesStreamIsAccountedAndUntouched(t *testing.T) {
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(got) != messagesStream+messagesStop {
+	if resp.StatusCode != http.StatusOK || string(got) != messagesStream+messagesStop {
 		t.Errorf("%d, stream changed on its way:\n%s", resp.StatusCode, got)
 	}
 	if string(upstreamBody) != body || upstreamPath != "/v1/messages" {
@@ -99,7 +99,7 @@ func TestMessagesAnswerIsAccounted(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != `{"input_tokens":11}` {
+	if resp.StatusCode != http.StatusOK || string(b) != `{"input_tokens":11}` {
 		t.Errorf("count_tokens: %d %s", resp.StatusCode, b)
 	}
 	if ev := g.reporter.wait(t, 2)[1]; ev.GetCompletionTokens() != 0 {

@@ -59,7 +59,7 @@ func TestPassthroughEndpoints(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(b), c.answer) || strings.Contains(string(b), "error") {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), c.answer) || strings.Contains(string(b), "error") {
 			t.Errorf("%s: %d %s", c.path, resp.StatusCode, b)
 		}
 		s := <-got
