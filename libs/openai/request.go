@@ -126,22 +126,10 @@ func parsePassthrough(s *scanner, r Request) (Request, error) {
 	if s.peek() != '{' {
 		return r, nil
 	}
+	var p parser
 	err := s.object(0, func(key []byte) error {
-		switch string(key) {
-		case "model":
-			if null, err := s.null(); null || err != nil {
-				return err
-			}
-			v, ok, err := s.stringValue()
-			if err == nil && !ok {
-				return fieldError("model", "must be a string")
-			}
-			r.Model = v
-			return err
-		case "stream":
-			v, _, err := s.boolValue("stream")
-			r.Stream = v
-			return err
+		if k := string(key); k == "model" || k == "stream" {
+			return p.member(s, &r, key)
 		}
 		return s.skip(1)
 	})

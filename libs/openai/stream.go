@@ -375,14 +375,5 @@ func messagesEventUsage(data []byte, u Usage) (Usage, bool) {
 	if got == nil {
 		return u, false
 	}
-	if got.InputTokens != nil {
-		u.PromptTokens = max(*got.InputTokens, 0)
-	}
-	if got.OutputTokens != nil {
-		u.CompletionTokens = max(*got.OutputTokens, 0)
-	}
-	if got.CacheReadTokens > 0 {
-		u.CachedTokens = got.CacheReadTokens
-	}
-	return u, true
+	return got.foldAnthropic(u), true
 }

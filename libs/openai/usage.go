@@ -28,6 +28,12 @@ func (u *usageJSON) usage() Usage {
 	if u.Details != nil {
 		out.CachedTokens = max(u.Details.CachedTokens, 0)
 	}
+	return u.foldAnthropic(out)
+}
+
+// foldAnthropic sets in out the counts Anthropic's members give (an
+// Anthropic stream gives them over several events, each folded in turn).
+func (u *usageJSON) foldAnthropic(out Usage) Usage {
 	if u.InputTokens != nil {
 		out.PromptTokens = max(*u.InputTokens, 0)
 	}

@@ -28,9 +28,9 @@ const (
 )
 
 func init() {
-	scheduling.Register(scheduling.Registration{Type: OpenAIType, New: newOpenAI})
-	scheduling.Register(scheduling.Registration{Type: AnthropicType, New: newAnthropic})
-	scheduling.Register(scheduling.Registration{Type: VLLMHTTPType, New: newVLLMHTTP})
+	scheduling.Register(scheduling.Registration{Type: OpenAIType, New: newClaimant(OpenAIType, func(c claimant) scheduling.Plugin { return &OpenAI{c} })})
+	scheduling.Register(scheduling.Registration{Type: AnthropicType, New: newClaimant(AnthropicType, func(c claimant) scheduling.Plugin { return &Anthropic{c} })})
+	scheduling.Register(scheduling.Registration{Type: VLLMHTTPType, New: newClaimant(VLLMHTTPType, func(c claimant) scheduling.Plugin { return &VLLMHTTP{c} })})
 	scheduling.Register(scheduling.Registration{Type: PassthroughType, New: newPassthrough})
 	for typ, why := range map[string]string{
 		VLLMGRPCType: "Hermod's ways in speak HTTP; vLLM's gRPC API is not served",
@@ -40,70 +40,63 @@ func init() {
 	}
 }
 
+// claims are the APIs each parser type claims.
+var claims = map[string][]openai.API{
+	OpenAIType:    {openai.APICompletions, openai.APIChatCompletions, openai.APIPassthrough},
+	AnthropicType: {openai.APIMessages, openai.APIMessagesCountTokens},
+	VLLMHTTPType:  {openai.APIGenerate},
+}
+
 // OpenAI is openai-parser: the OpenAI request parser both ways in use
 // (completions and chat completions, read for routing; embeddings and
 // vLLM's other endpoints, routed by model).
-type OpenAI struct {
-	scheduling.Named
-}
-
-func newOpenAI(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	named, err := parameterless(OpenAIType, name, raw, h)
-	return &OpenAI{named}, err
-}
-
-// ParseRequest implements scheduling.RequestParser.
-func (p *OpenAI) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
-	return parse(p, api, body)
-}
-
-// APIs implements scheduling.RequestParser.
-func (*OpenAI) APIs() []openai.API {
-	return []openai.API{openai.APICompletions, openai.APIChatCompletions, openai.APIPassthrough}
-}
+type OpenAI struct{ claimant }
 
 // Anthropic is anthropic-parser: Anthropic's Messages API
 // (/v1/messages, routed by its system prompt and messages, usage from
 // its answer or its stream's message_start and message_delta events) and
 // its /v1/messages/count_tokens.
-type Anthropic struct {
-	scheduling.Named
-}
-
-func newAnthropic(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	named, err := parameterless(AnthropicType, name, raw, h)
-	return &Anthropic{named}, err
-}
-
-// ParseRequest implements scheduling.RequestParser.
-func (p *Anthropic) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
-	return parse(p, api, body)
-}
-
-// APIs implements scheduling.RequestParser.
-func (*Anthropic) APIs() []openai.API {
-	return []openai.API{openai.APIMessages, openai.APIMessagesCountTokens}
-}
+type Anthropic struct{ claimant }
 
 // VLLMHTTP is vllmhttp-parser: vLLM's /inference/v1/generate, a prompt
 // of token ids (token_ids, routed and prefix-hashed as those ids), its
 // limit in sampling_params.max_tokens, answered with OpenAI's usage.
-type VLLMHTTP struct {
+type VLLMHTTP struct{ claimant }
+
+// claimant is a parser that claims its type's APIs (claims) and parses
+// them with libs/openai.
+type claimant struct {
 	scheduling.Named
 }
 
-func newVLLMHTTP(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	named, err := parameterless(VLLMHTTPType, name, raw, h)
-	return &VLLMHTTP{named}, err
-}
-
-// ParseRequest implements scheduling.RequestParser.
-func (p *VLLMHTTP) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
-	return parse(p, api, body)
+// newClaimant returns the factory of a claimant parser type, wrap making
+// the plugin of its own type.
+func newClaimant(typ string, wrap func(claimant) scheduling.Plugin) scheduling.Factory {
+	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		named, err := parameterless(typ, name, raw, h)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(claimant{named}), nil
+	}
 }
 
 // APIs implements scheduling.RequestParser.
-func (*VLLMHTTP) APIs() []openai.API { return []openai.API{openai.APIGenerate} }
+func (c *claimant) APIs() []openai.API { return claims[c.Type] }
+
+// ParseRequest implements scheduling.RequestParser: a body of a claimed
+// API parsed, or an error naming the parser that claims api.
+func (c *claimant) ParseRequest(api openai.API, body []byte) (openai.Request, error) {
+	if !slices.Contains(c.APIs(), api) {
+		for typ, apis := range claims {
+			if slices.Contains(apis, api) {
+				return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", c.Type, api.Describe(), typ)
+			}
+		}
+		return openai.Request{}, fmt.Errorf("%s does not parse %s", c.Type, api.Describe())
+	}
+	return openai.Parse(api, body)
+}
 
 // Passthrough is passthrough-parser: it takes every API no other listed
 // parser claims (every API, listed alone) and reads none of its prompt;
@@ -144,27 +137,6 @@ func parameterless(typ, name string, raw json.RawMessage, h scheduling.Handle) (
 		name = typ
 	}
 	return scheduling.Named{Type: typ, Name: name}, nil
-}
-
-// parsers are the built parser types, each by the APIs it claims.
-var parsers = map[string][]openai.API{
-	OpenAIType:    (*OpenAI)(nil).APIs(),
-	AnthropicType: (*Anthropic)(nil).APIs(),
-	VLLMHTTPType:  (*VLLMHTTP)(nil).APIs(),
-}
-
-// parse parses a body sent to api with libs/openai if p claims api; else
-// it names the parser that does.
-func parse(p scheduling.RequestParser, api openai.API, body []byte) (openai.Request, error) {
-	if !slices.Contains(p.APIs(), api) {
-		for typ, apis := range parsers {
-			if slices.Contains(apis, api) {
-				return openai.Request{}, fmt.Errorf("%s does not parse %s; use %s", p.TypedName().Type, api.Describe(), typ)
-			}
-		}
-		return openai.Request{}, fmt.Errorf("%s does not parse %s", p.TypedName().Type, api.Describe())
-	}
-	return openai.Parse(api, body)
 }
 
 // refuse returns the factory of a parser type Hermod does not provide.

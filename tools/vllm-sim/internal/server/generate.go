@@ -76,13 +76,7 @@ func (o *output) streamTokens(w http.ResponseWriter, r *http.Request, includeUsa
 			buf = append(buf, "}]}\n\n"...)
 		}
 		if pr.Done {
-			if includeUsage {
-				buf = append(buf, prefix...)
-				buf = append(buf, `,"choices":[],"usage":`...)
-				buf = o.appendUsage(buf, pr)
-				buf = append(buf, "}\n\n"...)
-			}
-			buf = append(buf, "data: [DONE]\n\n"...)
+			buf = o.appendStreamEnd(buf, prefix, pr, includeUsage)
 		}
 		return buf
 	})

@@ -444,13 +444,7 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 			buf = append(buf, ",\"stop_reason\":null}]}\n\n"...)
 		}
 		if pr.Done {
-			if includeUsage {
-				buf = append(buf, prefix...)
-				buf = append(buf, `,"choices":[],"usage":`...)
-				buf = o.appendUsage(buf, pr)
-				buf = append(buf, "}\n\n"...)
-			}
-			buf = append(buf, "data: [DONE]\n\n"...)
+			buf = o.appendStreamEnd(buf, prefix, pr, includeUsage)
 		}
 		return buf
 	})
@@ -510,6 +504,19 @@ func (p *Pod) models(w http.ResponseWriter, _ *http.Request) {
 		data = append(data, card{ID: a, Object: "model", Created: created, OwnedBy: "vllm", Root: p.cfg.Adapters[a], Parent: &base, MaxModelLen: p.cfg.Engine.MaxModelLen})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// appendStreamEnd appends the end of an OpenAI-shaped stream: the usage
+// chunk when the client asked for it (prefix opens each chunk), then
+// [DONE].
+func (o *output) appendStreamEnd(buf, prefix []byte, pr engine.Progress, includeUsage bool) []byte {
+	if includeUsage {
+		buf = append(buf, prefix...)
+		buf = append(buf, `,"choices":[],"usage":`...)
+		buf = o.appendUsage(buf, pr)
+		buf = append(buf, "}\n\n"...)
+	}
+	return append(buf, "data: [DONE]\n\n"...)
 }
 
 func (p *Pod) tokenize(w http.ResponseWriter, r *http.Request) {
