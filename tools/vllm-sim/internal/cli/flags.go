@@ -37,6 +37,10 @@ type Options struct {
 	DetailsTokens bool
 	Seed          uint64
 	APIKey        string
+	// Runner is --runner (auto is RunnerGenerate); EmbeddingDim the size
+	// of a pooling model's embeddings.
+	Runner        server.Runner
+	EmbeddingDim  int
 	Speed         float64
 	Pods          int
 	PodName       string
@@ -151,6 +155,18 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 		return err
 	})
 	fs.StringVar(&o.APIKey, "api-key", "", "require this key on /v1 endpoints, as Authorization: Bearer <key> or x-api-key: <key>")
+	o.Runner = server.RunnerGenerate
+	fs.Func("runner", "what the model does: generate (completions, chat, Messages, generate) or pooling (embeddings, pooling, score, rerank); auto (the default) is generate", func(v string) error {
+		switch v {
+		case "auto", "generate":
+			o.Runner = server.RunnerGenerate
+		case "pooling":
+			o.Runner = server.RunnerPooling
+		default:
+			return errors.New("must be auto, generate or pooling")
+		}
+		return nil
+	})
 	for _, n := range ignoredValue {
 		fs.String(n, "", "accepted for vLLM compatibility; no effect")
 	}
@@ -186,6 +202,7 @@ func (o *Options) defineSimulator(fs *flag.FlagSet, sim func(string) string) {
 	fs.DurationVar(&e.Cost.DecodePerSeq, sim("decode-per-seq"), e.Cost.DecodePerSeq, "cost model: time per decoding sequence")
 	fs.DurationVar(&e.Cost.AttentionPerKVToken, sim("attention-per-kv-token"), e.Cost.AttentionPerKVToken, "cost model: time per context token attended")
 	fs.DurationVar(&e.Cost.LoRALoad, sim("lora-load-time"), e.Cost.LoRALoad, "cost model: time to load a LoRA adapter")
+	fs.IntVar(&o.EmbeddingDim, sim("embedding-dim"), server.DefaultEmbeddingDim, "size of a pooling model's embeddings (--runner pooling)")
 	fs.IntVar(&e.DefaultChatOutput, sim("default-chat-output"), e.DefaultChatOutput, "chat requests without max_tokens stop after 1..this tokens")
 	fs.StringVar(&e.HashSeed, sim("hash-seed"), e.HashSeed, "PYTHONHASHSEED of the prefix-cache block hashes (sha256_cbor)")
 	fs.Func(sim("kv-events-encoding"), "msgpack layout of KV events: array (vLLM < 0.26) or map",
@@ -285,6 +302,9 @@ func (o *Options) finish() error {
 	}
 	if o.FirstPodIndex < 0 {
 		errs = append(errs, fmt.Errorf("--first-pod-index: must not be negative (got %d)", o.FirstPodIndex))
+	}
+	if o.EmbeddingDim < 1 || o.EmbeddingDim > server.MaxEmbeddingDim {
+		errs = append(errs, fmt.Errorf("--embedding-dim: must be between 1 and %d (got %d)", server.MaxEmbeddingDim, o.EmbeddingDim))
 	}
 	if o.Pods < 1 {
 		errs = append(errs, fmt.Errorf("--pods: must be at least 1 (got %d)", o.Pods))

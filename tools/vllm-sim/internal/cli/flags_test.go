@@ -8,6 +8,7 @@ import (
 
 	"github.com/hermod/hermod/libs/kv/events"
 	"github.com/hermod/hermod/libs/kv/kvzmq"
+	"github.com/hermod/hermod/tools/vllm-sim/internal/server"
 )
 
 // A vLLM command line parses unchanged.
@@ -64,6 +65,34 @@ func TestSimulatorFlagsAndEnv(t *testing.T) {
 	}
 }
 
+// vLLM's --runner picks the APIs a pod serves; auto (vLLM's default,
+// chosen from the model's architecture) is generate in the simulator.
+func TestRunner(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want server.Runner
+		dim  int
+	}{
+		{nil, server.RunnerGenerate, server.DefaultEmbeddingDim},
+		{[]string{"--runner", "auto"}, server.RunnerGenerate, server.DefaultEmbeddingDim},
+		{[]string{"--runner", "generate"}, server.RunnerGenerate, server.DefaultEmbeddingDim},
+		{[]string{"serve", "BAAI/bge-small-en-v1.5", "--runner", "pooling", "--embedding-dim", "768"}, server.RunnerPooling, 768},
+	} {
+		o, err := Parse(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if o.Runner != c.want || o.EmbeddingDim != c.dim {
+			t.Errorf("%v: runner %q, dim %d; want %q, %d", c.args, o.Runner, o.EmbeddingDim, c.want, c.dim)
+		}
+	}
+	t.Setenv("HERMOD_EMBEDDING_DIM", "1024")
+	if o, err := Parse([]string{"--runner=pooling"}, io.Discard); err != nil || o.EmbeddingDim != 1024 {
+		t.Errorf("HERMOD_EMBEDDING_DIM: %+v %v", o, err)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -82,6 +111,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"--kv-events-encoding", "xml"}, "must be array or map"},
 		{[]string{"--pod-labels", "5:a=b"}, "pod 5 does not exist"},
 		{[]string{"--first-pod-index", "-1"}, "--first-pod-index: must not be negative"},
+		{[]string{"--runner", "draft"}, "must be auto, generate or pooling"},
+		{[]string{"--embedding-dim", "0"}, "--embedding-dim: must be between 1 and"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.args, io.Discard)

@@ -19,6 +19,9 @@ type Observer interface {
 	// FirstToken reports a request's time to first token and its prompt
 	// length.
 	FirstToken(ttft time.Duration, promptTokens int)
+	// Pooled reports a pooling request's prefill done (its output, as vLLM
+	// counts it for TTFT) and its prompt length; it generates no token.
+	Pooled(ttft time.Duration, promptTokens int)
 	// Token reports the gap before each further output token.
 	Token(gap time.Duration)
 	// Preempted reports one preemption.
@@ -33,6 +36,9 @@ type RequestStats struct {
 	PromptTokens     int
 	GenerationTokens int
 	MaxTokens        int
+	// Pooling marks a pooling request: it had no sampling parameters
+	// (MaxTokens is 0).
+	Pooling bool
 	// Queue is arrival to first scheduled; Prefill first scheduled to first
 	// token; Decode first token to the end; Inference is Prefill + Decode;
 	// E2E arrival to the end.
@@ -76,6 +82,9 @@ func newCore(cfg Config, obs Observer) *core {
 
 // newSequence validates a request and makes its sequence.
 func (c *core) newSequence(req Request, arrival time.Duration) (*Sequence, error) {
+	if req.Pooling {
+		return c.newPooling(req, arrival)
+	}
 	n := len(req.Prompt)
 	switch {
 	case n == 0:
@@ -88,13 +97,9 @@ func (c *core) newSequence(req Request, arrival time.Duration) (*Sequence, error
 		return nil, fmt.Errorf("this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d in the completion)",
 			c.cfg.MaxModelLen, n+req.MaxTokens, n, req.MaxTokens)
 	}
-	s := &Sequence{req: req, arrival: arrival, firstScheduled: -1, firstToken: -1, updates: make(chan struct{}, 1)}
-	if req.Adapter != "" {
-		id, ok := c.loraIDs[req.Adapter]
-		if !ok {
-			return nil, fmt.Errorf("the model %q does not exist", req.Adapter)
-		}
-		s.loraID, s.extra = id, []any{req.Adapter}
+	s, err := c.sequence(req, arrival)
+	if err != nil {
+		return nil, err
 	}
 	room := c.cfg.MaxModelLen - n
 	switch {
@@ -112,7 +117,42 @@ func (c *core) newSequence(req Request, arrival time.Duration) (*Sequence, error
 		return nil, fmt.Errorf("the request needs more KV cache (%d tokens) than the engine has (%d blocks of %d tokens)",
 			n+s.target, c.cfg.NumGPUBlocks, c.cfg.BlockSize)
 	}
-	s.progress.PromptTokens = n
+	return s, nil
+}
+
+// newPooling validates a pooling request and makes its sequence. Its whole
+// context may be prompt (it generates nothing: up to --max-model-len
+// tokens, which Validate made sure fit in the KV cache), and it finishes
+// with "stop" once prefilled, as vLLM finishes pooling requests.
+func (c *core) newPooling(req Request, arrival time.Duration) (*Sequence, error) {
+	n := len(req.Prompt)
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("the prompt is empty")
+	case n > c.cfg.MaxModelLen:
+		return nil, fmt.Errorf("this model's maximum context length is %d tokens, but the input has %d tokens", c.cfg.MaxModelLen, n)
+	case req.MaxTokens != 0:
+		return nil, fmt.Errorf("a pooling request generates no tokens (max_tokens %d)", req.MaxTokens)
+	}
+	s, err := c.sequence(req, arrival)
+	if err != nil {
+		return nil, err
+	}
+	s.finishReason = FinishStop
+	return s, nil
+}
+
+// sequence makes a checked request's sequence, bound to its LoRA adapter.
+func (c *core) sequence(req Request, arrival time.Duration) (*Sequence, error) {
+	s := &Sequence{req: req, arrival: arrival, firstScheduled: -1, firstToken: -1, updates: make(chan struct{}, 1)}
+	if req.Adapter != "" {
+		id, ok := c.loraIDs[req.Adapter]
+		if !ok {
+			return nil, fmt.Errorf("the model %q does not exist", req.Adapter)
+		}
+		s.loraID, s.extra = id, []any{req.Adapter}
+	}
+	s.progress.PromptTokens = len(req.Prompt)
 	return s, nil
 }
 
@@ -283,6 +323,12 @@ func (c *core) commit(end time.Duration) []events.Event {
 		if s.numComputed < s.contextLen() {
 			continue // a prefill chunk; more to come
 		}
+		if s.req.Pooling { // pooled: done, without a token
+			s.firstToken, s.lastToken = end, end
+			c.obs.Pooled(end-s.arrival, len(s.req.Prompt))
+			c.finish(s, end)
+			continue
+		}
 		s.generated++
 		if s.firstToken < 0 {
 			s.firstToken = end
@@ -360,6 +406,7 @@ func (c *core) finish(s *Sequence, end time.Duration) {
 		PromptTokens:     len(s.req.Prompt),
 		GenerationTokens: s.generated,
 		MaxTokens:        s.target,
+		Pooling:          s.req.Pooling,
 		Queue:            max(0, s.firstScheduled-s.arrival),
 		Prefill:          s.firstToken - s.firstScheduled,
 		Decode:           end - s.firstToken,

@@ -17,6 +17,7 @@ type recorder struct {
 	queries     int
 	hits        int
 	ttfts       []time.Duration
+	pooled      []time.Duration
 	gaps        []time.Duration
 	preemptions int
 	finished    []RequestStats
@@ -25,6 +26,7 @@ type recorder struct {
 func (r *recorder) Step(int)                          { r.steps++ }
 func (r *recorder) PrefixCache(q, h int)              { r.queries += q; r.hits += h }
 func (r *recorder) FirstToken(d time.Duration, _ int) { r.ttfts = append(r.ttfts, d) }
+func (r *recorder) Pooled(d time.Duration, _ int)     { r.pooled = append(r.pooled, d) }
 func (r *recorder) Token(gap time.Duration)           { r.gaps = append(r.gaps, gap) }
 func (r *recorder) Preempted()                        { r.preemptions++ }
 func (r *recorder) Finished(s RequestStats)           { r.finished = append(r.finished, s) }
@@ -421,6 +423,50 @@ func TestRequestValidation(t *testing.T) {
 	chat, _ := c.newSequence(Request{Prompt: prompt(10, 1), Chat: true, Seed: 3}, 0)
 	if chat.Target() < 1 || chat.Target() > 90 || chat.finishReason != FinishStop {
 		t.Errorf("chat default output: target %d, reason %s", chat.Target(), chat.finishReason)
+	}
+}
+
+// A pooling request is prefilled (in chunks, from the prefix cache, as any
+// prompt) and finishes there with "stop", generating nothing; its whole
+// context may be prompt.
+func TestPooling(t *testing.T) {
+	cfg := DefaultConfig("m")
+	cfg.MaxNumBatchedTokens = 512
+	cfg.MaxModelLen = 2000
+	v := newVsim(t, cfg)
+	p := prompt(2000, 9)
+	a := v.submit(Request{ID: "a", Prompt: p, Pooling: true})
+	v.runIdle()
+	pr := a.Progress()
+	if !pr.Done || pr.Generated != 0 || pr.FinishReason != FinishStop || pr.PromptTokens != 2000 || pr.TTFT <= 0 {
+		t.Errorf("pooled: %+v", pr)
+	}
+	if v.obs.steps != 4 || len(v.obs.pooled) != 1 || len(v.obs.ttfts) != 0 || len(v.obs.gaps) != 0 {
+		t.Errorf("%d steps (want 4 chunks of 512), pooled %v, ttfts %v, gaps %v", v.obs.steps, v.obs.pooled, v.obs.ttfts, v.obs.gaps)
+	}
+	f := v.obs.finished[0]
+	if f.GenerationTokens != 0 || f.PromptTokens != 2000 || f.FinishReason != FinishStop || f.Decode != 0 || f.Prefill <= 0 {
+		t.Errorf("finished %+v", f)
+	}
+	if v.c.pool.usage() != 0 {
+		t.Errorf("blocks held after the request ended: usage %v", v.c.pool.usage())
+	}
+	// the same input again hits the blocks the first one cached
+	b := v.submit(Request{ID: "b", Prompt: p, Pooling: true})
+	v.runIdle()
+	if got := b.Progress().CachedTokens; got != 1984 { // (2000-1)/16 blocks
+		t.Errorf("repeat cached %d tokens, want 1984", got)
+	}
+	c := newCore(cfg, &recorder{})
+	for _, req := range []Request{
+		{Pooling: true},
+		{Pooling: true, Prompt: prompt(2001, 1)},
+		{Pooling: true, Prompt: prompt(5, 1), MaxTokens: 1},
+		{Pooling: true, Prompt: prompt(5, 1), Adapter: "nope"},
+	} {
+		if _, err := c.newSequence(req, 0); err == nil {
+			t.Errorf("accepted pooling request %+v", req)
+		}
 	}
 }
 

@@ -92,6 +92,7 @@ type syncRecorder struct{}
 func (syncRecorder) Step(int)                      {}
 func (syncRecorder) PrefixCache(int, int)          {}
 func (syncRecorder) FirstToken(time.Duration, int) {}
+func (syncRecorder) Pooled(time.Duration, int)     {}
 func (syncRecorder) Token(time.Duration)           {}
 func (syncRecorder) Preempted()                    {}
 func (syncRecorder) Finished(RequestStats)         {}

@@ -29,6 +29,10 @@ type Request struct {
 	Chat bool
 	// Seed determines the output tokens.
 	Seed uint64
+	// Pooling marks a pooling model's request (an embedding, a score): its
+	// prompt is prefilled, as a generating request's is, and it finishes
+	// there, generating nothing (MaxTokens must be 0).
+	Pooling bool
 }
 
 type seqState uint8
@@ -151,6 +155,11 @@ var outputWords = [...]string{
 	"why", "let", "put", "say", "she", "try", "own", "far", "big", "few", "end", "net", "bit", "tag",
 	"row", "sum", "fit", "top", "low", "hot", "raw", "max", "min", "add", "mix", "fix", "ask", "act",
 }
+
+// OutputWords returns the words generated text is made of: each is one
+// token of the built-in tokenizer alone (the first word of an output) and
+// with the space before it (the others).
+func OutputWords() []string { return append([]string(nil), outputWords[:]...) }
 
 // outputIDs[0][w] is word w's token at the start of the output, [1][w]
 // with the space that precedes it elsewhere.

@@ -108,7 +108,7 @@ func (f *Fleet) podConfig(i int) (server.Config, error) {
 		Name: name, Host: o.Host, Port: port, ModelPath: o.Model, ServedNames: o.ServedNames, Adapters: o.LoRAModules,
 		Engine: ec, Speed: o.Speed, Seed: o.Seed + uint64(i), KVEvents: kc, EventEncoding: o.EventEncoding,
 		ReplayFraming: o.ReplayFraming, PromptTokensDetails: o.DetailsTokens, LegacyMetrics: o.LegacyMetrics,
-		Faults: o.Faults, APIKey: o.APIKey, Logger: f.log,
+		Faults: o.Faults, APIKey: o.APIKey, Runner: o.Runner, EmbeddingDim: o.EmbeddingDim, Logger: f.log,
 	}
 	if len(o.EtcdEndpoints) > 0 {
 		cfg.OnDown = func() { f.deregister(i) }

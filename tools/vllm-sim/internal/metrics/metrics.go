@@ -68,9 +68,12 @@ type Metrics struct {
 }
 
 // finishedHist is a histogram of a figure of the requests that end well.
+// A sampling one describes sampling parameters, which pooling requests
+// have none of: they are not observed for them.
 type finishedHist struct {
-	h     prometheus.Observer
-	value func(engine.RequestStats) float64
+	h        prometheus.Observer
+	value    func(engine.RequestStats) float64
+	sampling bool
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -157,19 +160,20 @@ func New(o Options) *Metrics {
 		name, help string
 		buckets    []float64
 		value      func(engine.RequestStats) float64
+		sampling   bool
 	}{
-		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.E2E.Seconds() }},
-		{"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Queue.Seconds() }},
-		{"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Inference.Seconds() }},
-		{"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Prefill.Seconds() }},
-		{"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Decode.Seconds() }},
-		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.PromptTokens) }},
-		{"vllm:request_generation_tokens", "Number of generation tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.GenerationTokens) }},
-		{"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }},
-		{"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }},
-		{"vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets, func(engine.RequestStats) float64 { return 1 }},
+		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.E2E.Seconds() }, false},
+		{"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Queue.Seconds() }, false},
+		{"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Inference.Seconds() }, false},
+		{"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Prefill.Seconds() }, false},
+		{"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Decode.Seconds() }, false},
+		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.PromptTokens) }, false},
+		{"vllm:request_generation_tokens", "Number of generation tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.GenerationTokens) }, false},
+		{"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }, true},
+		{"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }, true},
+		{"vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets, func(engine.RequestStats) float64 { return 1 }, true},
 	} {
-		m.finished = append(m.finished, finishedHist{hist(f.name, f.help, f.buckets), f.value})
+		m.finished = append(m.finished, finishedHist{hist(f.name, f.help, f.buckets), f.value, f.sampling})
 	}
 	return m
 }
@@ -193,6 +197,14 @@ func (m *Metrics) FirstToken(ttft time.Duration, promptTokens int) {
 	m.genTokens.Inc()
 }
 
+// Pooled implements engine.Observer: a pooling request's prompt tokens, and
+// its time to the pooled output as its TTFT (vLLM counts its first output
+// so); it generates no token.
+func (m *Metrics) Pooled(ttft time.Duration, promptTokens int) {
+	m.ttft.Observe(ttft.Seconds())
+	m.promptTokens.Add(float64(promptTokens))
+}
+
 // Token implements engine.Observer.
 func (m *Metrics) Token(gap time.Duration) {
 	m.itl.Observe(gap.Seconds())
@@ -210,7 +222,9 @@ func (m *Metrics) Finished(s engine.RequestStats) {
 		return
 	}
 	for _, f := range m.finished {
-		f.h.Observe(f.value(s))
+		if !f.sampling || !s.Pooling {
+			f.h.Observe(f.value(s))
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,17 +24,43 @@ import (
 // maxBodyBytes bounds request bodies.
 const maxBodyBytes = 16 << 20
 
-// Handler returns the pod's HTTP handler.
+// Handler returns the pod's HTTP handler. The APIs of the runner the pod
+// does not run answer as vLLM's do (unsupported).
 func (p *Pod) Handler() http.Handler {
+	gen := func(api openai.API, name string) http.HandlerFunc {
+		if p.pooling() {
+			return unsupported(api, name)
+		}
+		return func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, api) }
+	}
+	pool := func(h http.HandlerFunc, name string) http.HandlerFunc {
+		if !p.pooling() {
+			return unsupported(apiPooling, name)
+		}
+		return h
+	}
+	countTokens := p.countTokens
+	if p.pooling() {
+		countTokens = unsupported(openai.APIMessagesCountTokens, "Messages")
+	}
+	score, rerank := pool(p.score, "Score"), pool(p.rerank, "Rerank (Score)")
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APICompletions) }))
-	mux.HandleFunc("POST /v1/chat/completions", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIChatCompletions) }))
-	mux.HandleFunc("POST /v1/messages", p.auth(func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIMessages) }))
-	mux.HandleFunc("POST /v1/messages/count_tokens", p.auth(p.countTokens))
+	mux.HandleFunc("POST /v1/completions", p.auth(gen(openai.APICompletions, "Completions")))
+	mux.HandleFunc("POST /v1/chat/completions", p.auth(gen(openai.APIChatCompletions, "Chat Completions")))
+	mux.HandleFunc("POST /v1/messages", p.auth(gen(openai.APIMessages, "Messages")))
+	mux.HandleFunc("POST /v1/messages/count_tokens", p.auth(countTokens))
 	// not under --api-key: vLLM asks for the key only on paths under /v1
-	mux.HandleFunc("POST /inference/v1/generate", func(w http.ResponseWriter, r *http.Request) { p.generate(w, r, openai.APIGenerate) })
+	mux.HandleFunc("POST /inference/v1/generate", gen(openai.APIGenerate, "generate tokens"))
+	mux.HandleFunc("POST /v1/embeddings", p.auth(pool(p.embeddings, "Embeddings")))
+	mux.HandleFunc("POST /pooling", pool(p.pool, "Pooling"))
+	mux.HandleFunc("POST /score", score)
+	mux.HandleFunc("POST /v1/score", p.auth(score))
+	mux.HandleFunc("POST /rerank", rerank)
+	mux.HandleFunc("POST /v1/rerank", p.auth(rerank))
+	mux.HandleFunc("POST /v2/rerank", rerank)
 	mux.HandleFunc("GET /v1/models", p.auth(p.models))
 	mux.HandleFunc("POST /tokenize", p.tokenize)
+	mux.HandleFunc("POST /detokenize", p.detokenize)
 	mux.HandleFunc("POST /v1/completions/render", p.render(openai.APICompletions))
 	mux.HandleFunc("POST /v1/chat/completions/render", p.render(openai.APIChatCompletions))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -123,18 +148,7 @@ func unknownModel(model string) *requestError {
 // completions, Messages, vLLM's token-in, token-out generate): faults, then
 // the request's checks, then the engine, answered in the API's shape.
 func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
-	if status := p.faults.Load().inject(); status != 0 {
-		writeAPIError(w, api, status, injectedMessage(status))
-		return
-	}
-	if d := p.faults.Load().ExtraLatency.Std(); d > 0 {
-		select {
-		case <-time.After(p.clock.Wall(d)):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	body, ok := readBody(w, r, api)
+	body, ok := p.admitBody(w, r, api)
 	if !ok {
 		return
 	}
@@ -143,7 +157,7 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 		writeAPIError(w, api, rerr.status, rerr.msg)
 		return
 	}
-	id := fmt.Sprintf("%x%016x", p.reqSeq.Add(1), rand.Uint64())
+	id := p.newID()
 	seq, err := p.engine.Submit(engine.Request{ID: id, Adapter: g.adapter, Prompt: g.prompt, MaxTokens: g.maxTokens, Chat: api.Chat(), Seed: g.seed})
 	if err != nil {
 		writeAPIError(w, api, http.StatusBadRequest, err.Error())
@@ -167,6 +181,26 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 	default:
 		out.complete(w, r)
 	}
+}
+
+// admit lets a request bound for the engine through the injected faults:
+// a failure is answered at once (in api's error shape), then the extra
+// latency is waited out. It returns false when the request was answered
+// or its client went away.
+func (p *Pod) admit(w http.ResponseWriter, r *http.Request, api openai.API) bool {
+	f := p.faults.Load()
+	if status := f.inject(); status != 0 {
+		writeAPIError(w, api, status, injectedMessage(status))
+		return false
+	}
+	if d := f.ExtraLatency.Std(); d > 0 {
+		select {
+		case <-time.After(p.clock.Wall(d)):
+		case <-r.Context().Done():
+			return false
+		}
+	}
+	return true
 }
 
 // prepare checks a generating request's body and reads what the engine
@@ -279,13 +313,22 @@ func (p *Pod) promptTokens(api openai.API, req openai.Request) []uint32 {
 		if len(req.TokenIDs) > 0 {
 			return req.TokenIDs
 		}
-		return p.tok.Encode(nil, req.Prompt)
+		return p.encode(req.Prompt)
 	}
 	msgs := make([]tokenizer.Message, len(req.Messages))
 	for i, m := range req.Messages {
 		msgs[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
 	}
-	return p.tok.Encode(nil, p.tmpl.Apply(msgs, true))
+	return p.encode(p.tmpl.Apply(msgs, true))
+}
+
+// encode tokenizes text with the built-in tokenizer, and teaches the
+// process's vocabulary its pieces, so that /detokenize turns its ids back
+// into it.
+func (p *Pod) encode(text string) []uint32 {
+	ids := p.tok.Encode(nil, text)
+	builtinVocab.Learn(text, ids)
+	return ids
 }
 
 func tokenBytes(ids []uint32) []byte {
@@ -542,6 +585,41 @@ func (p *Pod) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	tokens := p.promptTokens(api, parsed)
 	writeJSON(w, http.StatusOK, map[string]any{"count": len(tokens), "max_model_len": p.cfg.Engine.MaxModelLen, "tokens": tokens})
+}
+
+// detokenize answers vLLM's /detokenize: {"model"?, "tokens": [ids]} ->
+// {"prompt": text}, the text of the ids. The ids of every text the
+// process has tokenized (prompts, /tokenize) and of the words the pods
+// generate decode exactly; an id of the built-in tokenizer's it has not
+// seen decodes as "<|id_N|>" (see the vocab package).
+func (p *Pod) detokenize(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r, apiPooling)
+	if !ok {
+		return
+	}
+	var req struct {
+		Model  string   `json:"model"`
+		Tokens *[]int64 `json:"tokens"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
+		return
+	}
+	if req.Tokens == nil {
+		writeError(w, http.StatusBadRequest, "tokens: required")
+		return
+	}
+	if _, _, ok := p.resolveModel(req.Model); !ok {
+		e := unknownModel(req.Model)
+		writeError(w, e.status, e.msg)
+		return
+	}
+	ids, rerr := tokenIDs(*req.Tokens)
+	if rerr != nil {
+		writeError(w, rerr.status, rerr.msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": string(builtinVocab.AppendText(nil, ids))})
 }
 
 // render answers vLLM's render API: a request's prompt tokens as the

@@ -1,7 +1,9 @@
 // Package server serves one simulated vLLM pod: the OpenAI API,
-// Anthropic's Messages API and vLLM's token-in, token-out generate API,
-// /metrics, /tokenize, /v1/models and /health on its HTTP port, and the
-// KV-cache events of its engine over ZeroMQ.
+// Anthropic's Messages API and vLLM's token-in, token-out generate API (a
+// generating model), or vLLM's embeddings, pooling, score and rerank APIs
+// (a pooling model), /metrics, /tokenize, /detokenize, /v1/models and
+// /health on its HTTP port, and the KV-cache events of its engine over
+// ZeroMQ.
 package server
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/hermod/hermod/libs/tokenizer"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/engine"
 	"github.com/hermod/hermod/tools/vllm-sim/internal/metrics"
+	"github.com/hermod/hermod/tools/vllm-sim/internal/vocab"
 )
 
 // KVEventsConfig is vLLM's --kv-events-config.
@@ -66,6 +69,13 @@ type Config struct {
 	LegacyMetrics bool
 	// Faults are the initial failure-injection settings.
 	Faults Faults
+	// Runner is vLLM's --runner: RunnerGenerate (the default, "") serves
+	// the generating APIs, RunnerPooling an embedding model's pooling APIs;
+	// each refuses the other's.
+	Runner Runner
+	// EmbeddingDim is the size of a pooling model's embeddings
+	// (DefaultEmbeddingDim when 0).
+	EmbeddingDim int
 	// APIKey, when set, is required as "Authorization: Bearer <key>" or
 	// "x-api-key: <key>" on the /v1 endpoints (vLLM's --api-key).
 	APIKey string
@@ -124,6 +134,20 @@ func New(cfg Config, clock *engine.WallClock) (*Pod, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Engine.Model = cfg.ServedNames[0]
+	switch cfg.Runner {
+	case "":
+		cfg.Runner = RunnerGenerate
+	case RunnerGenerate, RunnerPooling:
+	default:
+		return nil, fmt.Errorf("pod %s: runner %q: must be %q or %q", cfg.Name, cfg.Runner, RunnerGenerate, RunnerPooling)
+	}
+	if cfg.EmbeddingDim == 0 {
+		cfg.EmbeddingDim = DefaultEmbeddingDim
+	}
+	if cfg.EmbeddingDim < 1 || cfg.EmbeddingDim > MaxEmbeddingDim {
+		return nil, fmt.Errorf("pod %s: embedding dimension %d: must be between 1 and %d", cfg.Name, cfg.EmbeddingDim, MaxEmbeddingDim)
+	}
+	learnOwnWords.Do(learnWords)
 	p := &Pod{cfg: cfg, clock: clock, log: cfg.Logger.With("pod", cfg.Name), started: time.Now(), ready: make(chan struct{})}
 	f := cfg.Faults
 	p.faults.Store(&f)
@@ -137,6 +161,25 @@ func New(cfg Config, clock *engine.WallClock) (*Pod, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// builtinVocab maps the built-in tokenizer's ids back to text for
+// /detokenize. The tokenizer is the same in every pod, so one table, which
+// every pod's tokenizing teaches, serves the process.
+var builtinVocab vocab.Table
+
+// learnOwnWords teaches builtinVocab, once, the text the pods make up: the
+// words they generate and the chat template's special tokens.
+var learnOwnWords sync.Once
+
+func learnWords() {
+	var tok tokenizer.Builtin
+	learn := func(text string) { builtinVocab.Learn(text, tok.Encode(nil, text)) }
+	for _, w := range engine.OutputWords() {
+		learn(w)
+		learn(" " + w)
+	}
+	learn(tokenizer.Llama3Template{}.Apply([]tokenizer.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}, true))
 }
 
 // Engine returns the pod's engine.
