@@ -1,9 +1,10 @@
 // Package flowpolicy holds the flow-control policies an
-// EndpointPickerConfig declares (the llm-d router's fairness, ordering and
-// usage-limit policy types). The picker registers them so that a config
-// naming them loads; the gateway's flow control reads their parameters
-// from the same config (hermod-gateway --flow-control) and applies them:
-// the policies act on the gateway's queue, not on a scheduling cycle.
+// EndpointPickerConfig declares (the llm-d router's fairness, ordering,
+// usage-limit and eviction policy types). The picker registers them so
+// that a config naming them loads; the gateway's flow control reads their
+// parameters from the same config (hermod-gateway --flow-control) and
+// applies them: the policies act on the gateway's queue and the requests
+// it admitted, not on a scheduling cycle.
 package flowpolicy
 
 import (

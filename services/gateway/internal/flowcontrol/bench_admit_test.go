@@ -51,3 +51,24 @@ func (s staticCeiling) Ceilings(_ float64, _ []int, out []float64) {
 		out[i] = float64(s)
 	}
 }
+
+// BenchmarkAdmitLeaseEviction is the request path with in-flight
+// eviction on: each admission a lease, the sheddable ones (a third)
+// entering the evictable heap, 64 others in flight in it.
+func BenchmarkAdmitLeaseEviction(b *testing.B) {
+	c := New(Config{Queueing: true, QueueSheddable: true, Eviction: &Eviction{}}, NewSlots(0, nil))
+	for range 64 {
+		if _, err := c.Admit(context.Background(), Request{Priority: -1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		l, err := c.Admit(context.Background(), Request{Priority: i%3 - 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release(0, 0)
+		i++
+	}
+}

@@ -48,7 +48,22 @@ type Metrics struct {
 	serviceTokens *prometheus.GaugeVec
 	waitMs        *prometheus.GaugeVec
 	jainIndex     prometheus.Gauge
+	// in-flight eviction (the llm-d router's llm_d_epp_flow_control_*)
+	issued          *prometheus.CounterVec
+	revocations     *prometheus.CounterVec
+	revocationWait  prometheus.Observer
+	reclaimTargetG  prometheus.Gauge
+	pendingReclaimG prometheus.Gauge
 }
+
+// Outcomes of an eviction (the revocations counter's outcome label).
+const (
+	revocationConfirmed = "confirmed"
+	revocationTimedOut  = "timed_out"
+)
+
+// revocationBuckets are the eviction-to-end latency's buckets, seconds.
+var revocationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // NewMetrics returns the family, registered on reg (nil: not registered),
 // with saturation the pool saturation gauge's source (nil: no gauge).
@@ -82,9 +97,23 @@ func NewMetrics(reg prometheus.Registerer, pool string, saturation func() float6
 		"[ALPHA] Cumulative mean of flow-control queue wait time per program in milliseconds.", "program_id")
 	m.jainIndex = telemetry.NewGauge("llm_d_epp_program_aware_jains_fairness_index",
 		"[ALPHA] Jain's fairness index over average wait time across active programs.")
+	m.issued = telemetry.NewCounterVec("llm_d_epp_flow_control_revocations_issued_total",
+		"[ALPHA] Requests in flight evicted by flow control, by the priority of the band they made room for.", "priority", "inference_pool")
+	m.revocations = telemetry.NewCounterVec("llm_d_epp_flow_control_revocations_total",
+		"[ALPHA] Evictions by how they ended: confirmed (the request ended) or timed_out (it did not end in time and counts as ended).",
+		"outcome", "inference_pool")
+	wait := telemetry.NewHistogramVec("llm_d_epp_flow_control_revocation_confirmation_seconds",
+		"[ALPHA] Time from an eviction to the end of the evicted request.", revocationBuckets, "inference_pool")
+	m.revocationWait = wait.WithLabelValues(pool)
+	target := telemetry.NewGaugeVec("llm_d_epp_flow_control_reclaim_target",
+		"[ALPHA] The saturation an eviction decision last set out to free (its excess over the blocked band's ceiling).", "inference_pool")
+	m.reclaimTargetG = target.WithLabelValues(pool)
+	pending := telemetry.NewGaugeVec("llm_d_epp_flow_control_pending_reclaim",
+		"[ALPHA] The saturation the evictions not yet ended, or still in their grace, are expected to free.", "inference_pool")
+	m.pendingReclaimG = pending.WithLabelValues(pool)
 	if reg != nil {
 		reg.MustRegister(m.queueDuration, m.enqueueDuration, m.dispatchCycle, m.queueSize, m.queueBytes,
-			m.serviceTokens, m.waitMs, m.jainIndex)
+			m.serviceTokens, m.waitMs, m.jainIndex, m.issued, m.revocations, wait, target, pending)
 		if saturation != nil {
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "inference_extension_flow_control_pool_saturation", Help: "[ALPHA] Current saturation level of the inference pool.",
@@ -205,5 +234,39 @@ func (m *Metrics) programGone(id string) {
 		m.serviceTokens.DeleteLabelValues(v)
 		m.waitMs.DeleteLabelValues(v)
 		m.programs.Forget(v)
+	}
+}
+
+// revocationsIssued counts n evictions for a band of priority demand.
+func (m *Metrics) revocationsIssued(demand, n int) {
+	if m != nil {
+		m.issued.WithLabelValues(m.priorities.Value(strconv.Itoa(demand)), m.pool).Add(float64(n))
+	}
+}
+
+// revocationEnded counts an eviction's end by outcome; a confirmed one
+// took that long from the eviction.
+func (m *Metrics) revocationEnded(outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.revocations.WithLabelValues(outcome, m.pool).Inc()
+	if outcome == revocationConfirmed {
+		m.revocationWait.Observe(took.Seconds())
+	}
+}
+
+// reclaimTarget records the saturation a decision set out to free.
+func (m *Metrics) reclaimTarget(v float64) {
+	if m != nil {
+		m.reclaimTargetG.Set(v)
+	}
+}
+
+// pendingReclaim records the saturation the evictions under way are
+// expected to free.
+func (m *Metrics) pendingReclaim(v float64) {
+	if m != nil {
+		m.pendingReclaimG.Set(v)
 	}
 }

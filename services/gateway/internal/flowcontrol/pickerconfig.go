@@ -115,19 +115,38 @@ func parsePickerConfig(data []byte) (Settings, error) {
 		s.SessionHeaders = a.Headers()
 	}
 	r.detector(f.SaturationDetector, &s)
-	if f.EnableEviction {
-		s.Warnings = append(s.Warnings, "flowControl.enableEviction: the gateway does not evict requests in flight: "+
-			"a dispatched request runs to its end, and requests of higher priority wait in the queue for the capacity")
-	}
+	s.Config.Eviction = r.eviction(f.EnableEviction, s.Detector)
+	s.Warnings = append(s.Warnings, r.warnings...)
 	return s, errors.Join(r.errs...)
+}
+
+// eviction reads in-flight eviction (flowControl.enableEviction): the
+// llm-d router's one order and one filter, whether or not plugins
+// declare them, the grace fitting the detector's reading.
+func (r *refs) eviction(enabled bool, d Detector) *Eviction {
+	for _, p := range r.cfg.Plugins {
+		if !enabled && (p.Type == flowpolicy.PriorityThenTimeEviction || p.Type == flowpolicy.SheddableEvictionFilter) {
+			r.warnings = append(r.warnings, fmt.Sprintf("plugins %s (%s): flowControl.enableEviction is not set, so no request in flight is evicted", p.Name, p.Type))
+		}
+	}
+	if !enabled {
+		return nil
+	}
+	e := &Eviction{Order: flowpolicy.PriorityThenTime{}, Filter: flowpolicy.Sheddable{}, Grace: DefaultEvictionGrace}
+	if d == DetectConcurrency {
+		// the gateway's own count drops as the evicted request ends
+		e.Grace = CountedEvictionGrace
+	}
+	return e
 }
 
 // refs resolves the policies and the detector the flowControl section
 // names: a declared plugin's name, or a plugin type (made with its
 // defaults).
 type refs struct {
-	cfg  *scheduling.Config
-	errs []error
+	cfg      *scheduling.Config
+	errs     []error
+	warnings []string
 	// programs is the program-aware-fairness the bands share, and the name
 	// it was declared under
 	programs     *flowpolicy.ProgramAware

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermod/hermod/libs/plugins/flowpolicy"
 )
 
 const pickerConfig = `
@@ -179,5 +181,44 @@ plugins: [{type: agent-identity, parameters: {additionalSessionHeaders: [x-my-ag
 	plain, _ := Parse([]byte("queueing: true\n"))
 	if _, flow, _ := plain.Classify(http.Header{"X-Claude-Code-Session-Id": {"s"}}); flow != "" {
 		t.Errorf("without agent-identity a session header is no flow: %q", flow)
+	}
+}
+
+// flowControl.enableEviction switches in-flight eviction on, with the
+// llm-d router's one order and filter whether plugins declare them or
+// not, and a grace fitting the detector: a scraped reading's, or the
+// gateway's own count's. Declared without it, they warn that nothing is
+// evicted. The corpus configs written for the two types run.
+func TestPickerConfigEviction(t *testing.T) {
+	const head = "kind: EndpointPickerConfig\nfeatureGates: [flowControl]\n"
+	s, err := Parse([]byte(head + "flowControl: {enableEviction: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.Config.Eviction
+	if e == nil || e.Order != (flowpolicy.PriorityThenTime{}) || e.Filter != (flowpolicy.Sheddable{}) || e.Grace != DefaultEvictionGrace || len(s.Warnings) != 0 {
+		t.Fatalf("eviction %+v, warnings %q", e, s.Warnings)
+	}
+	s, err = Parse([]byte(head + "plugins: [{type: concurrency-detector, parameters: {maxConcurrency: 8}}]\n" +
+		"flowControl: {enableEviction: true, saturationDetector: {pluginRef: concurrency-detector}}\n"))
+	if err != nil || s.Config.Eviction == nil || s.Config.Eviction.Grace != CountedEvictionGrace {
+		t.Fatalf("with concurrency-detector: %+v, %v", s.Config.Eviction, err)
+	}
+	s, err = Parse([]byte(head + "plugins: [{type: sheddable-eviction-filter, name: f}, {type: priority-then-time-eviction-order-policy}]\n"))
+	if err != nil || s.Config.Eviction != nil || len(s.Warnings) != 2 || !strings.Contains(s.Warnings[0], "plugins f (sheddable-eviction-filter): flowControl.enableEviction is not set") {
+		t.Fatalf("declared without enableEviction: %+v, %q, %v", s.Config.Eviction, s.Warnings, err)
+	}
+	for name, grace := range map[string]time.Duration{
+		"priority-then-time-eviction-order-policy.yaml": DefaultEvictionGrace,
+		"sheddable-eviction-filter.yaml":                CountedEvictionGrace,
+	} {
+		data, err := os.ReadFile("../../../../libs/plugins/standard/testdata/upstream/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(data)
+		if err != nil || s.Config.Eviction == nil || s.Config.Eviction.Grace != grace || len(s.Warnings) != 0 {
+			t.Errorf("%s: %+v, %q, %v", name, s.Config.Eviction, s.Warnings, err)
+		}
 	}
 }

@@ -12,7 +12,9 @@
 // FIFO. Each band is bounded in requests and bytes, and so is the whole
 // queue. A waiting request leaves the queue when its TTL passes or its
 // client goes away. A band that empties is forgotten, so priorities a
-// client makes up do not accumulate.
+// client makes up do not accumulate. With eviction on (evict.go), a
+// request admitted by Admit and of low enough priority may be ended in
+// flight to make room for waiting requests of higher priority.
 package flowcontrol
 
 import (
@@ -166,6 +168,10 @@ type Config struct {
 	Observe func(model string, size int)
 	// Metrics, when set, observe GIE's flow-control family.
 	Metrics *Metrics
+	// Eviction, when set, lets flow control evict admitted requests (those
+	// admitted by Admit) for waiting ones of higher priority (nil: an
+	// admitted request runs to its end).
+	Eviction *Eviction
 }
 
 // Controller admits requests. Safe for concurrent use.
@@ -187,6 +193,10 @@ type Controller struct {
 	ceilings []float64
 	// programs is the program-aware bands' accounts
 	programs *programs
+	// running counts the requests admitted and not yet released
+	running int
+	// ev is in-flight eviction's state (nil: off)
+	ev *evictor
 }
 
 // band is one priority's flows.
@@ -224,19 +234,25 @@ func New(cfg Config, capacity Capacity) *Controller {
 		d, _ := flowpolicy.ParseProgramAware(nil, nil)
 		pa = &d
 	}
-	return &Controller{cfg: cfg, cap: capacity, bands: map[int]*band{}, perModel: map[string]int{}, wake: make(chan struct{}, 1),
+	c := &Controller{cfg: cfg, cap: capacity, bands: map[int]*band{}, perModel: map[string]int{}, wake: make(chan struct{}, 1),
 		programs: newPrograms(*pa, cfg.Metrics)}
+	if cfg.Eviction != nil {
+		c.ev = newEvictor(cfg.Eviction)
+	}
+	return c
 }
 
 // Acquire admits the request: at once when the pool has room and nothing
 // waits ahead of it; otherwise it sheds it, refuses it, or (queueing)
 // waits until it is dispatched, its TTL passes or ctx ends. An admitted
-// request holds a slot of the capacity until Release.
+// request holds a slot of the capacity until Release. It is never
+// evicted: Admit's requests may be.
 func (c *Controller) Acquire(ctx context.Context, r Request) error {
 	start := time.Now()
 	sat := c.saturation()
 	c.mu.Lock()
 	if c.queued == 0 && c.below(sat, r.Priority) && c.cap.TryAcquire() {
+		c.running++
 		if c.programAware(r.Priority) {
 			c.programs.admitted(r.Flow, start)
 		}
@@ -329,10 +345,10 @@ func (c *Controller) programAware(priority int) bool {
 }
 
 // Release gives an admitted request's slot back, and admits the next
-// waiting request into it.
+// waiting request into it. A Lease is released with Lease.Release.
 func (c *Controller) Release() {
 	c.cap.Release()
-	c.Dispatch()
+	c.dispatch(true)
 }
 
 // Kick asks the dispatcher to look at the queue (a request finished, the
@@ -362,12 +378,20 @@ func (c *Controller) Run(ctx context.Context, poll time.Duration) {
 
 // Dispatch admits waiting requests, best first, while the pool has room;
 // it returns how many it admitted.
-func (c *Controller) Dispatch() int {
+func (c *Controller) Dispatch() int { return c.dispatch(false) }
+
+// dispatch is Dispatch, after a request was released (released: it
+// leaves the count of those running).
+func (c *Controller) dispatch(released bool) int {
 	start := time.Now()
 	defer c.cfg.Metrics.dispatched(start)
 	n := 0
 	for {
 		c.mu.Lock()
+		if released && c.running > 0 {
+			c.running--
+		}
+		released = false
 		idle := c.queued == 0
 		c.mu.Unlock()
 		if idle {
@@ -377,7 +401,14 @@ func (c *Controller) Dispatch() int {
 		c.mu.Lock()
 		b := c.next(sat)
 		if b == nil || !c.cap.TryAcquire() {
+			// the requests waiting are held back: evict for them?
+			var victims []*Lease
+			demand := 0
+			if c.queued > 0 {
+				victims, demand = c.reclaim(sat, b)
+			}
 			c.mu.Unlock()
+			c.revoke(victims, demand)
 			return n
 		}
 		w := c.take(b)
@@ -565,6 +596,7 @@ func (c *Controller) take(pick *band) *waiter {
 		pick.next = 0
 	}
 	c.left(pick, w)
+	c.running++
 	pick.dispatched++
 	c.total++
 	if c.queued == 0 {

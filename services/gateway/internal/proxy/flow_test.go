@@ -187,3 +187,56 @@ func TestFlowControlDropAnswers(t *testing.T) {
 		})
 	}
 }
+
+// With eviction on, a sheddable request holding the last slot is evicted
+// when a critical one waits: it is answered 429 evicted (its pod's request
+// canceled), and the critical request is served in its place.
+func TestFlowControlEvictsTheSheddable(t *testing.T) {
+	canceled := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), "long") {
+			<-r.Context().Done() // generating until the gateway gives up on it
+			close(canceled)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	g := flowGateway(t, "queueing: true\nmaxConcurrency: 1\ndefaultRequestTTL: 10s\n", hostPort(srv.URL), func(c *flowcontrol.Config) {
+		c.QueueSheddable, c.Eviction = true, &flowcontrol.Eviction{}
+	})
+	send := func(prompt, priority string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"`+prompt+`"}`))
+		req.Header.Set(PriorityHeader, priority)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil, ""
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	evicted := make(chan *http.Response, 1)
+	go func() {
+		resp, _ := send("long", "-1")
+		evicted <- resp
+	}()
+	for deadline := time.Now().Add(5 * time.Second); g.flow.Evictable() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sheddable request was never admitted")
+		}
+	}
+	if resp, body := send("short", "10"); resp == nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the critical request: %v %s", resp, body)
+	}
+	if resp := <-evicted; resp == nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get(DroppedReasonHeader) != flowcontrol.DroppedEvicted {
+		t.Errorf("the evicted request got %v", resp)
+	}
+	select {
+	case <-canceled:
+	case <-time.After(5 * time.Second):
+		t.Error("the evicted request's call to its pod was not canceled")
+	}
+}

@@ -146,6 +146,9 @@ func (h *Handler) Completions(api openai.API) http.Handler {
 // request is the state of one request on its way through.
 type request struct {
 	api      openai.API
+	// lease is the request's hold on flow control (nil without it): its
+	// context ends when flow control evicts the request
+	lease *flowcontrol.Lease
 	id       string
 	m        *apiMetrics
 	start    time.Time
@@ -206,11 +209,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, api openai.API, 
 		if !h.admit(w, r, req, f) {
 			return
 		}
+		// the work admitted runs under the lease: evicted, it ends
+		r = r.WithContext(req.lease.Context())
 		defer func() {
 			// a program-aware band credits the tokens to the flow
 			u := req.seen.Usage
-			f.Controller.Finished(flowcontrol.Request{Priority: req.priority, Flow: req.flow}, u.PromptTokens, u.CompletionTokens)
-			f.Controller.Release()
+			req.lease.Release(u.PromptTokens, u.CompletionTokens)
 		}()
 	}
 
@@ -283,6 +287,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, req *request, 
 		}
 		resp, err := h.o.Transport.RoundTrip(out)
 		if err != nil {
+			if req.evicted() {
+				h.m.attempts.WithLabelValues("canceled").Inc()
+				h.answerEvicted(w, req)
+				return
+			}
 			if r.Context().Err() != nil {
 				req.clientGone = true
 				req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, "client went away before the endpoint answered"
@@ -374,6 +383,8 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, req *request, t 
 	case err == nil:
 		req.outcome = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_UPSTREAM_ERROR
 		req.err = fmt.Sprintf("endpoint answered %d", resp.StatusCode)
+	case req.evicted():
+		req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_FAILED, flowcontrol.ErrEvicted.Error()
 	case r.Context().Err() != nil:
 		req.clientGone = true
 		req.outcome, req.err = eventsv1.CompletionOutcome_COMPLETION_OUTCOME_CANCELED, "client went away during the response"
@@ -436,7 +447,11 @@ func (h *Handler) pass(w http.ResponseWriter, body io.Reader, req *request, acct
 		}
 		if err != nil {
 			if framed {
-				_ = write(acct.Broken(streamBroke(req.id, req.api)))
+				e := streamBroke(req.id, req.api)
+				if req.evicted() {
+					e = evictedError(req.api)
+				}
+				_ = write(acct.Broken(e))
 			}
 			return err
 		}
@@ -496,6 +511,10 @@ func (h *Handler) complete(ctx context.Context, req *request) {
 
 // pickFailed answers a request the picker could not place.
 func (h *Handler) pickFailed(w http.ResponseWriter, r *http.Request, req *request, err error) {
+	if req.evicted() {
+		h.answerEvicted(w, req)
+		return
+	}
 	if r.Context().Err() != nil {
 		req.m.requests.WithLabelValues("499").Inc()
 		return // nobody to answer
@@ -546,7 +565,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 	}
 	req.keepable = prio >= 0
 	req.priority, req.flow, req.classified = prio, flow, true
-	err = f.Controller.Acquire(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model, Bytes: req.bodyBytes,
+	req.lease, err = f.Controller.Admit(r.Context(), flowcontrol.Request{Priority: prio, Flow: flow, Model: req.info.Model, Bytes: req.bodyBytes,
 		TTFTSLO: scheduling.SLOMillis(r.Header.Get, scheduling.HeaderSLOTTFT, scheduling.HeaderSLOTTFTLegacy)})
 	switch {
 	case err == nil:
@@ -572,6 +591,25 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, req *request, f 
 		req.m.requests.WithLabelValues("499").Inc()
 	}
 	return false
+}
+
+// evicted says whether flow control evicted the request to make room for
+// requests of higher priority.
+func (req *request) evicted() bool { return req.lease != nil && req.lease.Evicted() }
+
+// answerEvicted answers a request flow control evicted before its answer
+// began: 429 with x-llm-d-request-dropped-reason: evicted, as llm-d's
+// router answers it.
+func (h *Handler) answerEvicted(w http.ResponseWriter, req *request) {
+	w.Header().Set(DroppedReasonHeader, flowcontrol.DroppedEvicted)
+	h.answer(w, req, evictedError(req.api))
+}
+
+// evictedError is what an evicted request is told, before its answer or
+// as its stream's last event.
+func evictedError(api openai.API) *openai.Error {
+	return &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit, Code: "evicted", Anthropic: api.Anthropic(),
+		Message: "the request was evicted to make room for requests of higher priority; retry later"}
 }
 
 func (h *Handler) failRetry(w http.ResponseWriter, req *request, code int, msg string) {
