@@ -464,6 +464,9 @@ func (b *builder) hooks(s *Scheduler) {
 		if h, ok := p.(PreRequest); ok {
 			s.preRequest = append(s.preRequest, timed[PreRequest]{h, m.timer(PointPreRequest, p)})
 		}
+		if h, ok := p.(Screener); ok {
+			s.screeners = append(s.screeners, timed[Screener]{h, m.timer(PointScreener, p)})
+		}
 		if h, ok := p.(ResponseReceived); ok {
 			s.responseReceived = append(s.responseReceived, timed[ResponseReceived]{h, m.timer(PointResponseReceived, p)})
 		}

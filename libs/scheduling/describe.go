@@ -69,14 +69,17 @@ var extensionPoints = []struct {
 	{PointPicker, is[Picker]},
 	{PointPrepareData, is[PrepareData]},
 	{PointPreRequest, is[PreRequest]},
+	{PointScreener, is[Screener]},
 	{"Admitter", is[Admitter]},
 	{"SaturationDetector", is[SaturationDetector]},
 	{"RequestParser", is[RequestParser]},
 	{"AttributeReporter", is[AttributeReporter]},
 	{PointResponseReceived, is[ResponseReceived]},
 	{PointResponseComplete, is[ResponseComplete]},
+	{"ServedVerifier", is[ServedVerifier]},
 	{"DataSource", is[DataSource]},
 	{"DataExtractor", is[DataExtractor]},
+	{"EndpointDiscovery", is[EndpointDiscovery]},
 }
 
 func is[T any](p Plugin) bool {

@@ -35,6 +35,7 @@ type Scheduler struct {
 	preparers        []timed[CyclePreparer]
 	preRequest       []timed[PreRequest]
 	admitters        []timed[Admitter]
+	screeners        []timed[Screener]
 	detector         SaturationDetector // nil: no saturation admission
 	apis             apiSet             // the APIs the config's parsers serve
 	unread           apiSet             // those its fallback parser takes: routed without their prompt
@@ -103,8 +104,9 @@ func (s *Scheduler) Metrics() *SchedulerMetrics { return s.metrics }
 
 // Schedule picks the endpoints that serve req among candidates. On success
 // the Result's Primary target serves the request. Errors are *Error values
-// whose kind maps to 503 (no candidates, or a profile's filters left none),
-// 429 (shed) or 400 (bad request). The caller may Release the result when done with it.
+// whose kind maps to 503 (no candidates, or a screener or a profile's
+// filters left none), 429 (shed) or 400 (bad request). The caller may
+// Release the result when done with it.
 func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*Endpoint) (*Result, error) {
 	var start time.Time
 	if s.metrics != nil {
@@ -114,6 +116,14 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 		err := &Error{Kind: KindNoCandidates, Msg: "no ready endpoints in the pool"}
 		s.metrics.cycleDone(start, req, nil, err)
 		return nil, err
+	}
+	if len(s.screeners) > 0 {
+		screened, err := s.screen(ctx, req, candidates)
+		if err != nil {
+			s.metrics.cycleDone(start, req, nil, err)
+			return nil, err
+		}
+		candidates = screened
 	}
 	if s.Unread(req.Body.API) { // passed through: routed by model and load
 		req.Body = openai.Request{API: req.Body.API, Model: req.Body.Model, Stream: req.Body.Stream}

@@ -39,6 +39,7 @@ func (a *app) newExtProc() (*extproc.Server, error) {
 	s, err := extproc.New(extproc.Options{
 		Pool: a.cfg.Pool, Replica: a.cfg.Replica, Picker: a.svc, Completer: extprocCompletions{a: a, subject: subject},
 		MaxBodyBytes: a.cfg.ExtProcMaxBodyBytes, Logger: a.log, Metrics: extproc.NewMetrics(a.reg), Attributes: a.svc.ResponseAttributes,
+		Served: a.svc.VerifyServed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ext_proc server: %w", err)

@@ -319,6 +319,7 @@ func (x *exchange) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv
 	x.acct = openai.NewAccountantFor(x.api, strings.HasPrefix(strings.ToLower(hs["content-type"]), "text/event-stream"), false)
 	x.noteServed(req)
 	m := &extprocv3.HeaderMutation{SetHeaders: sortedHeaders(x.served.GetResponseHeaders())}
+	m.SetHeaders = append(m.SetHeaders, x.verifyServed(req)...)
 	if x.newID {
 		m.SetHeaders = append(m.SetHeaders, setHeader(RequestIDHeader, x.requestID))
 	}

@@ -84,8 +84,12 @@ type Options struct {
 	// reports to the data plane as dynamic metadata (the pool config's
 	// request-attribute-reporter), from its usage.
 	Attributes func(scheduling.Usage) []scheduling.Attribute
-	Logger     *slog.Logger
-	Metrics    *Metrics
+	// Served, when set, runs the pool config's served verifiers
+	// (destination-endpoint-served-verifier) on a response whose headers
+	// arrived; the headers they set go to the client.
+	Served  func(context.Context, *scheduling.ServedResponse)
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // Server implements extprocv3.ExternalProcessorServer.
