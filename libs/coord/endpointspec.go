@@ -61,6 +61,20 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // (without RegisteredAt). Each failure is a *SpecError; all are returned,
 // joined.
 func (s EndpointSpec) Endpoint(pool string) (*registryv1.Endpoint, error) {
+	return s.check(pool, true)
+}
+
+// EndpointModelOptional is Endpoint for entries that may leave the model
+// out, as the llm-d router's endpoints files do. Without Model the first
+// served model is the base model; without either, both stay empty and the
+// consumers use the models the collector reads from the endpoint's
+// /v1/models, as for a pod Kubernetes discovery finds without
+// hermod.io/model.
+func (s EndpointSpec) EndpointModelOptional(pool string) (*registryv1.Endpoint, error) {
+	return s.check(pool, false)
+}
+
+func (s EndpointSpec) check(pool string, modelRequired bool) (*registryv1.Endpoint, error) {
 	var errs []error
 	fail := func(field string, err error) { errs = append(errs, &SpecError{Field: field, Err: err}) }
 	if err := ValidatePoolName(pool); err != nil {
@@ -73,7 +87,7 @@ func (s EndpointSpec) Endpoint(pool string) (*registryv1.Endpoint, error) {
 	if err != nil {
 		fail("address", err)
 	}
-	if strings.TrimSpace(s.Model) == "" {
+	if modelRequired && strings.TrimSpace(s.Model) == "" {
 		fail("model", errors.New("required"))
 	}
 	if s.Model != strings.TrimSpace(s.Model) {
@@ -108,6 +122,10 @@ func (s EndpointSpec) Endpoint(pool string) (*registryv1.Endpoint, error) {
 func (s EndpointSpec) endpoint(pool, host string, port int) *registryv1.Endpoint {
 	served := slices.Clone(s.ServedModels)
 	switch {
+	case s.Model == "" && len(served) > 0:
+		s.Model = served[0]
+	case s.Model == "":
+		served = nil
 	case len(served) == 0:
 		served = []string{s.Model}
 	case !slices.Contains(served, s.Model):

@@ -94,6 +94,39 @@ func TestEndpointSpecCopies(t *testing.T) {
 	}
 }
 
+// Without the model requirement, the first served model stands for a
+// missing base model, and without either both stay empty; the other
+// checks are Endpoint's.
+func TestEndpointSpecModelOptional(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		spec   EndpointSpec
+		want   *registryv1.Endpoint
+		fields []string
+	}{
+		{"no model", EndpointSpec{Name: "a", Address: "10.0.0.1:8000"},
+			&registryv1.Endpoint{Name: "a", Pool: "p", Address: "10.0.0.1", Port: 8000}, nil},
+		{"served models only", EndpointSpec{Name: "a", Address: "h:1", ServedModels: []string{"base", "lora"}},
+			&registryv1.Endpoint{Name: "a", Pool: "p", Address: "h", Port: 1, Model: "base", ServedModels: []string{"base", "lora"}}, nil},
+		{"a model", EndpointSpec{Name: "a", Address: "h:1", Model: "m"},
+			&registryv1.Endpoint{Name: "a", Pool: "p", Address: "h", Port: 1, Model: "m", ServedModels: []string{"m"}}, nil},
+		{"blank model", EndpointSpec{Name: "a", Address: "h:1", Model: " "}, nil, []string{"model"}},
+		{"empty", EndpointSpec{}, nil, []string{"address", "name"}},
+	} {
+		got, err := tc.spec.EndpointModelOptional("p")
+		switch {
+		case tc.fields == nil && (err != nil || !proto.Equal(got, tc.want)):
+			t.Errorf("%s: got %v, %v; want %v", tc.name, got, err, tc.want)
+		case tc.fields != nil && (err == nil || strings.Join(specFields(err), ",") != strings.Join(tc.fields, ",")):
+			t.Errorf("%s: error %v, want one naming %v", tc.name, err, tc.fields)
+		}
+	}
+	if _, err := (EndpointSpec{Name: "a", Address: "h:1"}).Endpoint("p"); err == nil || !strings.Contains(err.Error(), "model: required") {
+		t.Errorf("Endpoint without a model: %v", err)
+	}
+}
+
 func TestEndpointSpecBadPool(t *testing.T) {
 	t.Parallel()
 	if _, err := (EndpointSpec{Name: "a", Address: "h:1", Model: "m"}).Endpoint("a/b"); !errors.Is(err, ErrInvalidName) {

@@ -493,7 +493,7 @@ func (b *builder) dataLayer() {
 		section = "dataLayer"
 	}
 	if d.Discovery != "" {
-		b.dataRef(section+".discovery.pluginRef", d.Discovery, is[EndpointDiscovery], "endpoint discovery plugin")
+		b.dataRef(section+".discovery.pluginRef", d.Discovery, is[EndpointDiscovery], "an endpoint discovery plugin")
 	}
 	if d.CrossReplicaSyncerPluginRef != "" {
 		b.fail("%s.crossReplicaSyncerPluginRef: %q: there are no cross-replica syncer plugins (picker replicas share the pool's state through the event streams); remove it", section, d.CrossReplicaSyncerPluginRef)
@@ -505,12 +505,12 @@ func (b *builder) dataLayer() {
 			_, events = p.(EndpointSource)
 			_, fetches := p.(DataSource)
 			return events || fetches
-		}, "data source")
+		}, "a data source")
 		for j, ex := range src.Extractors {
 			b.dataRef(fmt.Sprintf("%s.extractors[%d].pluginRef", path, j), ex, func(p Plugin) bool {
 				_, ok := p.(DataExtractor)
 				return ok || events
-			}, "data extractor")
+			}, "a data extractor")
 		}
 	}
 }
@@ -522,7 +522,7 @@ func (b *builder) dataRef(path, name string, is func(Plugin) bool, what string) 
 		b.fail("%s: no plugin named %q is declared in plugins", path, name)
 	case inst.skipped != "":
 	case !is(inst.plugin):
-		b.fail("%s: %q (type %s) is not a %s", path, name, inst.spec.Type, what)
+		b.fail("%s: %q (type %s) is not %s", path, name, inst.spec.Type, what)
 	}
 }
 

@@ -304,7 +304,11 @@ type FallbackParser interface {
 // endpoint registry, follows the file it names.
 type EndpointDiscovery interface {
 	Plugin
+	// EndpointsFile is the path of the endpoints file.
 	EndpointsFile() string
+	// WatchFile says whether the file is read again as it changes;
+	// false: it is read once, when the collector starts following it.
+	WatchFile() bool
 }
 
 // EndpointSource is a data source of endpoint events (an endpoint added or

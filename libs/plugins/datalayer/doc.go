@@ -11,7 +11,13 @@
 //     it into the endpoint's load (vLLM's or SGLang's names, through
 //     libs/enginemetrics);
 //   - endpoint-notification-source stands for upstream's endpoint events,
-//     which Hermod delivers itself.
+//     which Hermod delivers itself, and k8s-notification-source (kind Pod
+//     only) for upstream's pod notifications, which reach Hermod as the
+//     endpoint registry the collector's Kubernetes discovery keeps;
+//   - file-discovery (dataLayer.discovery.pluginRef) names an endpoints
+//     file, path and watchFile, for pools without Kubernetes: the
+//     collector keeps the endpoints it lists registered (pickers only
+//     check the parameters).
 //
 // The data layer is on without a feature gate, as upstream now has it
 // (the dataLayer gate is accepted and changes nothing):

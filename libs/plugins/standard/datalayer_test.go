@@ -292,3 +292,57 @@ data: {sources: [{pluginRef: models-data-source, extractors: [{pluginRef: model-
 		t.Errorf("models %v, error %v", ep.Models, err)
 	}
 }
+
+// dataLayer.discovery.pluginRef names a file-discovery, whose file the
+// collector follows; a reference to another kind of plugin, to none, or a
+// file-discovery without its path does not load.
+func TestFileDiscoveryConfig(t *testing.T) {
+	s, err := buildConfig(t, `plugins:
+- {name: my-endpoints, type: file-discovery, parameters: {path: /etc/epp/endpoints.yaml, watchFile: true}}
+- {type: queue-scorer}
+dataLayer:
+  discovery: {pluginRef: my-endpoints}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	d := s.Describe()
+	if d.Data == nil || d.Data.Discovery != "my-endpoints" || len(d.Warnings) != 0 {
+		t.Fatalf("data %+v, warnings %v", d.Data, d.Warnings)
+	}
+	var disc scheduling.EndpointDiscovery
+	for _, p := range s.Plugins() {
+		if p.TypedName().Name == d.Data.Discovery {
+			disc, _ = p.(scheduling.EndpointDiscovery)
+		}
+	}
+	if disc == nil || disc.EndpointsFile() != "/etc/epp/endpoints.yaml" || !disc.WatchFile() {
+		t.Fatalf("discovery plugin %#v", disc)
+	}
+	if _, ok := disc.(*datalayer.FileDiscovery); !ok {
+		t.Errorf("discovery plugin %T", disc)
+	}
+
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"not a discovery plugin", `plugins: [{type: queue-scorer}]
+dataLayer: {discovery: {pluginRef: queue-scorer}}`,
+			`dataLayer.discovery.pluginRef: "queue-scorer" (type queue-scorer) is not an endpoint discovery plugin`},
+		{"undeclared", `plugins: [{type: queue-scorer}]
+dataLayer: {discovery: {pluginRef: file-discovery}}`,
+			`dataLayer.discovery.pluginRef: no plugin named "file-discovery" is declared in plugins`},
+		{"no path", `plugins: [{type: file-discovery}, {type: queue-scorer}]
+dataLayer: {discovery: {pluginRef: file-discovery}}`,
+			`parameters.path: required`},
+		{"misspelt parameter", `plugins: [{type: file-discovery, parameters: {path: /e.yaml, watchfiles: true}}, {type: queue-scorer}]
+dataLayer: {discovery: {pluginRef: file-discovery}}`,
+			`watchfiles`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := buildConfig(t, tc.yaml)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

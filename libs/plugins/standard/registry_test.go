@@ -14,10 +14,6 @@ import (
 // leaves the list when it is built (or refused, saying what to use
 // instead); the list must end empty.
 var notYetBuilt = map[string]bool{
-	"destination-endpoint-served-verifier":      true,
-	"disaggregatedset-rollout-screener":         true,
-	"file-discovery":                            true,
-	"k8s-notification-source":                   true,
 	"multicluster-approx-prefix-cache-producer": true,
 	"multicluster-file-discovery":               true,
 	"multicluster-kv-cache-utilization-scorer":  true,
@@ -26,8 +22,6 @@ var notYetBuilt = map[string]bool{
 	"multicluster-prefix-cache-scorer":          true,
 	"multicluster-queue-scorer":                 true,
 	"multicluster-session-affinity-filter":      true,
-	"priority-then-time-eviction-order-policy":  true,
-	"sheddable-eviction-filter":                 true,
 }
 
 // Every plugin type of the llm-d router v0.10 registry is built here, or

@@ -4,8 +4,8 @@
 // --discovery=kubernetes, one replica also writes the Ready pods picked by a
 // label selector into the endpoint registry, or, with --inference-pool, the
 // pods and ports an InferencePool picks (followed as it changes); with
-// --endpoints-file, one replica keeps the endpoints a file lists
-// registered.
+// --endpoints-file, or a file-discovery plugin in the pool's config, one
+// replica keeps the endpoints a file lists registered.
 package main
 
 import (
@@ -46,8 +46,10 @@ func run() error {
 			"turns on --discovery=kubernetes instead of --discovery-selector; its name is the pool (--pool, if given, must match)")
 	fs.DurationVar(&cfg.DiscoveryResync, "discovery-resync", kubediscovery.DefaultResync, "period of the full resync of the discovered pods with the registry")
 	fs.StringVar(&cfg.EndpointsFile, "endpoints-file", "",
-		"YAML or JSON file of endpoints Hermod did not start (VMs, bare metal, Slurm), kept registered by one replica and reloaded on change; empty: none")
-	fs.DurationVar(&cfg.EndpointsFileInterval, "endpoints-file-interval", filediscovery.DefaultInterval, "period of the polls of --endpoints-file for changes")
+		"YAML or JSON file of endpoints Hermod did not start (VMs, bare metal, Slurm), kept registered by one replica and reloaded on change; "+
+			"empty: the file the pool's config names with a file-discovery plugin (dataLayer.discovery), if any; given, it wins over that one")
+	fs.DurationVar(&cfg.EndpointsFileInterval, "endpoints-file-interval", filediscovery.DefaultInterval,
+		"period of the polls of the endpoints file for changes (--endpoints-file's, or the config's with watchFile: true)")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		fs.Visit(func(f *flag.Flag) { cfg.PoolSet = cfg.PoolSet || f.Name == "pool" })
 		return app.Run(ctx, cfg, log)

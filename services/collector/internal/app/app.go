@@ -3,8 +3,9 @@
 // publishes their metrics on NATS. With Kubernetes discovery, one replica
 // also writes the pool's Ready pods, picked by a label selector or by an
 // InferencePool, into the endpoint registry (kubediscovery); with an
-// endpoints file, one replica keeps the file's
-// endpoints registered (filediscovery).
+// endpoints file, named by --endpoints-file or by the pool's config (a
+// file-discovery plugin in dataLayer.discovery), one replica keeps the
+// file's endpoints registered (filediscovery).
 package app
 
 import (
@@ -77,10 +78,13 @@ type Config struct {
 
 	// EndpointsFile, when set, is a YAML or JSON file of endpoints Hermod
 	// did not start, which one replica keeps registered (filediscovery).
-	// It works beside Discovery.
+	// It works beside Discovery. Without it, the file the pool's config
+	// names (a file-discovery plugin in dataLayer.discovery) is followed;
+	// with it, that one is not (a warning says so when they differ).
 	EndpointsFile string
 	// EndpointsFileInterval is the period of the file's polls
-	// (filediscovery.DefaultInterval when zero).
+	// (filediscovery.DefaultInterval when zero), the flag's or the
+	// config's (with watchFile: true).
 	EndpointsFileInterval time.Duration
 
 	// Ready, when set, is called with the ops address once ready (tests).
@@ -146,9 +150,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	data := newDataLayer(scraper, log)
+	// The endpoints file the pool's config names, unless the flag names
+	// one; started once the first version is in.
+	data.files = newConfigFiles(cfg.EndpointsFile, func(path string) error { return filediscovery.Check(cfg.Pool, path) },
+		startFileDiscovery(ctx, filediscovery.Config{
+			Pool: cfg.Pool, Interval: cfg.EndpointsFileInterval,
+			Etcd: etcd, ID: cfg.Replica, LeaseTTL: cfg.MemberTTL, Registerer: svc.Registry, Logger: log,
+		}), log)
 	svc.OnClose(func() {
 		scraper.Close()
 		data.close() // once no poll uses its sources
+		data.files.close()
 	})
 	// The pool's config says how served models are polled; follow it from
 	// the first version on, before any endpoint is polled.
@@ -185,6 +197,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("--endpoints-file: %w", err)
 		}
 		svc.OnClose(src.Close)
+	} else {
+		// A collector does not start with a bad file the config names,
+		// as with the flag's; later versions are followed as they come.
+		if err := data.files.sync(); err != nil {
+			return err
+		}
+		interval := cfg.EndpointsFileInterval
+		if interval <= 0 {
+			interval = filediscovery.DefaultInterval
+		}
+		svc.Go(func(ctx context.Context) { data.files.run(ctx, interval) })
 	}
 	log.Info("collector scraping", "interval", cfg.Interval)
 	return svc.Serve(ctx, bootstrap.Run{

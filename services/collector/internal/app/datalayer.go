@@ -24,22 +24,26 @@ type modelsPoller interface {
 	SetAttributePolls([]scrape.AttributePoll)
 }
 
-// dataLayer makes the collector scrape and poll as the pool's
+// dataLayer makes the collector scrape, poll and discover as the pool's
 // EndpointPickerConfig says. When its data section has a
 // models-data-source, every endpoint's models are fetched with that source
 // (its scheme, path, insecureSkipVerify and interval) and its
 // model-server-protocol-models extractor; without a config or such a
 // source, the default is polled: http://<endpoint>/v1/models every
 // --models-interval. Likewise a metrics-data-source sets where metrics are
-// scraped (default http://<endpoint>/metrics). A version that does not
-// parse or build (as the picker builds it) is logged and leaves both as
-// they were, as the picker keeps its previous config.
+// scraped (default http://<endpoint>/metrics), and a file-discovery in
+// dataLayer.discovery the endpoints file followed (configFiles). A version
+// that does not parse or build (as the picker builds it) is logged and
+// leaves all of them as they were, as the picker keeps its previous config.
 //
 // apply runs on the config watcher's goroutine, one call at a time; close
 // runs after the watcher and the scraper have stopped.
 type dataLayer struct {
 	poller modelsPoller
 	log    *slog.Logger
+	// files gets the endpoints file each version names (nil: none wants
+	// it).
+	files *configFiles
 
 	// data is the config in force (nil: none); sched is the scheduler
 	// built from it whose source the poller uses (nil: the default
@@ -77,6 +81,7 @@ func (d *dataLayer) apply(v coord.ConfigVersion) {
 		d.use(nil, scrape.ModelsPoll{}, nil, "the pool has no config", v.Revision)
 		d.useMetrics(nil, v.Revision)
 		d.useAttributes(nil, v.Revision)
+		d.files.set(fileSpec{}, v.Revision)
 		return
 	}
 	if d.data != nil && bytes.Equal(data, d.data) {
@@ -88,6 +93,7 @@ func (d *dataLayer) apply(v coord.ConfigVersion) {
 		return
 	}
 	d.data = slices.Clone(data)
+	d.files.set(discoveryOf(s), v.Revision)
 	d.useMetrics(metricsSourceOf(s), v.Revision)
 	if len(attributePollsOf(s)) == 0 {
 		d.useAttributes(nil, v.Revision)

@@ -35,6 +35,9 @@ type Config struct {
 	// zero). A change is applied once the file has stayed the same for one
 	// more poll.
 	Interval time.Duration
+	// Once reads the file at Start only: it is not polled, and later
+	// changes wait for the next Start (file-discovery's watchFile: false).
+	Once bool
 
 	// Etcd is the etcd client of the registry. Required.
 	Etcd *clientv3.Client

@@ -2,10 +2,15 @@
 // endpoints file: the model servers Hermod did not start (VMs, bare metal,
 // Slurm jobs) that an operator lists in YAML or JSON, one entry per endpoint
 // with the fields of `hermodctl endpoints register` (see File and
-// coord.EndpointSpec).
+// coord.EndpointSpec), or written as the llm-d router's file-discovery
+// writes them (name, namespace, an IPv4 address, port, labels; see
+// FileEntry). The collector follows the file its --endpoints-file flag
+// names, or else the one the pool's EndpointPickerConfig names with a
+// file-discovery plugin in dataLayer.discovery.
 //
 // Every collector replica reads the file (a Kubernetes ConfigMap mounted in
-// each, or a file on a shared disk) and polls it every interval: reading
+// each, or a file on a shared disk) and polls it every interval (unless
+// Config.Once, file-discovery's watchFile: false, has it read once): reading
 // the path anew follows every way of replacing it, writes in place, renames
 // over it, the ..data symlink swap of a mounted ConfigMap, and works on
 // network filesystems where inotify does not. A changed file is applied

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -32,15 +34,52 @@ const endpointsKey = "endpoints"
 //	    ...
 //
 // whose entries have the fields of coord.EndpointSpec, named like the flags
-// of `hermodctl endpoints register`.
+// of `hermodctl endpoints register`, or are written as the llm-d router's
+// file-discovery has them (see FileEntry):
+//
+//	endpoints:
+//	  - name: vllm-0
+//	    namespace: inference        # optional
+//	    address: "10.0.0.1"
+//	    port: "8000"
+//	    labels: {model: llama-3-8b} # optional
 type File struct {
-	Endpoints []coord.EndpointSpec `json:"endpoints" yaml:"endpoints"`
+	Endpoints []FileEntry `json:"endpoints" yaml:"endpoints"`
+}
+
+// DefaultNamespace is the namespace of an entry that gives none, as the
+// llm-d router has it; such an entry's registry name is its name.
+const DefaultNamespace = "default"
+
+// FileEntry is an entry of the file: the fields of coord.EndpointSpec and
+// the two the llm-d router's file-discovery adds, namespace and port.
+//
+// With a port the entry is in the router's form: the address is the host
+// alone, an IPv4 address and the port 1 to 65535 (as the router checks
+// them, so that a file Hermod takes works there too), and the model may be
+// left out (the collector reads the endpoint's models from its
+// /v1/models). Without a port the address is host:port and the model is
+// required, as for `hermodctl endpoints register`. The Hermod fields
+// (model, served-models, kv-events, ...) may be added to an entry in the
+// router's form; the router ignores them.
+type FileEntry struct {
+	coord.EndpointSpec `yaml:",inline"`
+	// Namespace qualifies the name: an entry of a namespace other than
+	// DefaultNamespace is registered as <name>.<namespace>, so that the
+	// same name in two namespaces stands for two endpoints, as in the
+	// router.
+	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"`
+	// Port is the port of the address, a decimal string or number.
+	Port string `json:"port,omitempty" yaml:"port,omitempty"`
+
+	// hasPort says that the entry has the key port (it may be empty).
+	hasPort bool
 }
 
 // Entry is an endpoint of the file and the line it starts on.
 type Entry struct {
 	Line int
-	Spec coord.EndpointSpec
+	Spec FileEntry
 }
 
 // LineError is a problem of the file at a line (0 when none applies).
@@ -71,7 +110,14 @@ func (e *LineError) Error() string {
 
 func (e *LineError) Unwrap() error { return e.Err }
 
-// specFields are the keys of an entry: the yaml names of coord.EndpointSpec.
+// The keys of an entry that only the router's form has.
+const (
+	namespaceKey = "namespace"
+	portKey      = "port"
+)
+
+// specFields are the keys of an entry: the yaml names of
+// coord.EndpointSpec, then the router's namespace and port.
 var specFields = func() []string {
 	var out []string
 	t := reflect.TypeFor[coord.EndpointSpec]()
@@ -79,12 +125,12 @@ var specFields = func() []string {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 		out = append(out, name)
 	}
-	return out
+	return append(out, namespaceKey, portKey)
 }()
 
 // Decode parses an endpoints file into its entries, strictly: one
 // document, a mapping whose one key is "endpoints", a sequence of mappings
-// with the keys of coord.EndpointSpec only, each at most once. Errors are
+// with the keys of FileEntry only, each at most once. Errors are
 // *LineErrors (several joined) or YAML syntax errors, which name lines too.
 // It does not check the entries' values (Parse does).
 func Decode(data []byte) ([]Entry, error) {
@@ -171,8 +217,8 @@ func endpointsNode(root *yaml.Node) (*yaml.Node, error) {
 
 // decodeEntry decodes one entry strictly. The spec returned with an error
 // has the entry's name if it could be read.
-func decodeEntry(n *yaml.Node) (coord.EndpointSpec, error) {
-	var spec coord.EndpointSpec
+func decodeEntry(n *yaml.Node) (FileEntry, error) {
+	var spec FileEntry
 	if n.Kind != yaml.MappingNode {
 		return spec, errors.New("not a mapping of endpoint fields")
 	}
@@ -192,9 +238,68 @@ func decodeEntry(n *yaml.Node) (coord.EndpointSpec, error) {
 	}
 	name := spec.Name
 	if err := n.Decode(&spec); err != nil {
-		return coord.EndpointSpec{Name: name}, fmt.Errorf("decode: %w", err)
+		return FileEntry{EndpointSpec: coord.EndpointSpec{Name: name}}, fmt.Errorf("decode: %w", err)
 	}
+	spec.hasPort = seen[portKey]
 	return spec, nil
+}
+
+// Endpoint checks the entry and returns the registry entry it stands for
+// in pool (without RegisteredAt), as coord.EndpointSpec.Endpoint does, in
+// the entry's form (see FileEntry). Each failure is a *coord.SpecError;
+// all are returned, joined.
+func (e FileEntry) Endpoint(pool string) (*registryv1.Endpoint, error) {
+	spec := e.EndpointSpec
+	var errs []error
+	fail := func(field string, err error) { errs = append(errs, &coord.SpecError{Field: field, Err: err}) }
+	switch {
+	case e.Namespace == "" || e.Namespace == DefaultNamespace:
+	case strings.Contains(e.Namespace, "/"):
+		fail(namespaceKey, fmt.Errorf("%q contains '/'", e.Namespace))
+	case spec.Name != "":
+		spec.Name += "." + e.Namespace
+	}
+	if !e.hasPort {
+		ep, err := spec.Endpoint(pool)
+		if len(errs) == 0 {
+			return ep, err
+		}
+		return nil, errors.Join(append(errs, unjoin(err)...)...)
+	}
+	// The router's form: the address is an IPv4 address, the port apart.
+	if ip := net.ParseIP(spec.Address); ip == nil || ip.To4() == nil {
+		fail("address", fmt.Errorf("%q is not an IPv4 address (with a port given, the address is the host alone and an IPv4 address, as the llm-d router has it; "+
+			"for a host name or an IPv6 address leave the port out and write host:port)", spec.Address))
+	}
+	if p, err := strconv.Atoi(e.Port); err != nil || p < 1 || p > 65535 {
+		fail(portKey, fmt.Errorf("%q is not a port from 1 to 65535", e.Port))
+	}
+	spec.Address = net.JoinHostPort(spec.Address, e.Port)
+	ep, err := spec.EndpointModelOptional(pool)
+	for _, fe := range unjoin(err) {
+		// Checked above (a valid address and port make a valid
+		// host:port): an invalid one is not reported twice.
+		var se *coord.SpecError
+		if errors.As(fe, &se) && se.Field == "address" {
+			continue
+		}
+		errs = append(errs, fe)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return ep, nil
+}
+
+// unjoin returns the errors joined in err (err itself if it joins none).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // Parse decodes an endpoints file and checks its entries: it returns the

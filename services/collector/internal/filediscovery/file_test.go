@@ -60,6 +60,118 @@ func TestParseFixtures(t *testing.T) {
 	}
 }
 
+// The llm-d router's endpoints files (its docs' examples, YAML and JSON):
+// no model (the collector reads the served models from /v1/models), the
+// labels as they are, a namespace other than "default" qualifying the name.
+func TestParseRouterFixtures(t *testing.T) {
+	t.Parallel()
+	single := func() map[string]string {
+		return map[string]string{"hermod.io/discovered-by": "file", "model": "llama-3-8b"}
+	}
+	rank := func(r string) map[string]string {
+		return map[string]string{"hermod.io/discovered-by": "file", "rank": r, "job": "slurm-job-42"}
+	}
+	want := map[string]*registryv1.Endpoint{
+		"vllm-0":                 {Name: "vllm-0", Pool: "p", Address: "10.0.0.1", Port: 8000, Labels: single()},
+		"vllm-1":                 {Name: "vllm-1", Pool: "p", Address: "10.0.0.2", Port: 8000, Labels: single()},
+		"tp-rank-0.slurm-job-42": {Name: "tp-rank-0.slurm-job-42", Pool: "p", Address: "192.168.1.10", Port: 8000, Labels: rank("0")},
+		"tp-rank-1.slurm-job-42": {Name: "tp-rank-1.slurm-job-42", Pool: "p", Address: "192.168.1.11", Port: 8000, Labels: rank("1")},
+	}
+	for _, f := range []string{"testdata/llm-d-endpoints.yaml", "testdata/llm-d-endpoints.json"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Parse("p", data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		equalEntries(t, got, want)
+	}
+}
+
+// An entry in the router's form may carry Hermod's fields; its port may be
+// a number; the same name in two namespaces is two endpoints.
+func TestParseRouterForm(t *testing.T) {
+	t.Parallel()
+	got, err := Parse("p", []byte(`endpoints:
+  - name: a
+    address: 10.0.0.1
+    port: 8000
+    model: llama
+    served-models: [llama, sql-lora]
+    kv-events: tcp://10.0.0.1:5557
+  - {name: a, namespace: team-b, address: "10.0.0.2", port: "8001"}
+  - {name: b, address: "10.0.0.3", port: "+08002", served-models: [base, lora]}
+  - {name: c, address: "10.0.0.4:9000", model: m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbl := map[string]string{"hermod.io/discovered-by": "file"}
+	equalEntries(t, got, map[string]*registryv1.Endpoint{
+		"a": {Name: "a", Pool: "p", Address: "10.0.0.1", Port: 8000, Model: "llama", ServedModels: []string{"llama", "sql-lora"},
+			KvEventsEndpoint: "tcp://10.0.0.1:5557", Labels: lbl},
+		"a.team-b": {Name: "a.team-b", Pool: "p", Address: "10.0.0.2", Port: 8001, Labels: lbl},
+		"b":        {Name: "b", Pool: "p", Address: "10.0.0.3", Port: 8002, Model: "base", ServedModels: []string{"base", "lora"}, Labels: lbl},
+		"c":        {Name: "c", Pool: "p", Address: "10.0.0.4", Port: 9000, Model: "m", ServedModels: []string{"m"}, Labels: lbl},
+	})
+}
+
+// The router's form is checked as the router checks it (an IPv4 address,
+// a port from 1 to 65535), and as Hermod checks every entry (a name, unique
+// once qualified by its namespace).
+func TestParseRouterFormErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, entry string
+		want        []string
+	}{
+		{"IPv6", `{name: a, address: "::1", port: "8000"}`, []string{`address: "::1" is not an IPv4 address`, "leave the port out"}},
+		{"host name", `{name: a, address: node17.cluster, port: "8000"}`, []string{`address: "node17.cluster" is not an IPv4 address`}},
+		{"address with a port", `{name: a, address: "10.0.0.1:8000", port: "8000"}`, []string{`address: "10.0.0.1:8000" is not an IPv4 address`}},
+		{"no address", `{name: a, port: "8000"}`, []string{`address: "" is not an IPv4 address`}},
+		{"port too large", `{name: a, address: "10.0.0.1", port: "99999"}`, []string{`port: "99999" is not a port from 1 to 65535`}},
+		{"port 0", `{name: a, address: "10.0.0.1", port: 0}`, []string{`port: "0" is not a port`}},
+		{"port not a number", `{name: a, address: "10.0.0.1", port: http}`, []string{`port: "http" is not a port`}},
+		{"empty port", `{name: a, address: "10.0.0.1", port: ""}`, []string{`port: "" is not a port`}},
+		{"null port", `{name: a, address: "10.0.0.1", port: ~}`, []string{`port: "" is not a port`}},
+		{"no name", `{namespace: ns, address: "10.0.0.1", port: "8000"}`, []string{"name: endpoint name is empty"}},
+		{"slash in namespace", `{name: a, namespace: x/y, address: "10.0.0.1", port: "8000"}`, []string{`namespace: "x/y" contains '/'`}},
+		{"blank model", `{name: a, address: "10.0.0.1", port: "8000", model: " "}`, []string{"model:"}},
+		{"several problems", `{name: a, address: "::1", port: "0", kv-events: "ipc://x"}`,
+			[]string{"address:", "port:", "kv-events:"}},
+		{"without a port the model is required", `{name: a, namespace: ns, address: "10.0.0.1:8000"}`, []string{"(a): model: required"}},
+		{"unknown field", `{name: a, address: "10.0.0.1", port: "8000", metricsHost: "10.0.0.1:9090"}`, []string{`unknown field "metricsHost"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Parse("p", []byte("endpoints:\n  - "+tc.entry+"\n"))
+			if err == nil {
+				t.Fatalf("got %v, want an error", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if tc.name == "IPv6" && strings.Count(err.Error(), "address:") != 1 {
+				t.Errorf("the address is reported more than once: %q", err)
+			}
+		})
+	}
+
+	// the router lets the last of two entries of one name win; Hermod takes
+	// neither, as for its own form
+	_, err := Parse("p", []byte(`endpoints:
+  - {name: a, namespace: ns, address: "10.0.0.1", port: "8000"}
+  - {name: a, namespace: ns, address: "10.0.0.2", port: "8000"}
+`))
+	if err == nil || !strings.Contains(err.Error(), `line 3: endpoint 2 (a): name: "a.ns" is taken by the endpoint on line 2`) {
+		t.Errorf("duplicate: %v", err)
+	}
+}
+
 func TestParseNoEndpoints(t *testing.T) {
 	t.Parallel()
 	for _, text := range []string{"endpoints: []\n", "endpoints:\n", "# none yet\nendpoints: ~\n", `{"endpoints": []}`} {
@@ -129,7 +241,7 @@ func TestParseErrorTypes(t *testing.T) {
 // FuzzParse checks that no input makes the decoder panic, and that a file
 // it accepts holds valid entries and reads the same once written back.
 func FuzzParse(f *testing.F) {
-	for _, file := range []string{"testdata/endpoints.yaml", "testdata/endpoints.json"} {
+	for _, file := range []string{"testdata/endpoints.yaml", "testdata/endpoints.json", "testdata/llm-d-endpoints.yaml", "testdata/llm-d-endpoints.json"} {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -139,6 +251,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"", "endpoints: []", "endpoints:\n  - name: a\n    address: h:1\n    model: m\n", "endpoints: [{name: a}]",
 		"endpoints: &a [*a]", "endpoints:\n  - &e {name: a, address: 'h:1', model: m}\n  - *e\n", "endpoints: !!str x", "{\"endpoints\": [1]}",
+		"endpoints:\n  - {name: a, namespace: ns, address: '10.0.0.1', port: '8000'}\n  - {name: a, address: '10.0.0.2', port: 8000}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -151,7 +264,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Parse accepts what Decode rejects: %v", err)
 		}
-		file := File{Endpoints: make([]coord.EndpointSpec, len(entries))}
+		file := File{Endpoints: make([]FileEntry, len(entries))}
 		for i, e := range entries {
 			file.Endpoints[i] = e.Spec
 		}

@@ -2,6 +2,7 @@ package filediscovery
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,53 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// With Once (file-discovery's watchFile: false) the file is read at Start
+// and not again: an edit waits for the next Start.
+func TestOnceReadsTheFileOnce(t *testing.T) {
+	t.Parallel()
+	cli := integration(t)
+	pool := coordtest.PoolName(t)
+	path := filepath.Join(t.TempDir(), "endpoints.yaml")
+	write(t, path, file("a"))
+	cfg := testConfig(t, cli, pool, path, "r1")
+	cfg.Once = true
+	s := start(t, cfg)
+	waitRegistry(t, cli, pool, "a=m")
+
+	write(t, path, file("a=n", "b"))
+	time.Sleep(10 * cfg.Interval)
+	if got := registry(t, cli, pool); got != "a=m" || desired(s) != "a=m" {
+		t.Fatalf("after an edit: registry %q, desired %q; want the file as it was read", got, desired(s))
+	}
+	if n := testutil.ToFloat64(s.met.reloads.WithLabelValues(resultOK)); n != 1 {
+		t.Errorf("%v loads, want 1", n)
+	}
+	s.Close()
+
+	// the next Start reads the edit
+	cfg.Registerer = prometheus.NewRegistry()
+	start(t, cfg)
+	waitRegistry(t, cli, pool, "a=n,b=m")
+}
+
+// Check takes what Start takes and names the file in what it refuses.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	write(t, good, "endpoints:\n  - {name: vllm-0, address: \"10.0.0.1\", port: \"8000\"}\n")
+	write(t, bad, "endpoints:\n  - {name: vllm-0, address: \"10.0.0.1\", port: \"0\"}\n")
+	if err := Check("p", good); err != nil {
+		t.Errorf("good file: %v", err)
+	}
+	for path, want := range map[string]string{
+		bad:                             "endpoints file " + bad + ": line 2: endpoint 1 (vllm-0): port:",
+		filepath.Join(dir, "none.yaml"): "no such file",
+	} {
+		if err := Check("p", path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", path, err, want)
+		}
+	}
 }

@@ -34,13 +34,14 @@ type Source struct {
 	closeOnce sync.Once
 }
 
-// Start loads the endpoints file, then polls it and campaigns for the
-// pool's endpoints-file leadership; the Source writes the file's entries
-// into the registry while it leads. It runs until ctx ends or Close is
-// called; call Close in either case to release it. Start fails for an
-// invalid Config, metrics that cannot be registered, and a file that cannot
-// be read or is invalid (naming its lines): a collector does not start with
-// a bad file, so that the replicas holding the last good one keep writing.
+// Start loads the endpoints file, then polls it (unless Config.Once) and
+// campaigns for the pool's endpoints-file leadership; the Source writes
+// the file's entries into the registry while it leads. It runs until ctx
+// ends or Close is called; call Close in either case to release it. Start
+// fails for an invalid Config, metrics that cannot be registered, and a
+// file that cannot be read or is invalid (naming its lines): a collector
+// does not start with a bad file, so that the replicas holding the last
+// good one keep writing.
 func Start(ctx context.Context, cfg Config) (*Source, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -68,16 +69,22 @@ func Start(ctx context.Context, cfg Config) (*Source, error) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.writer.Run(runCtx)
 	}()
-	go func() {
-		defer s.wg.Done()
-		s.poll(runCtx)
-	}()
-	log.Info("endpoints file discovery started", "endpoints", s.set.len(), "interval", cfg.Interval,
+	reread := any(cfg.Interval)
+	if cfg.Once {
+		reread = "never (read once)"
+	} else {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.poll(runCtx)
+		}()
+	}
+	log.Info("endpoints file discovery started", "endpoints", s.set.len(), "interval", reread,
 		"election", ServicePrefix+cfg.Pool)
 	return s, nil
 }
@@ -106,6 +113,19 @@ func (s *Source) loadFirst() error {
 		return fmt.Errorf("endpoints file %s: %w", s.cfg.Path, err)
 	}
 	s.handled = version
+	return nil
+}
+
+// Check reads the endpoints file at path and checks it for pool as Start
+// does, without starting anything: nil when Start would take it.
+func Check(pool, path string) error {
+	data, _, err := readFile(path)
+	if err == nil {
+		_, err = Parse(pool, data)
+	}
+	if err != nil {
+		return fmt.Errorf("endpoints file %s: %w", path, err)
+	}
 	return nil
 }
 
