@@ -54,6 +54,8 @@ type View struct {
 	byAddress  map[string]*scheduling.Endpoint
 	baseModels map[string]bool
 	served     map[string]bool
+	// unknownBase: the models endpoints registered without a model serve
+	unknownBase map[string]bool
 }
 
 // Lookup returns a registered endpoint by name (ready or not).
@@ -78,9 +80,13 @@ func (v *View) Names() []string {
 	return out
 }
 
-// IsBaseModel reports whether some endpoint serves model as its base model
-// (rather than as a LoRA adapter).
-func (v *View) IsBaseModel(model string) bool { return v.baseModels[model] }
+// IsAdapter reports whether model is served only as a LoRA adapter: some
+// endpoint serves it, none as its base model, and none whose base model
+// is unknown (registered without a model: its /v1/models lists the base
+// model beside its adapters, alike).
+func (v *View) IsAdapter(model string) bool {
+	return v.served[model] && !v.baseModels[model] && !v.unknownBase[model]
+}
 
 // Serves reports whether some registered endpoint serves model.
 func (v *View) Serves(model string) bool { return v.served[model] }
@@ -220,7 +226,7 @@ func (s *Set) rebuildLocked() {
 		Revision:   s.revision,
 		byName:     make(map[string]*scheduling.Endpoint, len(s.registry)),
 		byAddress:  make(map[string]*scheduling.Endpoint, len(s.registry)),
-		baseModels: map[string]bool{},
+		baseModels: map[string]bool{}, unknownBase: map[string]bool{},
 		served:     map[string]bool{},
 		Candidates: make([]*scheduling.Endpoint, 0, len(s.registry)),
 	}
@@ -245,6 +251,9 @@ func (s *Set) rebuildLocked() {
 		}
 		for _, model := range e.Models {
 			v.served[model] = true
+			if reg.GetModel() == "" {
+				v.unknownBase[model] = true
+			}
 		}
 		if s.ready(m) {
 			v.Candidates = append(v.Candidates, e)

@@ -31,6 +31,18 @@ func names(eps []*scheduling.Endpoint) []string {
 	return out
 }
 
+// An endpoint registered without a model (an upstream-format endpoints
+// file) lists its base model beside its adapters: neither is taken for an
+// adapter.
+func TestModelsOfAnEndpointWithoutARegisteredModel(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	s.SetRegistry(1, map[string]*registryv1.Endpoint{"c": reg("c", "10.0.0.3", 8000, "", "qwen", "qwen-lora")})
+	if v := s.View(); v.IsAdapter("qwen") || v.IsAdapter("qwen-lora") || !v.Serves("qwen") {
+		t.Error("the models of an endpoint without a registered model taken for adapters")
+	}
+}
+
 func TestViewMergesRegistryAndMetrics(t *testing.T) {
 	var removed []string
 	s := New(Options{OnRemove: func(n string) { removed = append(removed, n) }})
@@ -46,9 +58,10 @@ func TestViewMergesRegistryAndMetrics(t *testing.T) {
 	if v.Candidates[0].Metrics != nil {
 		t.Error("metrics before any scrape")
 	}
-	if !v.IsBaseModel("llama") || v.IsBaseModel("sql-lora") || !v.Serves("sql-lora") || v.Serves("gpt") {
+	if v.IsAdapter("llama") || !v.IsAdapter("sql-lora") || !v.Serves("sql-lora") || v.Serves("gpt") || v.IsAdapter("gpt") {
 		t.Error("model sets wrong")
 	}
+
 	if got := v.Models(); !slices.Equal(got, []string{"llama", "sql-lora"}) {
 		t.Errorf("models %v", got)
 	}

@@ -139,7 +139,7 @@ func (s *Server) pick(ctx context.Context, in *pickerv1.PickRequest) (*pickerv1.
 	if req.Model != "" && view.Registered > 0 && !view.Serves(req.Model) {
 		return nil, status.Errorf(codes.NotFound, "the model `%s` does not exist", req.Model)
 	}
-	if req.Model != "" && !view.IsBaseModel(req.Model) && view.Serves(req.Model) {
+	if req.Model != "" && view.IsAdapter(req.Model) {
 		req.Adapter = req.Model
 	}
 	candidates := filter(view.Candidates, req.Model, in.GetSubset())
