@@ -145,10 +145,10 @@ func (h *Handler) Completions(api openai.API) http.Handler {
 
 // request is the state of one request on its way through.
 type request struct {
-	api      openai.API
+	api openai.API
 	// lease is the request's hold on flow control (nil without it): its
 	// context ends when flow control evicts the request
-	lease *flowcontrol.Lease
+	lease    *flowcontrol.Lease
 	id       string
 	m        *apiMetrics
 	start    time.Time
