@@ -173,6 +173,7 @@ func (b *builder) build() (*Scheduler, error) {
 	b.admission(s)
 	b.parsers(s)
 	b.dataLayer()
+	b.attributes()
 	if len(b.errs) > 0 {
 		return nil, b.abandon()
 	}
@@ -511,6 +512,42 @@ func (b *builder) dataLayer() {
 				_, ok := p.(DataExtractor)
 				return ok || events
 			}, "a data extractor")
+		}
+	}
+}
+
+// attributes fails every active plugin that needs an endpoint attribute
+// (AttributeConsumer) no extractor listed under the data section's sources
+// produces: without one it would never see the attribute.
+func (b *builder) attributes() {
+	produced := map[string]bool{}
+	section := "dataLayer"
+	if d := b.cfg.Data; d != nil {
+		if d.section != "" {
+			section = d.section
+		}
+		for _, src := range d.Sources {
+			for _, ex := range src.Extractors {
+				if inst, ok := b.byName[ex]; ok {
+					if p, ok := inst.plugin.(AttributeProducer); ok {
+						for _, k := range p.ProducedAttributes() {
+							produced[k] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, inst := range b.instances {
+		c, ok := inst.plugin.(AttributeConsumer)
+		if !ok || inst.skipped != "" {
+			continue
+		}
+		for _, k := range c.RequiredAttributes() {
+			if !produced[k] {
+				b.fail("plugins[%d] (%s, type %s): reads the endpoint attribute %q, which no data extractor listed in %s.sources produces; add its source and extractor there",
+					inst.index, inst.spec.Name, inst.spec.Type, k, section)
+			}
 		}
 	}
 }

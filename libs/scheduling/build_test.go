@@ -293,3 +293,37 @@ func TestNonSchedulingPluginInAProfile(t *testing.T) {
 		t.Errorf("warnings %q, want %q", w, want)
 	}
 }
+
+// A plugin reading an endpoint attribute (AttributeConsumer) needs an
+// extractor producing it (AttributeProducer) listed under a data source,
+// in dataLayer or in the older data section.
+func TestBuildRequiresAttributeProducers(t *testing.T) {
+	const plugins = `
+plugins:
+- {type: multicluster-metrics-data-source, name: src}
+- {type: multicluster-metrics-extractor, name: x}
+- {type: multicluster-kv-cache-utilization-scorer, name: kv}
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: kv}, {pluginRef: max-score-picker}]
+`
+	for name, c := range map[string]struct{ section, want string }{
+		"bound":         {"dataLayer:\n  sources: [{pluginRef: src, extractors: [{pluginRef: x}]}]\n", ""},
+		"older section": {"data:\n  sources: [{pluginRef: src, extractors: [{pluginRef: x}]}]\n", ""},
+		"unbound":       {"dataLayer:\n  sources: [{pluginRef: src}]\n", `plugins[2] (kv, type multicluster-kv-cache-utilization-scorer): reads the endpoint attribute "llm-d.ai/multicluster-kv-cache-utilization", which no data extractor listed in dataLayer.sources produces`},
+		"older unbound": {"data:\n  sources: [{pluginRef: src}]\n", "listed in data.sources"},
+		"no section":    {"", "listed in dataLayer.sources"},
+	} {
+		s, err := build(plugins + c.section)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+}

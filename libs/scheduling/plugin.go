@@ -327,6 +327,22 @@ type DataExtractor interface {
 	Extract(ctx context.Context, data any, ep *Endpoint) error
 }
 
+// AttributeProducer is a data extractor that says which endpoint
+// attributes (Metrics.Attributes keys) it sets.
+type AttributeProducer interface {
+	DataExtractor
+	ProducedAttributes() []string
+}
+
+// AttributeConsumer is a plugin that reads endpoint attributes only a data
+// extractor produces (upstream's required data dependencies): a config
+// using it fails to load unless an AttributeProducer of each listed under
+// one of its data sources produces them.
+type AttributeConsumer interface {
+	Plugin
+	RequiredAttributes() []string
+}
+
 // Effect is the change one decision made to a stateful plugin's state: the
 // endpoints whose in-flight count went up, that moved to the front of an
 // LRU, or that now hold prefix blocks. Decisions carry their effects (the

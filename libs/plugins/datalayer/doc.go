@@ -18,6 +18,11 @@
 //     file, path and watchFile, for pools without Kubernetes: the
 //     collector keeps the endpoints it lists registered (pickers only
 //     check the parameters).
+//   - multicluster-file-discovery, multicluster-metrics-data-source and
+//     multicluster-metrics-extractor are the same for a pool whose
+//     endpoints are clusters: a file of cluster gateways (host names
+//     allowed), each cluster's exporter scraped over verified TLS, and its
+//     pool averages set as the attributes the multicluster scorers read.
 //
 // The data layer is on without a feature gate, as upstream now has it
 // (the dataLayer gate is accepted and changes nothing):

@@ -119,7 +119,7 @@ func newIndexPlugin(typ, name string, w wireParams, maxTokens *int, h scheduling
 		}
 		*f.dst = *f.v
 	}
-	if typ == ProducerType && w.MaxPrefixBlocksToMatch == nil {
+	if (typ == ProducerType || typ == MultiClusterProducerType) && w.MaxPrefixBlocksToMatch == nil {
 		tokens := DefaultMaxPrefixTokensToMatch
 		if maxTokens != nil {
 			if *maxTokens < 1 {

@@ -26,7 +26,20 @@ const (
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: ProducerType, New: NewProducer})
+	scheduling.Register(scheduling.Registration{Type: MultiClusterProducerType, New: newProducer(MultiClusterProducerType)})
+	scheduling.Register(scheduling.Registration{Type: MultiClusterType, New: newScorer(MultiClusterType, MultiClusterProducerType)})
 }
+
+// The multi-cluster variants (llm-d router v0.10): over a pool whose
+// endpoints are clusters (multicluster-file-discovery), the index keys
+// blocks by cluster, so a repeated prefix goes back to the cluster that
+// served it. They are approx-prefix-cache-producer and prefix-cache-scorer
+// under their own types, with the same parameters; the scorer's default
+// producer is a declared multicluster-approx-prefix-cache-producer.
+const (
+	MultiClusterProducerType = "multicluster-approx-prefix-cache-producer"
+	MultiClusterType         = "multicluster-prefix-cache-scorer"
+)
 
 // Producer is approx-prefix-cache-producer: the approximate prefix index
 // of prefix-cache-scorer without its score. It is a PrefixMatcher (the
@@ -40,15 +53,21 @@ type Producer struct {
 // the index's (autoTune, blockSizeTokens, maxPrefixBlocksToMatch or
 // maxPrefixTokensToMatch, lruCapacityPerServer).
 func NewProducer(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	var w producerParams
-	if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
-		return nil, err
+	return newProducer(ProducerType)(name, raw, h)
+}
+
+func newProducer(typ string) scheduling.Factory {
+	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		var w producerParams
+		if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
+			return nil, err
+		}
+		p, err := newIndexPlugin(typ, name, w.wireParams, w.MaxPrefixTokensToMatch, h)
+		if err != nil {
+			return nil, err
+		}
+		return &Producer{p: p}, nil
 	}
-	p, err := newIndexPlugin(ProducerType, name, w.wireParams, w.MaxPrefixTokensToMatch, h)
-	if err != nil {
-		return nil, err
-	}
-	return &Producer{p: p}, nil
 }
 
 type producerParams struct {
@@ -174,6 +193,18 @@ func (w *wireParams) set() bool {
 // whenever it is given the index's parameters) with an index of its own,
 // as GIE's scorer and upstream's default producer have.
 func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+	return newScorer(Type, ProducerType)(name, raw, h)
+}
+
+// newScorer is New for scorer type typ, whose default producer is the one
+// named defaultProducer.
+func newScorer(typ, defaultProducer string) scheduling.Factory {
+	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		return buildScorer(typ, defaultProducer, name, raw, h)
+	}
+}
+
+func buildScorer(typ, defaultProducer, name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
 	var w scorerParams
 	if err := scheduling.DecodeParameters(raw, &w, h); err != nil {
 		return nil, err
@@ -191,7 +222,7 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 			return nil, scheduling.ParamErrorf("matchLengthScaleTokens", "must be at least 1 (got %d)", scale)
 		}
 	}
-	producer, named := ProducerType, false
+	producer, named := defaultProducer, false
 	if w.PrefixMatchInfoProducerName != nil && *w.PrefixMatchInfoProducerName != "" {
 		producer, named = *w.PrefixMatchInfoProducerName, true
 		if w.set() {
@@ -210,12 +241,12 @@ func New(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plug
 			if weight > 0 {
 				params.MatchLengthScaleTokens = scale
 			}
-			return &Bound{Named: scheduling.Named{Type: Type, Name: name}, source: m, params: params}, nil
+			return &Bound{Named: scheduling.Named{Type: typ, Name: name}, source: m, params: params}, nil
 		case named || !errors.Is(err, scheduling.ErrNotDeclared):
 			return nil, scheduling.ParamErrorf("prefixMatchInfoProducerName", "%v", err)
 		}
 	}
-	p, err := newIndexPlugin(Type, name, w.wireParams, nil, h)
+	p, err := newIndexPlugin(typ, name, w.wireParams, nil, h)
 	if err != nil {
 		return nil, err
 	}

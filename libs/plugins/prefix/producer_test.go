@@ -123,9 +123,14 @@ func TestProducerParams(t *testing.T) {
 		`{"maxPrefixTokensToMatch": 100, "blockSizeTokens": 64}`: 2,
 		`{"maxPrefixBlocksToMatch": 7}`:                          7,
 	} {
-		p := schedulingtest.New[*prefix.Producer](t, schedulingtest.NewHandle(), prefix.ProducerType, "", params)
-		if got := p.Parameters().(prefix.Params).MaxPrefixBlocksToMatch; got != want {
-			t.Errorf("%s: maxPrefixBlocksToMatch %d, want %d", params, got, want)
+		for _, typ := range []string{prefix.ProducerType, prefix.MultiClusterProducerType} {
+			p := schedulingtest.New[*prefix.Producer](t, schedulingtest.NewHandle(), typ, "", params)
+			if got := p.Parameters().(prefix.Params).MaxPrefixBlocksToMatch; got != want {
+				t.Errorf("%s %s: maxPrefixBlocksToMatch %d, want %d", typ, params, got, want)
+			}
+			if p.TypedName().Type != typ {
+				t.Errorf("type %s, want %s", p.TypedName().Type, typ)
+			}
 		}
 	}
 	if _, ok := any(&prefix.Producer{}).(scheduling.Scorer); ok {
@@ -151,6 +156,72 @@ func TestBoundScorerErrors(t *testing.T) {
 				_ = s.Close()
 			}
 			t.Errorf("%s: error %v, want %q", cfg, err, want)
+		}
+	}
+}
+
+// The multi-cluster pair: the scorer reads the multicluster producer
+// declared under its type's name (or one it names), keeps an index of its
+// own without one, and scores as prefix-cache-scorer.
+func TestMultiClusterScorerBinding(t *testing.T) {
+	s := schedulingtest.Scheduler(t, `
+plugins:
+- type: multicluster-approx-prefix-cache-producer
+  parameters: {autoTune: false}
+- type: multicluster-prefix-cache-scorer
+- name: own
+  type: multicluster-prefix-cache-scorer
+  parameters: {blockSizeTokens: 16}
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: multicluster-prefix-cache-scorer}, {pluginRef: own}, {pluginRef: max-score-picker}]
+`)
+	bound := 0
+	for _, p := range s.Describe().Plugins {
+		if p.Type != prefix.MultiClusterType {
+			continue
+		}
+		b, ok := p.Parameters.(prefix.BoundParams)
+		switch p.Name {
+		case "own":
+			if ok {
+				t.Errorf("own is bound: %+v", b)
+			}
+		default:
+			if !ok || b.PrefixMatchInfoProducerName != prefix.MultiClusterProducerType {
+				t.Errorf("%s reads %+v", p.Name, p.Parameters)
+			}
+			bound++
+		}
+	}
+	if bound != 1 {
+		t.Errorf("%d bound multicluster scorers", bound)
+	}
+	ctx := context.Background()
+	eps := schedulingtest.Endpoints(3)
+	pr := prompt("conversation", 10)
+	res, err := s.Schedule(ctx, schedulingtest.Completion("1", "m", pr), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.Target().Endpoint.Name
+	res.Release()
+	half := pr[:5*defaultBlockChars] + prompt("fresh", 5)
+	res, err = s.Schedule(ctx, schedulingtest.Completion("2", "m", half), eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	for j, e := range eps {
+		want := 0.0
+		if e.Name == first {
+			want = 0.5
+		}
+		for k := range 2 {
+			if got := res.Primary.Score(k, j); math.Abs(got-want) > 1e-9 {
+				t.Errorf("scorer %d on %s: %v, want %v", k, e.Name, got, want)
+			}
 		}
 	}
 }

@@ -1,13 +1,16 @@
 // Package scorer holds the stateless scorers that read endpoint metrics or
 // request headers: queue-scorer, running-requests-size-scorer,
 // kv-cache-utilization-scorer, load-aware-scorer and lora-affinity-scorer
-// (session-affinity-scorer is in package session). Endpoints without
-// metrics yet count as idle.
+// (session-affinity-scorer is in package session), and the first two's
+// multi-cluster variants, multicluster-queue-scorer and
+// multicluster-kv-cache-utilization-scorer. Endpoints without metrics yet
+// count as idle; clusters without their averages score 0.
 package scorer
 
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 
 	"github.com/hermod/hermod/libs/scheduling"
@@ -27,13 +30,13 @@ const DefaultLoadThreshold = 128
 
 func init() {
 	scheduling.Register(scheduling.Registration{Type: QueueType, New: noParams(QueueType, func(n scheduling.Named) scheduling.Plugin {
-		return &MinMax{Named: n, value: func(m *scheduling.Metrics) int { return m.WaitingRequests }}
+		return &MinMax{Named: n, value: func(e *scheduling.Endpoint) (float64, bool) { return float64(metricsOf(e).WaitingRequests), true }}
 	})})
 	scheduling.Register(scheduling.Registration{Type: RunningRequestsType, New: noParams(RunningRequestsType, func(n scheduling.Named) scheduling.Plugin {
-		return &MinMax{Named: n, value: func(m *scheduling.Metrics) int { return m.RunningRequests }}
+		return &MinMax{Named: n, value: func(e *scheduling.Endpoint) (float64, bool) { return float64(metricsOf(e).RunningRequests), true }}
 	})})
 	scheduling.Register(scheduling.Registration{Type: KVCacheType, New: noParams(KVCacheType, func(n scheduling.Named) scheduling.Plugin {
-		return &KVCache{n}
+		return &KVCache{Named: n, usage: func(e *scheduling.Endpoint) (float64, bool) { return metricsOf(e).KVCacheUsage, true }}
 	})})
 	scheduling.Register(scheduling.Registration{Type: LoRAAffinityType, New: noParams(LoRAAffinityType, func(n scheduling.Named) scheduling.Plugin {
 		return &LoRAAffinity{n}
@@ -61,38 +64,55 @@ func metricsOf(e *scheduling.Endpoint) *scheduling.Metrics {
 
 // MinMax scores (max - v)/(max - min) over the candidates for a metric v
 // (waiting requests for queue-scorer, running requests for
-// running-requests-size-scorer); all equal scores 1.0.
+// running-requests-size-scorer, a cluster's average queue for
+// multicluster-queue-scorer); all equal scores 1.0. A candidate without
+// the metric scores 0 and does not count in the range.
 type MinMax struct {
 	scheduling.Named
-	value func(*scheduling.Metrics) int
+	value func(*scheduling.Endpoint) (float64, bool)
 }
 
 // Score implements scheduling.Scorer.
 func (s *MinMax) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
-	lo, hi := int(^uint(0)>>1), -1
+	lo, hi, found := math.Inf(1), math.Inf(-1), false
 	for _, e := range eps {
-		v := s.value(metricsOf(e))
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	if hi == lo {
-		for i := range scores {
-			scores[i] = 1
+		if v, ok := s.value(e); ok {
+			lo, hi, found = min(lo, v), max(hi, v), true
 		}
+	}
+	if !found {
 		return
 	}
-	span := float64(hi - lo)
+	span := hi - lo
 	for i, e := range eps {
-		scores[i] = float64(hi-s.value(metricsOf(e))) / span
+		v, ok := s.value(e)
+		switch {
+		case !ok:
+			scores[i] = 0
+		case span == 0:
+			scores[i] = 1
+		default:
+			scores[i] = (hi - v) / span
+		}
 	}
 }
 
-// KVCache scores 1 - KV-cache usage.
-type KVCache struct{ scheduling.Named }
+// KVCache scores 1 - KV-cache usage (an endpoint's, or a cluster's
+// average for multicluster-kv-cache-utilization-scorer); a candidate
+// without it scores 0.
+type KVCache struct {
+	scheduling.Named
+	usage func(*scheduling.Endpoint) (float64, bool)
+}
 
 // Score implements scheduling.Scorer.
-func (KVCache) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+func (s *KVCache) Score(_ context.Context, _ *scheduling.CycleState, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
 	for i, e := range eps {
-		scores[i] = 1 - metricsOf(e).KVCacheUsage
+		if u, ok := s.usage(e); ok {
+			scores[i] = 1 - u
+		} else {
+			scores[i] = 0
+		}
 	}
 }
 

@@ -32,6 +32,10 @@ import (
 const (
 	ScorerType = "session-affinity-scorer"
 	FilterType = "session-affinity-filter"
+	// MultiClusterFilterType is session-affinity-filter over a pool whose
+	// endpoints are clusters (multicluster-file-discovery): the same
+	// parameters, and a session pinned to its cluster.
+	MultiClusterFilterType = "multicluster-session-affinity-filter"
 )
 
 // Strategies.
@@ -56,6 +60,7 @@ const (
 func init() {
 	scheduling.Register(scheduling.Registration{Type: ScorerType, New: NewScorer})
 	scheduling.Register(scheduling.Registration{Type: FilterType, New: NewFilter})
+	scheduling.Register(scheduling.Registration{Type: MultiClusterFilterType, New: newFilter(MultiClusterFilterType)})
 }
 
 // Params are the plugins' parameters.
@@ -348,11 +353,17 @@ type Filter struct{ *affinity }
 
 // NewFilter builds a session-affinity-filter.
 func NewFilter(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	a, err := newAffinity(FilterType, name, raw, h)
-	if err != nil {
-		return nil, err
+	return newFilter(FilterType)(name, raw, h)
+}
+
+func newFilter(typ string) scheduling.Factory {
+	return func(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
+		a, err := newAffinity(typ, name, raw, h)
+		if err != nil {
+			return nil, err
+		}
+		return &Filter{a}, nil
 	}
-	return &Filter{a}, nil
 }
 
 // Filter implements scheduling.Filter.

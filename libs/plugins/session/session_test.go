@@ -386,3 +386,25 @@ plugins:
 		t.Errorf("header session %q", got)
 	}
 }
+
+// multicluster-session-affinity-filter is the filter over clusters: a
+// session's token names its cluster, which it stays on while it is a
+// candidate.
+func TestMultiClusterFilterPinsCluster(t *testing.T) {
+	f := schedulingtest.New[*session.Filter](t, schedulingtest.NewHandle(), session.MultiClusterFilterType, "mc", "")
+	if f.TypedName() != (scheduling.TypedName{Type: session.MultiClusterFilterType, Name: "mc"}) {
+		t.Errorf("typed name %v", f.TypedName())
+	}
+	eps := []*scheduling.Endpoint{
+		scheduling.NewEndpoint("us-east", "gw.us-east.example.com", 443, nil),
+		scheduling.NewEndpoint("eu-west", "gw.eu-west.example.com", 443, nil),
+	}
+	r := req()
+	r.Headers = map[string]string{session.TokenHeader: session.Token("eu-west")}
+	if got := schedulingtest.Names(f.Filter(context.Background(), schedulingtest.CycleState(1), r, eps, nil)); len(got) != 1 || got[0] != "eu-west" {
+		t.Errorf("kept %v, want eu-west", got)
+	}
+	if _, err := schedulingtest.NewErr(schedulingtest.NewHandle(), session.MultiClusterFilterType, "mc", `{"strategy": "session_id", "encodedEndpointHeaderConfig": {}}`); err == nil {
+		t.Error("the filter's parameters are not checked as session-affinity-filter's")
+	}
+}

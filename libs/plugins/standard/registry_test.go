@@ -13,16 +13,7 @@ import (
 // provide yet: a config naming one fails with "unknown plugin type". Each
 // leaves the list when it is built (or refused, saying what to use
 // instead); the list must end empty.
-var notYetBuilt = map[string]bool{
-	"multicluster-approx-prefix-cache-producer": true,
-	"multicluster-file-discovery":               true,
-	"multicluster-kv-cache-utilization-scorer":  true,
-	"multicluster-metrics-data-source":          true,
-	"multicluster-metrics-extractor":            true,
-	"multicluster-prefix-cache-scorer":          true,
-	"multicluster-queue-scorer":                 true,
-	"multicluster-session-affinity-filter":      true,
-}
+var notYetBuilt = map[string]bool{}
 
 // Every plugin type of the llm-d router v0.10 registry is built here, or
 // refused with a reason (the corpus tests say which), or still listed in

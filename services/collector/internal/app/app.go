@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	data := newDataLayer(scraper, log)
 	// The endpoints file the pool's config names, unless the flag names
 	// one; started once the first version is in.
-	data.files = newConfigFiles(cfg.EndpointsFile, func(path string) error { return filediscovery.Check(cfg.Pool, path) },
+	data.files = newConfigFiles(cfg.EndpointsFile, func(path string, hostNames bool) error { return filediscovery.Check(cfg.Pool, path, hostNames) },
 		startFileDiscovery(ctx, filediscovery.Config{
 			Pool: cfg.Pool, Interval: cfg.EndpointsFileInterval,
 			Etcd: etcd, ID: cfg.Replica, LeaseTTL: cfg.MemberTTL, Registerer: svc.Registry, Logger: log,

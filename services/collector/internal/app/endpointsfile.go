@@ -18,6 +18,9 @@ type fileSpec struct {
 	path string
 	// once says that it is read once, not polled (watchFile: false).
 	once bool
+	// hostNames says that the file lists clusters, whose addresses may be
+	// host names (multicluster-file-discovery).
+	hostNames bool
 	// plugin is the name of the discovery plugin, for the logs.
 	plugin string
 }
@@ -33,7 +36,8 @@ func discoveryOf(s *scheduling.Scheduler) fileSpec {
 	if !ok {
 		return fileSpec{}
 	}
-	return fileSpec{path: d.EndpointsFile(), once: !d.WatchFile(), plugin: desc.Data.Discovery}
+	hosts, _ := d.(interface{ HostNames() bool })
+	return fileSpec{path: d.EndpointsFile(), once: !d.WatchFile(), hostNames: hosts != nil && hosts.HostNames(), plugin: desc.Data.Discovery}
 }
 
 // fileSource is a started endpoints-file discovery (*filediscovery.Source).
@@ -56,7 +60,7 @@ type configFiles struct {
 	flag string
 	// check checks a file as start would read it; start starts following
 	// one.
-	check func(path string) error
+	check func(path string, hostNames bool) error
 	start func(fileSpec) (fileSource, error)
 	log   *slog.Logger
 
@@ -71,7 +75,7 @@ type configFiles struct {
 	closed   bool
 }
 
-func newConfigFiles(flag string, check func(string) error, start func(fileSpec) (fileSource, error), log *slog.Logger) *configFiles {
+func newConfigFiles(flag string, check func(string, bool) error, start func(fileSpec) (fileSource, error), log *slog.Logger) *configFiles {
 	return &configFiles{flag: flag, check: check, start: start, log: log, wake: make(chan struct{}, 1)}
 }
 
@@ -79,7 +83,7 @@ func newConfigFiles(flag string, check func(string) error, start func(fileSpec) 
 func startFileDiscovery(ctx context.Context, base filediscovery.Config) func(fileSpec) (fileSource, error) {
 	return func(spec fileSpec) (fileSource, error) {
 		c := base
-		c.Path, c.Once = spec.path, spec.once
+		c.Path, c.Once, c.HostNames = spec.path, spec.once, spec.hostNames
 		return filediscovery.Start(ctx, c)
 	}
 }
@@ -123,7 +127,7 @@ func (f *configFiles) sync() error {
 		f.src, f.cur = nil, fileSpec{}
 		return nil
 	}
-	if err := f.check(want.path); err != nil {
+	if err := f.check(want.path, want.hostNames); err != nil {
 		return fmt.Errorf("dataLayer.discovery.pluginRef %q: %w", want.plugin, err)
 	}
 	if f.src != nil {

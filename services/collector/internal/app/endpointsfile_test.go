@@ -369,7 +369,7 @@ type fakeFiles struct {
 	events []string
 }
 
-func (f *fakeFiles) check(path string) error {
+func (f *fakeFiles) check(path string, _ bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.bad[path] {

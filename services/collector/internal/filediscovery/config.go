@@ -38,6 +38,10 @@ type Config struct {
 	// Once reads the file at Start only: it is not polled, and later
 	// changes wait for the next Start (file-discovery's watchFile: false).
 	Once bool
+	// HostNames reads the file as multicluster-file-discovery does: the
+	// entries are clusters, whose addresses may be host names
+	// (FileEntry.ClusterEndpoint).
+	HostNames bool
 
 	// Etcd is the etcd client of the registry. Required.
 	Etcd *clientv3.Client

@@ -249,6 +249,18 @@ func decodeEntry(n *yaml.Node) (FileEntry, error) {
 // the entry's form (see FileEntry). Each failure is a *coord.SpecError;
 // all are returned, joined.
 func (e FileEntry) Endpoint(pool string) (*registryv1.Endpoint, error) {
+	return e.endpoint(pool, false)
+}
+
+// ClusterEndpoint is Endpoint for a file of clusters
+// (multicluster-file-discovery): in the router's form the address may be
+// a host name (RFC 1123) or any IP address, a cluster being reached at its
+// gateway.
+func (e FileEntry) ClusterEndpoint(pool string) (*registryv1.Endpoint, error) {
+	return e.endpoint(pool, true)
+}
+
+func (e FileEntry) endpoint(pool string, hostNames bool) (*registryv1.Endpoint, error) {
 	spec := e.EndpointSpec
 	var errs []error
 	fail := func(field string, err error) { errs = append(errs, &coord.SpecError{Field: field, Err: err}) }
@@ -266,8 +278,13 @@ func (e FileEntry) Endpoint(pool string) (*registryv1.Endpoint, error) {
 		}
 		return nil, errors.Join(append(errs, unjoin(err)...)...)
 	}
-	// The router's form: the address is an IPv4 address, the port apart.
-	if ip := net.ParseIP(spec.Address); ip == nil || ip.To4() == nil {
+	// The router's form: the address is an IPv4 address (a cluster's: a
+	// host name or an IP address), the port apart.
+	if hostNames {
+		if net.ParseIP(spec.Address) == nil && !isHostName(spec.Address) {
+			fail("address", fmt.Errorf("%q is neither a host name (RFC 1123) nor an IP address", spec.Address))
+		}
+	} else if ip := net.ParseIP(spec.Address); ip == nil || ip.To4() == nil {
 		fail("address", fmt.Errorf("%q is not an IPv4 address (with a port given, the address is the host alone and an IPv4 address, as the llm-d router has it; "+
 			"for a host name or an IPv6 address leave the port out and write host:port)", spec.Address))
 	}
@@ -291,6 +308,29 @@ func (e FileEntry) Endpoint(pool string) (*registryv1.Endpoint, error) {
 	return ep, nil
 }
 
+// isHostName says whether s is an RFC 1123 host name (a DNS subdomain, as
+// Kubernetes checks them): lower-case labels of letters, digits and
+// hyphens, each starting and ending with a letter or digit, 253
+// characters at most.
+func isHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			switch c := l[i]; {
+			case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // unjoin returns the errors joined in err (err itself if it joins none).
 func unjoin(err error) []error {
 	if err == nil {
@@ -307,6 +347,16 @@ func unjoin(err error) []error {
 // (registrysync.LabelDiscoveredBy=file), without RegisteredAt. Every
 // problem found is returned, joined, each naming its line and entry.
 func Parse(pool string, data []byte) (map[string]*registryv1.Endpoint, error) {
+	return parse(pool, data, false)
+}
+
+// ParseClusters is Parse for a file of clusters
+// (multicluster-file-discovery): see FileEntry.ClusterEndpoint.
+func ParseClusters(pool string, data []byte) (map[string]*registryv1.Endpoint, error) {
+	return parse(pool, data, true)
+}
+
+func parse(pool string, data []byte, hostNames bool) (map[string]*registryv1.Endpoint, error) {
 	entries, err := Decode(data)
 	if err != nil {
 		return nil, err
@@ -318,7 +368,7 @@ func Parse(pool string, data []byte) (map[string]*registryv1.Endpoint, error) {
 		fail := func(err error) {
 			errs = append(errs, &LineError{Line: e.Line, Entry: i + 1, Name: e.Spec.Name, Err: err})
 		}
-		ep, err := e.Spec.Endpoint(pool)
+		ep, err := e.Spec.endpoint(pool, hostNames)
 		if err != nil {
 			fail(err)
 			continue

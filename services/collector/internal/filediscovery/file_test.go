@@ -284,3 +284,44 @@ func FuzzParse(f *testing.F) {
 		equalEntries(t, again, got)
 	})
 }
+
+// A file of clusters (multicluster-file-discovery) is in the router's form
+// too, its addresses the clusters' gateways: host names as well as IP
+// addresses, the labels (metricsAddress, metricsPort) kept for the
+// metrics source. The same file is refused as a file of pods.
+func TestParseClusters(t *testing.T) {
+	t.Parallel()
+	file := []byte(`endpoints:
+  - name: cluster-a
+    address: gw.cluster-a.example.com
+    port: "443"
+    labels: {metricsAddress: metrics.cluster-a.internal, metricsPort: "9090"}
+  - {name: cluster-b, address: "10.1.0.1", port: 8443}
+  - {name: cluster-c, address: "fd00::1", port: 443}
+`)
+	got, err := ParseClusters("p", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbl := map[string]string{"hermod.io/discovered-by": "file"}
+	equalEntries(t, got, map[string]*registryv1.Endpoint{
+		"cluster-a": {Name: "cluster-a", Pool: "p", Address: "gw.cluster-a.example.com", Port: 443,
+			Labels: map[string]string{"hermod.io/discovered-by": "file", "metricsAddress": "metrics.cluster-a.internal", "metricsPort": "9090"}},
+		"cluster-b": {Name: "cluster-b", Pool: "p", Address: "10.1.0.1", Port: 8443, Labels: lbl},
+		"cluster-c": {Name: "cluster-c", Pool: "p", Address: "fd00::1", Port: 443, Labels: lbl},
+	})
+	if _, err := Parse("p", file); err == nil || !strings.Contains(err.Error(), `"gw.cluster-a.example.com" is not an IPv4 address`) {
+		t.Errorf("as a file of pods: %v", err)
+	}
+	for entry, want := range map[string]string{
+		`{name: a, address: "GW.example.com", port: 443}`:   `"GW.example.com" is neither a host name`,
+		`{name: a, address: "gw_1.example", port: 443}`:     `"gw_1.example" is neither a host name`,
+		`{name: a, address: "-gw.example", port: 443}`:      `is neither a host name`,
+		`{name: a, address: "gw.example.com:443", port: 1}`: `is neither a host name`,
+		`{name: a, address: "gw.example.com", port: 0}`:     `port: "0" is not a port`,
+	} {
+		if _, err := ParseClusters("p", []byte("endpoints:\n  - "+entry+"\n")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", entry, err, want)
+		}
+	}
+}

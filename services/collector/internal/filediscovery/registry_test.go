@@ -162,14 +162,14 @@ func TestCheck(t *testing.T) {
 	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
 	write(t, good, "endpoints:\n  - {name: vllm-0, address: \"10.0.0.1\", port: \"8000\"}\n")
 	write(t, bad, "endpoints:\n  - {name: vllm-0, address: \"10.0.0.1\", port: \"0\"}\n")
-	if err := Check("p", good); err != nil {
+	if err := Check("p", good, false); err != nil {
 		t.Errorf("good file: %v", err)
 	}
 	for path, want := range map[string]string{
 		bad:                             "endpoints file " + bad + ": line 2: endpoint 1 (vllm-0): port:",
 		filepath.Join(dir, "none.yaml"): "no such file",
 	} {
-		if err := Check("p", path); err == nil || !strings.Contains(err.Error(), want) {
+		if err := Check("p", path, false); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error containing %q", path, err, want)
 		}
 	}

@@ -118,10 +118,10 @@ func (s *Source) loadFirst() error {
 
 // Check reads the endpoints file at path and checks it for pool as Start
 // does, without starting anything: nil when Start would take it.
-func Check(pool, path string) error {
+func Check(pool, path string, hostNames bool) error {
 	data, _, err := readFile(path)
 	if err == nil {
-		_, err = Parse(pool, data)
+		_, err = parse(pool, data, hostNames)
 	}
 	if err != nil {
 		return fmt.Errorf("endpoints file %s: %w", path, err)
@@ -176,7 +176,7 @@ func (s *Source) check() {
 // state; it keeps the desired state when the file is invalid. It keeps the
 // metrics and logs what changed.
 func (s *Source) reload(data []byte) error {
-	entries, err := Parse(s.cfg.Pool, data)
+	entries, err := parse(s.cfg.Pool, data, s.cfg.HostNames)
 	if err != nil {
 		s.rejected()
 		return err

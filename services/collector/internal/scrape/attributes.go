@@ -113,6 +113,17 @@ func (s *Scraper) fetchAttributes(ctx context.Context, p *AttributePoll, t *targ
 	s.tel.observe(kindAttributes, end.Sub(start), err)
 	if err != nil {
 		sk.fail(end, err)
+		if len(attrs) > 0 {
+			// An extractor set some attributes before it failed (a
+			// multicluster-metrics-extractor missing one of its two
+			// series): those are news; the others stay as they were.
+			merged := maps.Clone(st.bySource[name])
+			if merged == nil {
+				merged = map[string]float64{}
+			}
+			maps.Copy(merged, attrs)
+			st.bySource[name] = merged
+		}
 		return true
 	}
 	sk.ok(end)
@@ -121,7 +132,8 @@ func (s *Scraper) fetchAttributes(ctx context.Context, p *AttributePoll, t *targ
 }
 
 // extractAttributes fetches and runs the extractors on an endpoint of its
-// own, and returns the attributes they set.
+// own, and returns the attributes they set. When an extractor fails, the
+// error comes with what the extractors set before and after it.
 func (s *Scraper) extractAttributes(ctx context.Context, p *AttributePoll, t *target) (map[string]float64, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -131,15 +143,16 @@ func (s *Scraper) extractAttributes(ctx context.Context, p *AttributePoll, t *ta
 	}
 	ep := *t.endpoint
 	ep.Metrics = nil
+	var failed error
 	for _, x := range p.Extractors {
-		if err := x.Extract(rctx, data, &ep); err != nil {
-			return nil, &scrapeError{reasonParse, fmt.Errorf("%s: %w", x.TypedName(), err)}
+		if err := x.Extract(rctx, data, &ep); err != nil && failed == nil {
+			failed = &scrapeError{reasonParse, fmt.Errorf("%s: %w", x.TypedName(), err)}
 		}
 	}
 	if ep.Metrics == nil {
-		return nil, nil
+		return nil, failed
 	}
-	return ep.Metrics.Attributes, nil
+	return ep.Metrics.Attributes, failed
 }
 
 // keepOnly forgets the sources not among polls.

@@ -75,3 +75,39 @@ func TestAttributePollsPublishGPUUtilization(t *testing.T) {
 		return !ok
 	})
 }
+
+func clusterPage(kv, queue float64, withQueue bool) string {
+	page := fmt.Sprintf("# TYPE llm_d_epp_average_kv_cache_utilization gauge\nllm_d_epp_average_kv_cache_utilization %v\n", kv)
+	if withQueue {
+		page += fmt.Sprintf("# TYPE llm_d_epp_average_queue_size gauge\nllm_d_epp_average_queue_size %v\n", queue)
+	}
+	return page
+}
+
+// A cluster's pool averages are fetched where its metricsAddress and
+// metricsPort labels say and published as the multicluster attributes; a
+// page missing one of them updates the other and keeps the missing one's
+// latest value, as upstream's extractor does.
+func TestAttributePollsPublishClusterAverages(t *testing.T) {
+	cluster := newPod(t, vllmBody(0, 0, 0, 0))
+	exporter := newPod(t, clusterPage(0.4, 6, true))
+	h := newHarness(t, Config{})
+	ep := cluster.endpoint("pool", "cluster-a")
+	addr := exporter.srv.Listener.Addr().(*net.TCPAddr)
+	ep.Labels = map[string]string{datalayer.MetricsAddressLabel: addr.IP.String(), datalayer.MetricsPortLabel: fmt.Sprint(addr.Port)}
+	h.s.SetEndpoints([]*registryv1.Endpoint{ep})
+
+	hd := schedulingtest.NewHandle()
+	src := schedulingtest.New[*datalayer.MultiClusterSource](t, hd, datalayer.MultiClusterMetricsSourceType, "clusters", `{"scheme": "http", "interval": "50ms"}`)
+	x := schedulingtest.New[*datalayer.MultiClusterExtractor](t, hd, datalayer.MultiClusterExtractorType, "", "")
+	h.s.SetAttributePolls([]AttributePoll{{Source: src, Extractors: []scheduling.DataExtractor{x}, Interval: src.Interval().Std()}})
+	averages := func(kv, queue float64) func(*eventsv1.PodMetrics) bool {
+		return func(m *eventsv1.PodMetrics) bool {
+			a := m.GetAttributes()
+			return a[datalayer.MultiClusterKVCacheUtilizationKey] == kv && a[datalayer.MultiClusterQueueSizeKey] == queue
+		}
+	}
+	h.rec.waitFor(t, "cluster-a", "kv 0.4, queue 6", averages(0.4, 6))
+	exporter.setMetrics(clusterPage(0.7, 0, false))
+	h.rec.waitFor(t, "cluster-a", "kv 0.7, queue still 6", averages(0.7, 6))
+}
