@@ -37,6 +37,11 @@ type Options struct {
 	DetailsTokens bool
 	Seed          uint64
 	APIKey        string
+	// AutoToolChoice and ToolCallParser are --enable-auto-tool-choice and
+	// --tool-call-parser; MaxLogprobs is --max-logprobs.
+	AutoToolChoice bool
+	ToolCallParser string
+	MaxLogprobs    int
 	// Runner is --runner (auto is RunnerGenerate); EmbeddingDim the size
 	// of a pooling model's embeddings.
 	Runner        server.Runner
@@ -84,7 +89,7 @@ var ignoredValue = []string{
 
 var ignoredBool = []string{
 	"trust-remote-code", "enable-prefix-caching", "no-enable-prefix-caching", "enable-chunked-prefill",
-	"no-enable-chunked-prefill", "disable-log-requests", "disable-log-stats", "enforce-eager", "enable-auto-tool-choice",
+	"no-enable-chunked-prefill", "disable-log-requests", "disable-log-stats", "enforce-eager",
 	"disable-frontend-multiprocessing",
 }
 
@@ -155,6 +160,9 @@ func (o *Options) define(fs *flag.FlagSet) map[string]bool {
 		return err
 	})
 	fs.StringVar(&o.APIKey, "api-key", "", "require this key on /v1 endpoints, as Authorization: Bearer <key> or x-api-key: <key>")
+	fs.BoolVar(&o.AutoToolChoice, "enable-auto-tool-choice", false, `let tool_choice "auto" call tools (needs --tool-call-parser): a call when the last user message names a tool`)
+	fs.StringVar(&o.ToolCallParser, "tool-call-parser", "", "format of \"auto\" tool calls: llama3_json or llama4_json (Llama 3.1's JSON), any other name Hermes' <tool_call> tags")
+	fs.IntVar(&o.MaxLogprobs, "max-logprobs", server.DefaultMaxLogprobs, "most logprobs a request may ask for per token (-1: the vocabulary)")
 	o.Runner = server.RunnerGenerate
 	fs.Func("runner", "what the model does: generate (completions, chat, Messages, generate) or pooling (embeddings, pooling, score, rerank); auto (the default) is generate", func(v string) error {
 		switch v {
@@ -291,6 +299,12 @@ func (o *Options) finish() error {
 	}
 	if len(o.ServedNames) == 0 {
 		o.ServedNames = []string{o.Model}
+	}
+	if o.AutoToolChoice && o.ToolCallParser == "" {
+		errs = append(errs, errors.New("--enable-auto-tool-choice requires --tool-call-parser"))
+	}
+	if o.MaxLogprobs == 0 || o.MaxLogprobs < -1 {
+		errs = append(errs, fmt.Errorf("--max-logprobs: must be positive or -1 (got %d)", o.MaxLogprobs))
 	}
 	if len(o.LoRAModules) > 0 && !o.EnableLoRA {
 		errs = append(errs, errors.New("--lora-modules: needs --enable-lora"))

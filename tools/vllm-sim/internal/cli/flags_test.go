@@ -93,6 +93,18 @@ func TestRunner(t *testing.T) {
 	}
 }
 
+// vLLM's tool calling and logprobs flags.
+func TestToolAndLogprobsFlags(t *testing.T) {
+	o, err := Parse(strings.Fields("serve llama --enable-auto-tool-choice --tool-call-parser llama3_json --max-logprobs 5"), io.Discard)
+	if err != nil || !o.AutoToolChoice || o.ToolCallParser != "llama3_json" || o.MaxLogprobs != 5 || len(o.IgnoredFlags) != 0 {
+		t.Errorf("parsed %+v, %v", o, err)
+	}
+	o, err = Parse(nil, io.Discard)
+	if err != nil || o.AutoToolChoice || o.MaxLogprobs != server.DefaultMaxLogprobs {
+		t.Errorf("defaults %+v, %v", o, err)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -113,6 +125,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"--first-pod-index", "-1"}, "--first-pod-index: must not be negative"},
 		{[]string{"--runner", "draft"}, "must be auto, generate or pooling"},
 		{[]string{"--embedding-dim", "0"}, "--embedding-dim: must be between 1 and"},
+		{[]string{"--enable-auto-tool-choice"}, "--enable-auto-tool-choice requires --tool-call-parser"},
+		{[]string{"--max-logprobs", "-2"}, "--max-logprobs: must be positive or -1"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.args, io.Discard)

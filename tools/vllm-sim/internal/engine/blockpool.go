@@ -88,6 +88,20 @@ func (p *blockPool) take(dst []int32, hashes []uint64) []int32 {
 	return dst
 }
 
+// share adds a reference to each of ids, blocks another sequence holds,
+// and appends them to dst.
+func (p *blockPool) share(dst []int32, ids []int32) []int32 {
+	for _, id := range ids {
+		p.blocks[id].ref++
+	}
+	return append(dst, ids...)
+}
+
+// holds reports whether block id caches the contents d.
+func (p *blockPool) holds(id int32, d blockhash.Digest) bool {
+	return p.blocks[id].hash != 0 && p.blocks[id].hash == wireHash(d)
+}
+
 // allocate appends n fresh blocks to dst, evicting cached contents from the
 // head of the free queue; it allocates nothing and reports false when fewer
 // than n blocks are free.

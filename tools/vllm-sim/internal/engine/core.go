@@ -39,6 +39,12 @@ type RequestStats struct {
 	// Pooling marks a pooling request: it had no sampling parameters
 	// (MaxTokens is 0).
 	Pooling bool
+	// N is the request's n when this sequence is the last of its request's
+	// to finish (1 for a request of one sequence), 0 for the others: as
+	// vLLM records n and the most tokens any of its sequences generated
+	// (MaxGenerationTokens) once per request, when its last child request
+	// finishes.
+	N, MaxGenerationTokens int
 	// Queue is arrival to first scheduled; Prefill first scheduled to first
 	// token; Decode first token to the end; Inference is Prefill + Decode;
 	// E2E arrival to the end.
@@ -103,6 +109,16 @@ func (c *core) newSequence(req Request, arrival time.Duration) (*Sequence, error
 	}
 	room := c.cfg.MaxModelLen - n
 	switch {
+	case len(req.Output) > 0:
+		// the model writes Output and stops, unless cut short
+		s.target, s.finishReason = len(req.Output), FinishStop
+		limit := room
+		if req.MaxTokens > 0 {
+			limit = min(limit, req.MaxTokens)
+		}
+		if limit < s.target {
+			s.target, s.finishReason = limit, FinishLength
+		}
 	case req.MaxTokens > 0:
 		s.target, s.finishReason = req.MaxTokens, FinishLength
 	case req.Chat:
@@ -157,6 +173,51 @@ func (c *core) sequence(req Request, arrival time.Duration) (*Sequence, error) {
 }
 
 func (c *core) add(s *Sequence) { c.waiting = append(c.waiting, s) }
+
+// group is the sequences of one request that asked for several outputs
+// (vLLM's n > 1, which it runs as n child requests of one parent).
+type group struct {
+	n, live      int // sequences, and those not yet finished
+	maxGenerated int // the most tokens a finished one generated
+}
+
+// newGroup validates the requests of one request's n outputs and makes
+// their sequences: they must share the prompt and the adapter (they may
+// differ in seed and output). Later sequences share the first's Updates
+// channel and, at admission, its prompt blocks (see leaderBlocks).
+func (c *core) newGroup(reqs []Request, arrival time.Duration) ([]*Sequence, error) {
+	seqs := make([]*Sequence, len(reqs))
+	g := &group{n: len(reqs), live: len(reqs)}
+	for i, req := range reqs {
+		if i > 0 && (req.Adapter != reqs[0].Adapter || req.Pooling || !slices.Equal(req.Prompt, reqs[0].Prompt)) {
+			return nil, fmt.Errorf("the sequences of one request must share its prompt and adapter")
+		}
+		s, err := c.newSequence(req, arrival)
+		if err != nil {
+			return nil, err
+		}
+		s.group = g
+		if i > 0 {
+			s.leader, s.updates = seqs[0], seqs[0].updates
+		}
+		seqs[i] = s
+	}
+	return seqs, nil
+}
+
+// groupDone counts a finished (or dropped) sequence of a group.
+func (s *Sequence) groupDone(st *RequestStats) {
+	g := s.group
+	if g == nil {
+		st.N, st.MaxGenerationTokens = 1, s.generated
+		return
+	}
+	g.live--
+	g.maxGenerated = max(g.maxGenerated, s.generated)
+	if g.live == 0 {
+		st.N, st.MaxGenerationTokens = g.n, g.maxGenerated
+	}
+}
 
 func (c *core) idle() bool { return len(c.waiting) == 0 && len(c.running) == 0 }
 
@@ -242,6 +303,7 @@ func (c *core) plan(now time.Duration) (time.Duration, bool) {
 }
 
 func (c *core) schedule(s *Sequence, n int) {
+	s.planned = n
 	c.stepSeqs = append(c.stepSeqs, s)
 	c.stepTokens = append(c.stepTokens, n)
 	if s.firstScheduled < 0 {
@@ -264,15 +326,17 @@ func (c *core) admit(s *Sequence, budget int) (int, bool) {
 		c.hashBuf = append(c.hashBuf, wireHash(d))
 	}
 	hits := c.pool.lookup(c.hashBuf)
-	computed := hits * bs
+	shared := c.leaderBlocks(s, hits, eligible)
+	computed := (hits + len(shared)) * bs
 	n := min(ctx-computed, budget)
-	need := ceilDiv(computed+n, bs) - hits
+	need := ceilDiv(computed+n, bs) - hits - len(shared)
 	// Taking free cached blocks removes them from the free queue: check
 	// before touching anything that both fit.
 	if need+c.pool.freeAmong(c.hashBuf[:hits]) > c.pool.numFree {
 		return 0, false
 	}
 	s.blocks = c.pool.take(s.blocks[:0], c.hashBuf[:hits])
+	s.blocks = c.pool.share(s.blocks, shared)
 	s.blocks, _ = c.pool.allocate(s.blocks, need)
 	s.numComputed, s.stored = computed, hits
 	if !s.admittedBefore {
@@ -282,6 +346,25 @@ func (c *core) admit(s *Sequence, budget int) (int, bool) {
 		s.update(func(p *Progress) { p.CachedTokens = computed })
 	}
 	return n, true
+}
+
+// leaderBlocks returns the blocks of s's prompt after its first hits that
+// the first sequence of s's group holds and has computed by the end of the
+// step being planned: s takes them instead of computing them again. vLLM
+// caches a block when it allocates it, so the n child requests of one
+// request, scheduled in one step, share their prompt's blocks from the
+// start; here the first computes them and the others hold them with it.
+func (c *core) leaderBlocks(s *Sequence, hits, eligible int) []int32 {
+	l := s.leader
+	if l == nil || l.state != stateRunning || l.aborted {
+		return nil
+	}
+	bs := c.cfg.BlockSize
+	full := min((l.numComputed+l.planned)/bs, eligible, len(s.req.Prompt)/bs, len(l.blocks))
+	if full <= hits {
+		return nil
+	}
+	return l.blocks[hits:full]
 }
 
 // ensureBlocks makes s hold blocks for its first tokens tokens.
@@ -302,7 +385,7 @@ func (c *core) ensureBlocks(s *Sequence, tokens int) bool {
 func (c *core) preempt(s *Sequence) {
 	c.pool.release(s.blocks)
 	s.blocks = s.blocks[:0]
-	s.numComputed, s.stored = 0, 0
+	s.numComputed, s.stored, s.planned = 0, 0, 0
 	s.state = stateWaiting
 	c.running = slices.DeleteFunc(c.running, func(r *Sequence) bool { return r == s })
 	c.waiting = append([]*Sequence{s}, c.waiting...)
@@ -315,6 +398,7 @@ func (c *core) commit(end time.Duration) []events.Event {
 	for i, s := range c.stepSeqs {
 		n := c.stepTokens[i]
 		scheduled += n
+		s.planned = 0
 		if s.aborted || s.state != stateRunning {
 			continue
 		}
@@ -364,6 +448,13 @@ func (c *core) storeFullBlocks(s *Sequence) {
 		return
 	}
 	c.extendDigests(s, full)
+	// blocks shared with the group's first sequence, which cached them
+	for s.stored < full && c.pool.holds(s.blocks[s.stored], s.digests[s.stored]) {
+		s.stored++
+	}
+	if full <= s.stored {
+		return
+	}
 	ev := events.Event{Kind: events.KindBlockStored, BlockSize: bs, Medium: "GPU"}
 	if j := s.stored; j > 0 {
 		ev.ParentHash, ev.HasParent = wireHash(s.digests[j-1]), true
@@ -413,6 +504,7 @@ func (c *core) finish(s *Sequence, end time.Duration) {
 		Inference:        end - s.firstScheduled,
 		E2E:              end - s.arrival,
 	}
+	s.groupDone(&st)
 	c.obs.Finished(st)
 	gen, reason, ttft := s.generated, s.finishReason, s.firstToken-s.arrival
 	s.update(func(p *Progress) {
@@ -431,7 +523,9 @@ func (c *core) dropAborted() {
 		c.pool.release(s.blocks)
 		s.blocks = nil
 		s.state = stateDone
-		c.obs.Finished(RequestStats{FinishReason: FinishAbort, PromptTokens: len(s.req.Prompt), GenerationTokens: s.generated})
+		st := RequestStats{FinishReason: FinishAbort, PromptTokens: len(s.req.Prompt), GenerationTokens: s.generated}
+		s.groupDone(&st)
+		c.obs.Finished(st)
 		s.update(func(p *Progress) { p.Done, p.FinishReason = true, FinishAbort })
 		return true
 	}
@@ -447,7 +541,9 @@ func (c *core) reset(err error) []events.Event {
 			continue
 		}
 		s.state = stateDone
-		c.obs.Finished(RequestStats{FinishReason: FinishError, PromptTokens: len(s.req.Prompt), GenerationTokens: s.generated})
+		st := RequestStats{FinishReason: FinishError, PromptTokens: len(s.req.Prompt), GenerationTokens: s.generated}
+		s.groupDone(&st)
+		c.obs.Finished(st)
 		s.update(func(p *Progress) { p.Done, p.FinishReason, p.Err = true, FinishError, err })
 	}
 	c.running, c.waiting, c.loaded = nil, nil, nil

@@ -114,6 +114,32 @@ func (e *Engine) Submit(req Request) (*Sequence, error) {
 	return s, nil
 }
 
+// SubmitGroup queues the sequences of one request that asks for several
+// outputs (vLLM's n > 1, which it runs as n child requests of one
+// parent): reqs share the prompt and adapter and differ in their seeds
+// (or outputs). They are queued together, in order, and share one Updates
+// channel; each after the first takes the prompt blocks the first has
+// cached or computes in the same step, as vLLM's children share theirs. It
+// fails, queuing none, when any cannot be served.
+func (e *Engine) SubmitGroup(reqs []Request) ([]*Sequence, error) {
+	e.mu.Lock()
+	seqs, err := e.core.newGroup(reqs, e.clock.Now())
+	if err == nil {
+		for _, s := range seqs {
+			e.core.add(s)
+		}
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+	return seqs, nil
+}
+
 // Abort drops a sequence (its client went away).
 func (e *Engine) Abort(s *Sequence) {
 	e.mu.Lock()

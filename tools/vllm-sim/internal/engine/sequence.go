@@ -29,6 +29,11 @@ type Request struct {
 	Chat bool
 	// Seed determines the output tokens.
 	Seed uint64
+	// Output, when set, is the text the model writes, as tokens (a tool
+	// call): the sequence generates these instead of tokens drawn from
+	// Seed, and stops after the last (its finish reason "stop"), unless
+	// MaxTokens or the context length cuts it short ("length").
+	Output []uint32
 	// Pooling marks a pooling model's request (an embedding, a score): its
 	// prompt is prefilled, as a generating request's is, and it finishes
 	// there, generating nothing (MaxTokens must be 0).
@@ -52,6 +57,11 @@ type Sequence struct {
 	target       int // output tokens to produce
 	finishReason string
 	arrival      time.Duration
+	// group is the request's sequences when it asked for several outputs
+	// (nil for one); leader is the group's first sequence (nil for the
+	// first itself).
+	group  *group
+	leader *Sequence
 
 	// engine-owned
 	state          seqState
@@ -66,6 +76,9 @@ type Sequence struct {
 	firstScheduled time.Duration
 	firstToken     time.Duration
 	lastToken      time.Duration
+	// planned is the tokens the step being planned schedules for the
+	// sequence (0 when it schedules none).
+	planned int
 
 	mu       sync.Mutex
 	progress Progress
@@ -95,6 +108,15 @@ func (s *Sequence) ID() string { return s.req.ID }
 
 // Seed returns the seed of the output tokens.
 func (s *Sequence) Seed() uint64 { return s.req.Seed }
+
+// OutputToken is the sequence's output token i (its Output, else the
+// token Seed draws).
+func (s *Sequence) OutputToken(i int) uint32 {
+	if s.req.Output != nil {
+		return s.req.Output[i]
+	}
+	return OutputToken(s.req.Seed, i)
+}
 
 // Target returns the number of output tokens the sequence will produce.
 func (s *Sequence) Target() int { return s.target }
@@ -128,7 +150,7 @@ func (s *Sequence) token(pos int) uint32 {
 	if pos < len(s.req.Prompt) {
 		return s.req.Prompt[pos]
 	}
-	return OutputToken(s.req.Seed, pos-len(s.req.Prompt))
+	return s.OutputToken(pos - len(s.req.Prompt))
 }
 
 // tokens appends positions [from, to) to dst.
@@ -161,6 +183,15 @@ var outputWords = [...]string{
 // with the space before it (the others).
 func OutputWords() []string { return append([]string(nil), outputWords[:]...) }
 
+// outputTexts[0][w] is word w's text at the start of the output, [1][w]
+// with the space before it.
+var outputTexts = func() (texts [2][len(outputWords)]string) {
+	for w, word := range outputWords {
+		texts[0][w], texts[1][w] = word, " "+word
+	}
+	return texts
+}()
+
 // outputIDs[0][w] is word w's token at the start of the output, [1][w]
 // with the space that precedes it elsewhere.
 var outputIDs = func() (ids [2][len(outputWords)]uint32) {
@@ -192,10 +223,17 @@ func OutputToken(seed uint64, i int) uint32 {
 // AppendOutputText appends the text of output token i of a sequence seeded
 // with seed: its word, after a space unless it is the first.
 func AppendOutputText(dst []byte, seed uint64, i int) []byte {
+	return append(dst, OutputText(seed, i)...)
+}
+
+// OutputText is the text of output token i of a sequence seeded with seed
+// (AppendOutputText's).
+func OutputText(seed uint64, i int) string {
+	lead := 0
 	if i > 0 {
-		dst = append(dst, ' ')
+		lead = 1
 	}
-	return append(dst, outputWords[outputWord(seed, i)]...)
+	return outputTexts[lead][outputWord(seed, i)]
 }
 
 func splitmix64(x uint64) uint64 {

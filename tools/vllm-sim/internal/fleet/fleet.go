@@ -109,6 +109,7 @@ func (f *Fleet) podConfig(i int) (server.Config, error) {
 		Engine: ec, Speed: o.Speed, Seed: o.Seed + uint64(i), KVEvents: kc, EventEncoding: o.EventEncoding,
 		ReplayFraming: o.ReplayFraming, PromptTokensDetails: o.DetailsTokens, LegacyMetrics: o.LegacyMetrics,
 		Faults: o.Faults, APIKey: o.APIKey, Runner: o.Runner, EmbeddingDim: o.EmbeddingDim, Logger: f.log,
+		AutoToolChoice: o.AutoToolChoice, ToolCallParser: o.ToolCallParser, MaxLogprobs: o.MaxLogprobs,
 	}
 	if len(o.EtcdEndpoints) > 0 {
 		cfg.OnDown = func() { f.deregister(i) }

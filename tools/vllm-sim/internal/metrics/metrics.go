@@ -69,11 +69,14 @@ type Metrics struct {
 
 // finishedHist is a histogram of a figure of the requests that end well.
 // A sampling one describes sampling parameters, which pooling requests
-// have none of: they are not observed for them.
+// have none of: they are not observed for them. A perRequest one is
+// observed once per request, for the last of its n sequences to finish
+// (vLLM observes every other figure per sequence, each a child request).
 type finishedHist struct {
-	h        prometheus.Observer
-	value    func(engine.RequestStats) float64
-	sampling bool
+	h          prometheus.Observer
+	value      func(engine.RequestStats) float64
+	sampling   bool
+	perRequest bool
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -157,23 +160,23 @@ func New(o Options) *Metrics {
 	m.iterationTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterationTokenBuckets)
 	lenBuckets := Buckets125(cfg.MaxModelLen)
 	for _, f := range []struct {
-		name, help string
-		buckets    []float64
-		value      func(engine.RequestStats) float64
-		sampling   bool
+		name, help           string
+		buckets              []float64
+		value                func(engine.RequestStats) float64
+		sampling, perRequest bool
 	}{
-		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.E2E.Seconds() }, false},
-		{"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Queue.Seconds() }, false},
-		{"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Inference.Seconds() }, false},
-		{"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Prefill.Seconds() }, false},
-		{"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Decode.Seconds() }, false},
-		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.PromptTokens) }, false},
-		{"vllm:request_generation_tokens", "Number of generation tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.GenerationTokens) }, false},
-		{"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }, true},
-		{"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }, true},
-		{"vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets, func(engine.RequestStats) float64 { return 1 }, true},
+		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.E2E.Seconds() }, false, false},
+		{"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Queue.Seconds() }, false, false},
+		{"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Inference.Seconds() }, false, false},
+		{"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Prefill.Seconds() }, false, false},
+		{"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets, func(s engine.RequestStats) float64 { return s.Decode.Seconds() }, false, false},
+		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.PromptTokens) }, false, false},
+		{"vllm:request_generation_tokens", "Number of generation tokens processed.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.GenerationTokens) }, false, false},
+		{"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxGenerationTokens) }, true, true},
+		{"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lenBuckets, func(s engine.RequestStats) float64 { return float64(s.MaxTokens) }, true, false},
+		{"vllm:request_params_n", "Histogram of the n request parameter.", paramsNBuckets, func(s engine.RequestStats) float64 { return float64(s.N) }, true, true},
 	} {
-		m.finished = append(m.finished, finishedHist{hist(f.name, f.help, f.buckets), f.value, f.sampling})
+		m.finished = append(m.finished, finishedHist{hist(f.name, f.help, f.buckets), f.value, f.sampling, f.perRequest})
 	}
 	return m
 }
@@ -222,7 +225,7 @@ func (m *Metrics) Finished(s engine.RequestStats) {
 		return
 	}
 	for _, f := range m.finished {
-		if !f.sampling || !s.Pooling {
+		if (!f.sampling || !s.Pooling) && (!f.perRequest || s.N > 0) {
 			f.h.Observe(f.value(s))
 		}
 	}

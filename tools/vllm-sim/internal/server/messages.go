@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -11,37 +13,50 @@ import (
 
 // Anthropic's Messages API, as vLLM (0.11 and later) serves it beside the
 // OpenAI API: the request runs as a chat completion (the same chat
-// template, engine and metrics) and is answered in Anthropic's shapes.
+// template, engine and metrics; tools and tool_choice converted to the
+// chat request's, without n) and is answered in Anthropic's shapes.
 // Requests are checked and submitted by generate; this file renders the
 // answers.
 
-// stopReason is Anthropic's stop_reason for an engine finish reason.
+// stopReason is Anthropic's stop_reason for a chat finish reason, vLLM's
+// map: "length" is max_tokens, "tool_calls" tool_use, the rest end_turn
+// (a named tool's call finishes with "stop", so end_turn).
 func stopReason(finishReason string) string {
-	if finishReason == engine.FinishLength {
+	switch finishReason {
+	case engine.FinishLength:
 		return "max_tokens"
+	case "tool_calls":
+		return "tool_use"
 	}
 	return "end_turn"
 }
 
-// appendMessage appends a message object. Before the end (message_start's
-// message, done false) its content is empty, its stop_reason null and its
-// output_tokens 0; at the end it holds the text as one text block. Usage
-// comes last, as in Anthropic's answers.
-func (o *output) appendMessage(b []byte, pr engine.Progress, text []byte, done bool) []byte {
+// appendAnthropicMessage appends a message object. Before the end
+// (message_start's message, done false) its content is empty, its
+// stop_reason null and its output_tokens 0; at the end it holds the text
+// as one text block, or the tool call as a tool_use block (its input the
+// arguments; a call cut short, which does not parse, is text). Usage comes
+// last, as in Anthropic's answers.
+func (o *output) appendAnthropicMessage(b []byte, pr engine.Progress, done bool) []byte {
+	c := &o.choices[0]
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, o.id)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
 	b = jsonenc.AppendString(b, o.model)
 	b = append(b, `,"content":[`...)
-	if done && len(text) > 0 {
+	switch {
+	case !done:
+	case c.call != nil && c.call.complete(pr.Generated):
+		b = appendToolUse(b, c.call, true)
+	case pr.Generated > 0:
 		b = append(b, `{"type":"text","text":`...)
-		b = jsonenc.AppendString(b, string(text))
+		b = jsonenc.AppendString(b, c.text(pr.Generated))
 		b = append(b, '}')
 	}
 	b = append(b, `],"stop_reason":`...)
 	output := 0
 	if done {
-		b = jsonenc.AppendString(b, stopReason(pr.FinishReason))
+		b = jsonenc.AppendString(b, stopReason(c.call.finishReason(pr)))
 		output = pr.Generated
 	} else {
 		b = append(b, "null"...)
@@ -53,51 +68,101 @@ func (o *output) appendMessage(b []byte, pr engine.Progress, text []byte, done b
 	return append(b, "}}"...)
 }
 
+// appendToolUse appends a tool_use block: its input the call's arguments
+// (withInput), or {} (a stream's content_block_start, whose input follows
+// in input_json_delta events).
+func appendToolUse(b []byte, call *toolCall, withInput bool) []byte {
+	b = append(b, `{"type":"tool_use","id":`...)
+	b = jsonenc.AppendString(b, call.id)
+	b = append(b, `,"name":`...)
+	b = jsonenc.AppendString(b, call.name)
+	b = append(b, `,"input":`...)
+	if !withInput {
+		return append(b, "{}}"...)
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, []byte(call.args)) != nil {
+		return append(b, "{}}"...)
+	}
+	b = append(b, compact.Bytes()...)
+	return append(b, '}')
+}
+
 // completeMessage answers a Messages request that does not stream.
 func (o *output) completeMessage(w http.ResponseWriter, r *http.Request) {
-	pr, ok := o.result(w, r)
+	prs, ok := o.result(w, r)
 	if !ok {
 		return
 	}
-	text := o.text(pr.Generated)
-	b := o.appendMessage(make([]byte, 0, len(text)+256), pr, text, true)
+	b := o.appendAnthropicMessage(make([]byte, 0, 512), prs[0], true)
 	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	writeBody(w, b)
 }
 
 // Anthropic stream events: "event: <type>" then the data line.
 const (
 	eventMessageStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":"
-	eventBlockStart   = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
-	eventBlockDelta   = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":"
+	eventBlockStart   = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
+	eventTextBlock    = "{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	eventBlockDelta   = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+	eventTextDelta    = "{\"type\":\"text_delta\",\"text\":"
+	eventJSONDelta    = "{\"type\":\"input_json_delta\",\"partial_json\":"
 	eventBlockStop    = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
 	eventMessageDelta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
 	eventMessageStop  = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 )
 
 // streamMessage streams a Messages answer as Anthropic's events:
-// message_start and content_block_start with the first token (as vLLM
-// sends them, so that the first byte is the first token), one
-// content_block_delta per token, then content_block_stop, message_delta
-// (stop_reason and output_tokens) and message_stop.
+// message_start with the first token (as vLLM sends it, so that the first
+// byte is the first token), then the content block: a text block
+// (content_block_start with the first token, a content_block_delta per
+// token) or a tool_use block (content_block_start once the call's name is
+// written, as vLLM converts its chat stream's tool call deltas, then an
+// input_json_delta per token writing arguments), then content_block_stop,
+// message_delta (stop_reason and output_tokens) and message_stop.
 func (o *output) streamMessage(w http.ResponseWriter, r *http.Request) {
-	o.pump(w, r, func(buf []byte, sent int, pr engine.Progress) []byte {
-		if sent == 0 {
+	c := &o.choices[0]
+	block := false
+	o.pump(w, r, func(buf []byte, sent []int, prs []engine.Progress) []byte {
+		pr := prs[0]
+		if sent[0] == 0 {
 			buf = append(buf, eventMessageStart...)
-			buf = o.appendMessage(buf, pr, nil, false)
+			buf = o.appendAnthropicMessage(buf, pr, false)
 			buf = append(buf, "}\n\n"...)
-			buf = append(buf, eventBlockStart...)
 		}
-		for ; sent < pr.Generated; sent++ {
-			buf = append(buf, eventBlockDelta...)
-			buf = jsonenc.AppendString(buf, string(appendTokenText(nil, o.seq.Seed(), sent)))
-			buf = append(buf, "}}\n\n"...)
+		for t := sent[0]; t < pr.Generated; t++ {
+			call := c.call
+			if call == nil {
+				if !block {
+					block = true
+					buf = append(buf, eventBlockStart...)
+					buf = append(buf, eventTextBlock...)
+				}
+				buf = append(buf, eventBlockDelta...)
+				buf = append(buf, eventTextDelta...)
+				buf = jsonenc.AppendString(buf, c.piece(t))
+				buf = append(buf, "}}\n\n"...)
+				continue
+			}
+			if t == call.head {
+				block = true
+				buf = append(buf, eventBlockStart...)
+				buf = appendToolUse(buf, call, false)
+				buf = append(buf, "}\n\n"...)
+			}
+			if args := call.argsPart(t, t+1); block && args != "" {
+				buf = append(buf, eventBlockDelta...)
+				buf = append(buf, eventJSONDelta...)
+				buf = jsonenc.AppendString(buf, args)
+				buf = append(buf, "}}\n\n"...)
+			}
 		}
 		if pr.Done {
-			buf = append(buf, eventBlockStop...)
+			if block {
+				buf = append(buf, eventBlockStop...)
+			}
 			buf = append(buf, eventMessageDelta...)
-			buf = jsonenc.AppendString(buf, stopReason(pr.FinishReason))
+			buf = jsonenc.AppendString(buf, stopReason(c.call.finishReason(pr)))
 			buf = append(buf, `,"stop_sequence":null},"usage":{"output_tokens":`...)
 			buf = strconv.AppendInt(buf, int64(pr.Generated), 10)
 			buf = append(buf, "}}\n\n"...)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -96,9 +97,12 @@ func (p *Pod) auth(h http.HandlerFunc) http.HandlerFunc {
 // samplingParams are the members a completions or chat request has at its
 // top level, and a generate request in its sampling_params.
 type samplingParams struct {
-	MaxTokens *int   `json:"max_tokens"`
-	Seed      *int64 `json:"seed"`
-	N         *int   `json:"n"`
+	MaxTokens   *int     `json:"max_tokens"`
+	Seed        *int64   `json:"seed"`
+	N           *int     `json:"n"`
+	Temperature *float64 `json:"temperature"`
+	// Logprobs is a count (completions, generate) or a boolean (chat).
+	Logprobs json.RawMessage `json:"logprobs"`
 }
 
 // openAIRequest holds the fields of a completions, chat or generate
@@ -109,6 +113,9 @@ type openAIRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
+	TopLogprobs json.RawMessage `json:"top_logprobs"`
+	Tools       json.RawMessage `json:"tools"`
+	ToolChoice  json.RawMessage `json:"tool_choice"`
 	// RawSamplingParams and RequestID are a generate request's. The params
 	// are decoded once openai.Parse has checked them (an object, its
 	// max_tokens a count), so that a wrong type is refused with Parse's
@@ -117,18 +124,35 @@ type openAIRequest struct {
 	RequestID         string          `json:"request_id"`
 }
 
+// anthropicRequest holds the fields of a Messages request the simulator
+// acts on beyond what openai.Parse reads.
+type anthropicRequest struct {
+	Tools      json.RawMessage   `json:"tools"`
+	ToolChoice json.RawMessage   `json:"tool_choice"`
+	Messages   []json.RawMessage `json:"messages"`
+}
+
 // generation is what a request asks the engine for, and how to answer.
 type generation struct {
 	model, adapter string
 	// requestID is the id the client gave its response ("" for one of the
 	// pod's).
-	requestID    string
-	prompt       []uint32
-	maxTokens    int
-	seed         uint64
+	requestID string
+	prompt    []uint32
+	maxTokens int
+	// seeds are the seeds of the request's n outputs.
+	seeds        []uint64
 	stream       bool
 	includeUsage bool
+	// logprobs is how many top logprobs each output token gets
+	// (noLogprobs: none asked).
+	logprobs int
+	tools    toolRequest
 }
+
+// maxNSequences is vLLM's VLLM_MAX_N_SEQUENCES default: the most outputs
+// (n) a completions or chat request may ask for.
+const maxNSequences = 16384
 
 // requestError is a request refused: its HTTP status and message.
 type requestError struct {
@@ -146,7 +170,10 @@ func unknownModel(model string) *requestError {
 
 // generate serves the APIs that generate tokens (completions, chat
 // completions, Messages, vLLM's token-in, token-out generate): faults, then
-// the request's checks, then the engine, answered in the API's shape.
+// the request's checks, then the engine, answered in the API's shape. A
+// request for n outputs runs as n sequences of the engine, as vLLM runs n
+// child requests; each output that is a tool call generates the call's
+// tokens.
 func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 	body, ok := p.admitBody(w, r, api)
 	if !ok {
@@ -158,15 +185,30 @@ func (p *Pod) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 		return
 	}
 	id := p.newID()
-	seq, err := p.engine.Submit(engine.Request{ID: id, Adapter: g.adapter, Prompt: g.prompt, MaxTokens: g.maxTokens, Chat: api.Chat(), Seed: g.seed})
+	out := &output{pod: p, api: api, model: g.model, created: time.Now().Unix(), logprobs: g.logprobs, choices: make([]choice, len(g.seeds))}
+	reqs := make([]engine.Request, len(g.seeds))
+	for i, seed := range g.seeds {
+		reqs[i] = engine.Request{ID: id, Adapter: g.adapter, Prompt: g.prompt, MaxTokens: g.maxTokens, Chat: api.Chat(), Seed: seed}
+		if i > 0 {
+			reqs[i].ID = strconv.Itoa(i) + "_" + id // vLLM's child request ids
+		}
+		if call := p.newToolCall(g.tools, seed); call != nil {
+			out.choices[i].call = call
+			reqs[i].Output = call.ids
+		}
+	}
+	seqs, err := p.engine.SubmitGroup(reqs)
 	if err != nil {
 		writeAPIError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
+	for i, s := range seqs {
+		out.choices[i].seq = s
+	}
 	if g.requestID != "" {
 		id = g.requestID
 	}
-	out := &output{pod: p, api: api, model: g.model, id: responseIDPrefix(api) + id, seq: seq, created: time.Now().Unix()}
+	out.id = responseIDPrefix(api) + id
 	switch {
 	case api == openai.APIGenerate && g.stream:
 		out.streamTokens(w, r, g.includeUsage)
@@ -205,12 +247,14 @@ func (p *Pod) admit(w http.ResponseWriter, r *http.Request, api openai.API) bool
 
 // prepare checks a generating request's body and reads what the engine
 // needs from it. An Anthropic body has none of the OpenAI-only members
-// (stream_options, seed, n); vLLM ignores them there, as prepare does. A
-// generate request has max_tokens, seed and n in its sampling_params (at
-// its top level they are ignored, as vLLM ignores them), its prompt is its
-// token_ids, and it may name its response (request_id).
+// (stream_options, seed, n, logprobs); vLLM ignores them there, as prepare
+// does. A generate request has max_tokens, seed, n and logprobs in its
+// sampling_params (at its top level they are ignored, as vLLM ignores
+// them), its prompt is its token_ids, and it may name its response
+// (request_id). Chat and Messages requests may offer tools.
 func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 	var oa openAIRequest
+	var ar anthropicRequest
 	if !api.Anthropic() {
 		if err := json.Unmarshal(body, &oa); err != nil {
 			return generation{}, badRequest("invalid request body: " + err.Error())
@@ -219,6 +263,12 @@ func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 	parsed, err := openai.Parse(api, body)
 	if err != nil {
 		return generation{}, badRequest(err.Error())
+	}
+	// after Parse, whose messages name the member at fault
+	if api.Anthropic() {
+		if err := json.Unmarshal(body, &ar); err != nil {
+			return generation{}, badRequest("invalid request body: " + err.Error())
+		}
 	}
 	sp, limits := oa.samplingParams, []*int{oa.MaxTokens, oa.MaxCompletionTokens}
 	switch {
@@ -236,14 +286,37 @@ func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 	if !ok {
 		return generation{}, unknownModel(parsed.Model)
 	}
-	if sp.N != nil && *sp.N != 1 {
-		return generation{}, badRequest("only n=1 is supported")
-	}
 	// vLLM's generate request has no such check
 	if oa.StreamOptions != nil && !parsed.Stream && api != openai.APIGenerate {
 		return generation{}, badRequest("Stream options can only be defined when `stream=True`.")
 	}
-	g := generation{model: model, adapter: adapter, prompt: p.promptTokens(api, parsed), stream: parsed.Stream}
+	g := generation{model: model, adapter: adapter, prompt: p.promptTokens(api, parsed), stream: parsed.Stream, logprobs: noLogprobs}
+	var rerr *requestError
+	if !api.Anthropic() {
+		if g.logprobs, rerr = p.requestLogprobs(api, sp.Logprobs, oa.TopLogprobs); rerr != nil {
+			return generation{}, rerr
+		}
+	}
+	switch api {
+	case openai.APIChatCompletions:
+		if g.tools, rerr = p.openAITools(oa.Tools, oa.ToolChoice); rerr != nil {
+			return generation{}, rerr
+		}
+		g.tools.pick(parsed.Messages, false)
+	case openai.APIMessages:
+		if g.tools, rerr = p.anthropicTools(ar.Tools, ar.ToolChoice); rerr != nil {
+			return generation{}, rerr
+		}
+		g.tools.pick(parsed.Messages, g.tools.mode == toolsAuto && endsWithToolResult(ar.Messages))
+	default:
+		g.tools.call = -1
+	}
+	n := 1
+	if !api.Anthropic() {
+		if n, rerr = p.outputs(api, sp); rerr != nil {
+			return generation{}, rerr
+		}
+	}
 	if api == openai.APIGenerate {
 		g.requestID = oa.RequestID
 	}
@@ -255,12 +328,37 @@ func (p *Pod) prepare(api openai.API, body []byte) (generation, *requestError) {
 			g.maxTokens = *v
 		}
 	}
-	g.seed = p.cfg.Seed ^ xxhash.Sum64(tokenBytes(g.prompt))
-	if sp.Seed != nil {
-		g.seed = p.cfg.Seed ^ uint64(*sp.Seed)
+	// As in vLLM, output i of a request with a seed is seeded with seed+i.
+	g.seeds = make([]uint64, n)
+	for i := range g.seeds {
+		g.seeds[i] = (p.cfg.Seed ^ xxhash.Sum64(tokenBytes(g.prompt))) + uint64(i)
+		if sp.Seed != nil {
+			g.seeds[i] = p.cfg.Seed ^ uint64(*sp.Seed+int64(i))
+		}
 	}
 	g.includeUsage = oa.StreamOptions != nil && (oa.StreamOptions.IncludeUsage == nil || *oa.StreamOptions.IncludeUsage)
 	return g, nil
+}
+
+// outputs is a request's n, checked as vLLM checks it: at least 1, at most
+// VLLM_MAX_N_SEQUENCES (for a generate request, at most --max-num-seqs),
+// and 1 for greedy sampling (temperature 0).
+func (p *Pod) outputs(api openai.API, sp samplingParams) (int, *requestError) {
+	if sp.N == nil {
+		return 1, nil
+	}
+	n := *sp.N
+	switch {
+	case n < 1:
+		return 0, badRequest(fmt.Sprintf("n must be at least 1, got %d.", n))
+	case api == openai.APIGenerate && n > p.cfg.Engine.MaxNumSeqs:
+		return 0, badRequest(fmt.Sprintf("sampling_params.n must be at most the server's max_num_seqs (%d), got %d.", p.cfg.Engine.MaxNumSeqs, n))
+	case n > maxNSequences:
+		return 0, badRequest(fmt.Sprintf("n must be at most %d, got %d. To increase this limit, set the VLLM_MAX_N_SEQUENCES environment variable.", maxNSequences, n))
+	case n > 1 && sp.Temperature != nil && *sp.Temperature < 1e-5:
+		return 0, badRequest(fmt.Sprintf("n must be 1 when using greedy sampling, got %d.", n))
+	}
+	return n, nil
 }
 
 // responseIDPrefix is how the ids of api's responses begin.
@@ -346,110 +444,249 @@ type output struct {
 	model   string
 	id      string
 	created int64
-	seq     *engine.Sequence
+	// choices are the request's n outputs, in index order.
+	choices []choice
+	// logprobs is how many top logprobs each token gets (noLogprobs: none).
+	logprobs int
+	cands    []engine.Candidate // scratch of the logprobs
+	scratch  []byte             // scratch of a stream's chunks
 }
 
-// wait blocks until the sequence progresses past have tokens, finishes, or
-// the client goes away (which aborts it).
-func (o *output) wait(r *http.Request, have int) (engine.Progress, bool) {
-	for {
-		pr := o.seq.Progress()
-		if pr.Done || pr.Generated > have {
-			return pr, true
-		}
-		select {
-		case <-o.seq.Updates():
-		case <-r.Context().Done():
-			o.pod.engine.Abort(o.seq)
-			return pr, false
-		}
-	}
+// choice is one output of a response: its engine sequence and, when the
+// model answers with a tool call, the call.
+type choice struct {
+	seq  *engine.Sequence
+	call *toolCall
 }
 
-// result waits for the sequence to finish and returns its progress. ok is
-// false when the client went away, or when the engine failed the sequence
-// (which result has answered).
-func (o *output) result(w http.ResponseWriter, r *http.Request) (pr engine.Progress, ok bool) {
-	for {
-		if pr, ok = o.wait(r, pr.Generated); !ok {
-			return pr, false
-		}
-		if pr.Done {
-			break
-		}
+// piece is the text of output token i.
+func (c *choice) piece(i int) string {
+	if c.call != nil {
+		return c.call.pieces[i]
 	}
-	if pr.Err != nil {
-		writeAPIError(w, o.api, http.StatusInternalServerError, pr.Err.Error())
-		return pr, false
-	}
-	return pr, true
+	return engine.OutputText(c.seq.Seed(), i)
 }
 
-// text is the text of the sequence's first n output tokens.
-func (o *output) text(n int) []byte {
+// text is the text of the first n output tokens.
+func (c *choice) text(n int) string {
+	if c.call != nil {
+		return c.call.written(n)
+	}
 	var text []byte
 	for i := range n {
-		text = appendTokenText(text, o.seq.Seed(), i)
+		text = engine.AppendOutputText(text, c.seq.Seed(), i)
 	}
-	return text
+	return string(text)
 }
 
-// complete answers a completions or chat request in OpenAI's shape.
+// sequences are the engine sequences of one request read together: a
+// response's n outputs (which share one Updates channel) or a pooling
+// request's inputs.
+type sequences struct {
+	eng  *engine.Engine
+	seqs []*engine.Sequence
+}
+
+func (ss sequences) abort() {
+	for _, s := range ss.seqs {
+		ss.eng.Abort(s)
+	}
+}
+
+// next fills prs with the sequences' progress once one differs from last
+// (more tokens, or done) or every one is done. It returns false when the
+// client went away first, which aborts them.
+func (ss sequences) next(r *http.Request, last, prs []engine.Progress) bool {
+	for {
+		changed, waitOn := false, -1
+		for i, s := range ss.seqs {
+			prs[i] = s.Progress()
+			if prs[i].Generated != last[i].Generated || prs[i].Done != last[i].Done {
+				changed = true
+			}
+			if !prs[i].Done && waitOn < 0 {
+				waitOn = i
+			}
+		}
+		if changed || waitOn < 0 {
+			return true
+		}
+		select {
+		case <-ss.seqs[waitOn].Updates():
+		case <-r.Context().Done():
+			ss.abort()
+			return false
+		}
+	}
+}
+
+// done waits until every sequence is done and returns their progress. ok
+// is false when the client went away, or when the engine failed a sequence
+// (which done has answered, in api's error shape, through fail).
+func (ss sequences) done(r *http.Request, fail func(err error)) (prs []engine.Progress, ok bool) {
+	last, prs := make([]engine.Progress, len(ss.seqs)), make([]engine.Progress, len(ss.seqs))
+	for !allDone(prs) {
+		if !ss.next(r, last, prs) {
+			return nil, false
+		}
+		last, prs = prs, last
+	}
+	for _, pr := range prs {
+		if pr.Err != nil {
+			ss.abort()
+			fail(pr.Err)
+			return nil, false
+		}
+	}
+	return prs, true
+}
+
+func allDone(prs []engine.Progress) bool {
+	for _, pr := range prs {
+		if !pr.Done {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *output) sequences() sequences {
+	ss := sequences{eng: o.pod.engine, seqs: make([]*engine.Sequence, len(o.choices))}
+	for i := range o.choices {
+		ss.seqs[i] = o.choices[i].seq
+	}
+	return ss
+}
+
+// result waits for every output to finish and returns their progress. ok
+// is false when the client went away, or when the engine failed a sequence
+// (which result has answered).
+func (o *output) result(w http.ResponseWriter, r *http.Request) ([]engine.Progress, bool) {
+	return o.sequences().done(r, func(err error) {
+		writeAPIError(w, o.api, http.StatusInternalServerError, err.Error())
+	})
+}
+
+// complete answers a completions or chat request in OpenAI's shape: a
+// choice per output, usage summed over them (the prompt counted once).
 func (o *output) complete(w http.ResponseWriter, r *http.Request) {
-	pr, ok := o.result(w, r)
+	prs, ok := o.result(w, r)
 	if !ok {
 		return
 	}
-	text := o.text(pr.Generated)
-	b := make([]byte, 0, len(text)+512)
+	chat := o.api == openai.APIChatCompletions
+	b := make([]byte, 0, 512)
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, o.id)
-	if o.api == openai.APIChatCompletions {
+	if chat {
 		b = append(b, `,"object":"chat.completion","created":`...)
-		b = strconv.AppendInt(b, o.created, 10)
-		b = append(b, `,"model":`...)
-		b = jsonenc.AppendString(b, o.model)
-		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		b = jsonenc.AppendString(b, string(text))
-		b = append(b, `,"tool_calls":[]},"logprobs":null,"finish_reason":`...)
 	} else {
 		b = append(b, `,"object":"text_completion","created":`...)
-		b = strconv.AppendInt(b, o.created, 10)
-		b = append(b, `,"model":`...)
-		b = jsonenc.AppendString(b, o.model)
-		b = append(b, `,"choices":[{"index":0,"text":`...)
-		b = jsonenc.AppendString(b, string(text))
-		b = append(b, `,"logprobs":null,"finish_reason":`...)
 	}
-	b = jsonenc.AppendString(b, pr.FinishReason)
-	b = append(b, `,"stop_reason":null}],"usage":`...)
-	b = o.appendUsage(b, pr)
+	b = strconv.AppendInt(b, o.created, 10)
+	b = append(b, `,"model":`...)
+	b = jsonenc.AppendString(b, o.model)
+	b = append(b, `,"choices":[`...)
+	for i := range o.choices {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		if chat {
+			b = o.appendMessage(b, &o.choices[i], prs[i])
+		} else {
+			b = append(b, `,"text":`...)
+			b = jsonenc.AppendString(b, o.choices[i].text(prs[i].Generated))
+		}
+		b = append(b, `,"logprobs":`...)
+		b = o.appendLogprobs(b, &o.choices[i], 0, prs[i].Generated, 0)
+		b = append(b, `,"finish_reason":`...)
+		b = jsonenc.AppendString(b, o.choices[i].call.finishReason(prs[i]))
+		b = append(b, `,"stop_reason":null}`...)
+	}
+	b = append(b, `],"usage":`...)
+	b = o.appendUsage(b, prs)
 	b = append(b, "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	writeBody(w, b)
 }
 
-func (o *output) appendUsage(b []byte, pr engine.Progress) []byte {
+// appendMessage appends a chat choice's message member. A tool call vLLM
+// parsed is in tool_calls, with content "" when the request required a
+// call or named the function (vLLM's content or "") and null for "auto"
+// (its parser found no text before the call); a "required" or "auto" call
+// cut short by max_tokens does not parse, and is content.
+func (o *output) appendMessage(b []byte, c *choice, pr engine.Progress) []byte {
+	b = append(b, `,"message":{"role":"assistant","content":`...)
+	call := c.call
+	switch {
+	case call == nil || call.mode != toolsNamed && !call.complete(pr.Generated):
+		b = jsonenc.AppendString(b, c.text(pr.Generated))
+		return append(b, `,"tool_calls":[]}`...)
+	case call.mode == toolsAuto:
+		b = append(b, "null"...)
+	default:
+		b = append(b, `""`...)
+	}
+	b = append(b, `,"tool_calls":[{"id":`...)
+	b = jsonenc.AppendString(b, call.id)
+	b = append(b, `,"type":"function","function":{"name":`...)
+	b = jsonenc.AppendString(b, call.name)
+	b = append(b, `,"arguments":`...)
+	b = jsonenc.AppendString(b, call.writtenArgs(pr.Generated))
+	return append(b, "}}]}"...)
+}
+
+// appendLogprobs appends a choice's logprobs member for its output tokens
+// [from, to) in the API's shape (null when the request asked for none);
+// offset is where the tokens' text starts (completions' text_offset).
+func (o *output) appendLogprobs(b []byte, c *choice, from, to, offset int) []byte {
+	switch {
+	case o.logprobs == noLogprobs:
+		return append(b, "null"...)
+	case o.api == openai.APIChatCompletions:
+		return o.appendChatLogprobs(b, c, from, to)
+	case o.api == openai.APIGenerate:
+		return o.appendTokenLogprobs(b, c, from, to)
+	}
+	b, _ = o.appendCompletionLogprobs(b, c, from, to, offset)
+	return b
+}
+
+// appendUsage appends the usage of a response's outputs: the prompt (and
+// its cached part, as the first output's sequence found it) once, the
+// tokens of every output.
+func (o *output) appendUsage(b []byte, prs []engine.Progress) []byte {
+	completion := 0
+	for _, pr := range prs {
+		completion += pr.Generated
+	}
 	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(pr.PromptTokens), 10)
+	b = strconv.AppendInt(b, int64(prs[0].PromptTokens), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(pr.PromptTokens+pr.Generated), 10)
+	b = strconv.AppendInt(b, int64(prs[0].PromptTokens+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(pr.Generated), 10)
-	if o.pod.cfg.PromptTokensDetails && pr.CachedTokens > 0 {
+	b = strconv.AppendInt(b, int64(completion), 10)
+	if o.pod.cfg.PromptTokensDetails && prs[0].CachedTokens > 0 {
 		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = strconv.AppendInt(b, int64(pr.CachedTokens), 10)
+		b = strconv.AppendInt(b, int64(prs[0].CachedTokens), 10)
 		b = append(b, '}')
 	}
 	return append(b, '}')
 }
 
-// stream writes a completions or chat response as server-sent events:
-// one chunk per token (the last carrying finish_reason), then the usage
-// chunk when asked for, then [DONE].
+// stream writes a completions or chat response as server-sent events: one
+// chunk per token of each output, in the order the engine produced them
+// (the last of an output carrying its finish_reason), then the usage
+// chunk when asked for, then [DONE]. A chat stream first announces the
+// assistant's role for every output, with the first token (as vLLM sends
+// it, so that the first byte is the first token). A tool call streams as
+// vLLM's: a delta announcing the call (id, type, name) once its name is
+// written, then the arguments as they are written; tokens that write
+// neither send no chunk (unless it carries logprobs or the finish reason).
 func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage bool) {
 	chat := o.api == openai.APIChatCompletions
-	// Every chunk is prefix + content + middle + finish_reason + suffix.
+	// Every chunk is prefix + its choice + "}\n\n".
 	var prefix []byte
 	prefix = append(prefix, `data: {"id":`...)
 	prefix = jsonenc.AppendString(prefix, o.id)
@@ -461,69 +698,141 @@ func (o *output) stream(w http.ResponseWriter, r *http.Request, includeUsage boo
 	prefix = strconv.AppendInt(prefix, o.created, 10)
 	prefix = append(prefix, `,"model":`...)
 	prefix = jsonenc.AppendString(prefix, o.model)
-	choice := `,"choices":[{"index":0,"text":`
-	middle := `,"logprobs":null,"finish_reason":`
-	if chat {
-		choice = `,"choices":[{"index":0,"delta":{"content":`
-		middle = `},"logprobs":null,"finish_reason":`
-	}
-	o.pump(w, r, func(buf []byte, sent int, pr engine.Progress) []byte {
-		if chat && sent == 0 && pr.Generated > 0 {
-			// the chunk announcing the assistant role goes out with the first
-			// token, as vLLM's does (a first byte before it would fake TTFT)
-			buf = append(buf, prefix...)
-			buf = append(buf, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	prefix = append(prefix, `,"choices":[{"index":`...)
+	offsets := make([]int, len(o.choices)) // completions' text_offset
+	started := false
+	o.pump(w, r, func(buf []byte, sent []int, prs []engine.Progress) []byte {
+		if chat && !started {
+			started = true
+			// the chunks announcing the assistant role go out with the first
+			// token, as vLLM's do (a first byte before it would fake TTFT)
+			for i := range o.choices {
+				buf = append(buf, prefix...)
+				buf = strconv.AppendInt(buf, int64(i), 10)
+				buf = append(buf, `,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+			}
 		}
-		for ; sent < pr.Generated; sent++ {
+		eachNewToken(sent, prs, func(i, t int) {
+			c, pr := &o.choices[i], prs[i]
+			last := pr.Done && t == pr.Generated-1
+			offset := offsets[i]
+			offsets[i] += utf8.RuneCountInString(c.piece(t))
+			delta, ok := o.delta(c, t, chat)
+			if !ok && !last && o.logprobs == noLogprobs {
+				return
+			}
 			buf = append(buf, prefix...)
-			buf = append(buf, choice...)
-			buf = jsonenc.AppendString(buf, string(appendTokenText(nil, o.seq.Seed(), sent)))
-			buf = append(buf, middle...)
-			if pr.Done && sent == pr.Generated-1 {
-				buf = jsonenc.AppendString(buf, pr.FinishReason)
+			buf = strconv.AppendInt(buf, int64(i), 10)
+			buf = append(buf, delta...)
+			buf = append(buf, `,"logprobs":`...)
+			buf = o.appendLogprobs(buf, c, t, t+1, offset)
+			buf = append(buf, `,"finish_reason":`...)
+			if last {
+				buf = jsonenc.AppendString(buf, c.call.finishReason(pr))
 			} else {
 				buf = append(buf, "null"...)
 			}
 			buf = append(buf, ",\"stop_reason\":null}]}\n\n"...)
-		}
-		if pr.Done {
-			buf = o.appendStreamEnd(buf, prefix, pr, includeUsage)
+		})
+		if allDone(prs) {
+			buf = o.appendStreamEnd(buf, prefix[:len(prefix)-len(`,"choices":[{"index":`)], prs, includeUsage)
 		}
 		return buf
 	})
 }
 
-// pump streams a sequence's output as server-sent events, paced by the
-// engine: each time tokens [sent, pr.Generated) are new, or the sequence
-// is done, render appends their events (and the closing ones once
-// pr.Done) to buf, and they are written and flushed. A client that goes
-// away aborts the sequence; an engine that goes down cuts the connection,
-// as a crashed server's would be.
-func (o *output) pump(w http.ResponseWriter, r *http.Request, render func(buf []byte, sent int, pr engine.Progress) []byte) {
+// eachNewToken calls f(i, t) for each new token t of each output i
+// (tokens [sent[i], prs[i].Generated)): the first new token of every
+// output, then the second, ..., as the engine's steps made them.
+func eachNewToken(sent []int, prs []engine.Progress, f func(i, t int)) {
+	for r := 0; ; r++ {
+		more := false
+		for i, pr := range prs {
+			if t := sent[i] + r; t < pr.Generated {
+				more = true
+				f(i, t)
+			}
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// delta is the member a stream's chunk for output token t of c carries
+// (completions' text, chat's delta); ok is false when the token writes
+// nothing the chunk shows (a tool call's text around its name and
+// arguments).
+func (o *output) delta(c *choice, t int, chat bool) ([]byte, bool) {
+	b := o.scratch[:0]
+	defer func() { o.scratch = b }()
+	switch {
+	case !chat:
+		b = append(b, `,"text":`...)
+		b = jsonenc.AppendString(b, c.piece(t))
+		return b, true
+	case c.call == nil:
+		b = append(b, `,"delta":{"content":`...)
+		b = jsonenc.AppendString(b, c.piece(t))
+		return append(b, '}'), true
+	}
+	call := c.call
+	args := call.argsPart(t, t+1)
+	switch h := call.head; {
+	case t == h:
+		b = append(b, `,"delta":{"tool_calls":[{"id":`...)
+		b = jsonenc.AppendString(b, call.id)
+		b = append(b, `,"type":"function","index":0,"function":{"name":`...)
+		b = jsonenc.AppendString(b, call.name)
+		b = append(b, `,"arguments":`...)
+		b = jsonenc.AppendString(b, args)
+		return append(b, "}}]}"...), true
+	case t > h && args != "":
+		b = append(b, `,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`...)
+		b = jsonenc.AppendString(b, args)
+		return append(b, "}}]}"...), true
+	}
+	return append(b, `,"delta":{}`...), false
+}
+
+// pump streams a response's outputs as server-sent events, paced by the
+// engine: each time one of them has new tokens (tokens [sent[i],
+// prs[i].Generated) of output i), or is done, render appends their events
+// (and the closing ones once all are done) to buf, and they are written
+// and flushed. A client that goes away aborts the sequences; an engine
+// that goes down cuts the connection, as a crashed server's would be.
+func (o *output) pump(w http.ResponseWriter, r *http.Request, render func(buf []byte, sent []int, prs []engine.Progress) []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	rc := http.NewResponseController(w)
+	ss := o.sequences()
 	buf := make([]byte, 0, 512)
-	sent := 0
+	sent := make([]int, len(o.choices))
+	last, prs := make([]engine.Progress, len(o.choices)), make([]engine.Progress, len(o.choices))
 	for {
-		pr, ok := o.wait(r, sent)
-		if !ok {
+		if !ss.next(r, last, prs) {
 			return
 		}
-		if pr.Err != nil {
-			panic(http.ErrAbortHandler)
+		for _, pr := range prs {
+			if pr.Err != nil {
+				ss.abort()
+				panic(http.ErrAbortHandler)
+			}
 		}
-		buf = render(buf[:0], sent, pr)
-		sent = pr.Generated
+		buf = render(buf[:0], sent, prs)
+		for i, pr := range prs {
+			sent[i] = pr.Generated
+		}
 		if _, err := w.Write(buf); err != nil {
-			o.pod.engine.Abort(o.seq)
+			ss.abort()
 			return
 		}
 		_ = rc.Flush()
-		if pr.Done {
+		if allDone(prs) {
 			return
 		}
+		last, prs = prs, last
 	}
 }
 
@@ -550,13 +859,13 @@ func (p *Pod) models(w http.ResponseWriter, _ *http.Request) {
 }
 
 // appendStreamEnd appends the end of an OpenAI-shaped stream: the usage
-// chunk when the client asked for it (prefix opens each chunk), then
-// [DONE].
-func (o *output) appendStreamEnd(buf, prefix []byte, pr engine.Progress, includeUsage bool) []byte {
+// chunk when the client asked for it (prefix opens each chunk, up to its
+// choices), then [DONE].
+func (o *output) appendStreamEnd(buf, prefix []byte, prs []engine.Progress, includeUsage bool) []byte {
 	if includeUsage {
 		buf = append(buf, prefix...)
 		buf = append(buf, `,"choices":[],"usage":`...)
-		buf = o.appendUsage(buf, pr)
+		buf = o.appendUsage(buf, prs)
 		buf = append(buf, "}\n\n"...)
 	}
 	return append(buf, "data: [DONE]\n\n"...)

@@ -76,6 +76,18 @@ type Config struct {
 	// EmbeddingDim is the size of a pooling model's embeddings
 	// (DefaultEmbeddingDim when 0).
 	EmbeddingDim int
+	// AutoToolChoice is vLLM's --enable-auto-tool-choice: with it, a chat
+	// or Messages request with tools and tool_choice "auto" (or none) may
+	// get a tool call, written in ToolCallParser's format (vLLM's
+	// --tool-call-parser: llama3_json and llama4_json write Llama 3.1's
+	// JSON, the others Hermes' <tool_call> tags); without it such a
+	// request is refused, as vLLM refuses it.
+	AutoToolChoice bool
+	ToolCallParser string
+	// MaxLogprobs is vLLM's --max-logprobs: the most logprobs a request may
+	// ask for per token (-1: the vocabulary's size; 0: vLLM's default,
+	// DefaultMaxLogprobs).
+	MaxLogprobs int
 	// APIKey, when set, is required as "Authorization: Bearer <key>" or
 	// "x-api-key: <key>" on the /v1 endpoints (vLLM's --api-key).
 	APIKey string
@@ -140,6 +152,9 @@ func New(cfg Config, clock *engine.WallClock) (*Pod, error) {
 	case RunnerGenerate, RunnerPooling:
 	default:
 		return nil, fmt.Errorf("pod %s: runner %q: must be %q or %q", cfg.Name, cfg.Runner, RunnerGenerate, RunnerPooling)
+	}
+	if cfg.MaxLogprobs == 0 {
+		cfg.MaxLogprobs = DefaultMaxLogprobs
 	}
 	if cfg.EmbeddingDim == 0 {
 		cfg.EmbeddingDim = DefaultEmbeddingDim

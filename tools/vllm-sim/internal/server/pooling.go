@@ -466,41 +466,18 @@ func (p *Pod) encodeAll(texts []string) [][]uint32 {
 // every one is prefilled. On failure it has answered (or the client went
 // away, which aborts them) and returns false.
 func (p *Pod) prefill(w http.ResponseWriter, r *http.Request, adapter string, prompts [][]uint32) bool {
-	seqs := make([]*engine.Sequence, 0, len(prompts))
-	abort := func() {
-		for _, s := range seqs {
-			p.engine.Abort(s)
-		}
-	}
+	ss := sequences{eng: p.engine, seqs: make([]*engine.Sequence, 0, len(prompts))}
 	for _, pr := range prompts {
 		s, err := p.engine.Submit(engine.Request{ID: p.newID(), Adapter: adapter, Prompt: pr, Pooling: true})
 		if err != nil {
-			abort()
+			ss.abort()
 			writeError(w, http.StatusBadRequest, err.Error())
 			return false
 		}
-		seqs = append(seqs, s)
+		ss.seqs = append(ss.seqs, s)
 	}
-	for _, s := range seqs {
-		for {
-			pr := s.Progress()
-			if pr.Err != nil {
-				abort()
-				writeError(w, http.StatusInternalServerError, pr.Err.Error())
-				return false
-			}
-			if pr.Done {
-				break
-			}
-			select {
-			case <-s.Updates():
-			case <-r.Context().Done():
-				abort()
-				return false
-			}
-		}
-	}
-	return true
+	_, ok := ss.done(r, func(err error) { writeError(w, http.StatusInternalServerError, err.Error()) })
+	return ok
 }
 
 // embedAll returns the embeddings of prompts.

@@ -316,7 +316,19 @@ func TestErrors(t *testing.T) {
 		{"/v1/completions", `{"prompt":"x","max_tokens":500}`, 400, "maximum context length is 100 tokens"},
 		{"/v1/completions", `{"prompt":"x","stream_options":{"include_usage":true}}`, 400, "Stream options"},
 		{"/v1/chat/completions", `{"messages":"x"}`, 400, "messages: must be a list of messages"},
-		{"/v1/completions", `{"prompt":"x","n":2}`, 400, "n=1"},
+		{"/v1/completions", `{"prompt":"x","n":0}`, 400, "n must be at least 1, got 0."},
+		{"/v1/completions", `{"prompt":"x","n":16385}`, 400, "n must be at most 16384, got 16385. To increase this limit, set the VLLM_MAX_N_SEQUENCES environment variable."},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2,"temperature":0}`, 400, "n must be 1 when using greedy sampling, got 2."},
+		{"/v1/completions", `{"prompt":"x","n":"2"}`, 400, "invalid request body"},
+		{"/v1/completions", `{"prompt":"x","logprobs":21}`, 400, "Requested sample logprobs of 21, which is greater than max allowed: 20"},
+		{"/v1/completions", `{"prompt":"x","logprobs":-1}`, 400, "Requested sample logprobs of 128256, which is greater than max allowed: 20"},
+		{"/v1/completions", `{"prompt":"x","logprobs":-2}`, 400, "`logprobs` must be a positive value or -1."},
+		{"/v1/completions", `{"prompt":"x","logprobs":"2"}`, 400, "`logprobs` must be an integer."},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, 400, "when using `top_logprobs`, `logprobs` must be set to true."},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":false,"top_logprobs":2}`, 400, "when using `top_logprobs`, `logprobs` must be set to true."},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, 400, "Requested sample logprobs of 21, which is greater than max allowed: 20"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":-3}`, 400, "`top_logprobs` must be a positive value or -1."},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":"yes"}`, 400, "logprobs: Input should be a valid boolean"},
 	}
 	for _, c := range cases {
 		resp, b := post(t, p.url+c.path, c.body)

@@ -48,6 +48,22 @@ func (t *Table) Learn(text string, ids []uint32) {
 	}
 }
 
+// Split appends to dst the piece of text each id of ids is, one per id:
+// ids must be the built-in tokenizer's encoding of text, and the pieces
+// concatenate to it. (Of ids that are not, the first it cannot place gets
+// the rest of text, the ids after it "".)
+func (t *Table) Split(dst []string, text string, ids []uint32) []string {
+	for i, id := range ids {
+		n := t.pieceLen(text, id)
+		if n == 0 || i == len(ids)-1 {
+			n = len(text)
+		}
+		dst = append(dst, text[:n])
+		text = text[n:]
+	}
+	return dst
+}
+
 // pieceLen is the length of id's piece at the start of text, or 0 when id
 // is no piece there. A one-byte piece's id is the byte; a longer piece is
 // the shortest prefix that encodes to id alone (a shorter prefix encodes

@@ -118,3 +118,26 @@ func BenchmarkLearnNew(b *testing.B) {
 		tab.Learn(benchText, ids)
 	}
 }
+
+// Split cuts a text into its tokens' pieces, one per id, learned or not;
+// each piece alone is its token.
+func TestSplit(t *testing.T) {
+	var tab Table
+	for _, s := range []string{
+		`[{"name": "get_weather", "parameters": {"city": "naïve 日本"}}]`,
+		"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+		"x",
+	} {
+		ids := encode(s)
+		pieces := tab.Split(nil, s, ids)
+		if len(pieces) != len(ids) || strings.Join(pieces, "") != s {
+			t.Errorf("%q: pieces %q for %d ids", s, pieces, len(ids))
+			continue
+		}
+		for i, p := range pieces {
+			if got := encode(p); len(got) != 1 || got[0] != ids[i] {
+				t.Errorf("%q: piece %q encodes to %v, not id %d", s, p, got, ids[i])
+			}
+		}
+	}
+}
