@@ -72,6 +72,38 @@ func TestOpenAISDK(t *testing.T) {
 		wantAPIError(t, "chat with an unknown model", err, http.StatusNotFound, "model_not_found")
 	})
 
+	t.Run("n, logprobs and tool calls", func(t *testing.T) {
+		params := openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(6), N: openai.Int(2), Temperature: openai.Float(0.7),
+			Logprobs: openai.Bool(true), TopLogprobs: openai.Int(2), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Name two colours.")}}
+		cc, err := client.Chat.Completions.New(ctx, params)
+		if err != nil || len(cc.Choices) != 2 || cc.Choices[1].Index != 1 {
+			t.Fatalf("n=2: %+v %v", cc, err)
+		}
+		for _, c := range cc.Choices {
+			lp := c.Logprobs.Content
+			if len(lp) == 0 || len(lp[0].TopLogprobs) != 2 || lp[0].Logprob > 0 {
+				t.Errorf("choice %d logprobs %+v", c.Index, c.Logprobs)
+			}
+		}
+		stream := client.Chat.Completions.NewStreaming(ctx, params)
+		acc := openai.ChatCompletionAccumulator{}
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil || len(acc.Choices) != 2 || acc.Choices[0].Message.Content == "" || acc.Choices[1].Message.Content == "" {
+			t.Fatalf("n=2 stream: %+v %v", acc.ChatCompletion, err)
+		}
+		weather := openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
+			Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}})
+		tc, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(64),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Oslo?")},
+			Tools:    []openai.ChatCompletionToolUnionParam{weather},
+			ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}})
+		if err != nil || len(tc.Choices) != 1 || len(tc.Choices[0].Message.ToolCalls) != 1 || tc.Choices[0].Message.ToolCalls[0].Function.Name != "get_weather" {
+			t.Fatalf("tool call: %+v %v", tc, err)
+		}
+	})
+
 	t.Run("completions", func(t *testing.T) {
 		params := openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(model), MaxTokens: openai.Int(8),
 			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")}}
