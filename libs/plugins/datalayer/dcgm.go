@@ -120,15 +120,7 @@ func (s *DCGMSource) Fetch(ctx context.Context, ep *scheduling.Endpoint) (any, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", DCGMSourceType, err)
 	}
-	body, _, _, err := s.getURL(ctx, target, "text/plain;version=0.0.4")
-	if err != nil {
-		return nil, err
-	}
-	families, err := ParseExposition(body)
-	if err != nil {
-		return nil, &BodyError{URL: target, Err: err}
-	}
-	return families, nil
+	return s.getExposition(ctx, target)
 }
 
 // ParseExposition parses a Prometheus text exposition (an exporter's

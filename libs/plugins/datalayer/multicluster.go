@@ -216,16 +216,7 @@ func (s *MultiClusterSource) Fetch(ctx context.Context, ep *scheduling.Endpoint)
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
-	target := s.URL(ep)
-	body, _, _, err := s.getURL(ctx, target, "text/plain;version=0.0.4")
-	if err != nil {
-		return nil, err
-	}
-	families, err := ParseExposition(body)
-	if err != nil {
-		return nil, &BodyError{URL: target, Err: err}
-	}
-	return families, nil
+	return s.getExposition(ctx, s.URL(ep))
 }
 
 // MultiClusterExtractorParams are multicluster-metrics-extractor's

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/hermod/hermod/libs/scheduling"
 )
 
@@ -179,6 +181,20 @@ func (s *ModelsSource) FetchModels(ctx context.Context, ep *scheduling.Endpoint)
 func (s *httpSource) get(ctx context.Context, ep *scheduling.Endpoint, accept string) (body []byte, target string, err error) {
 	body, target, _, err = s.getTyped(ctx, ep, accept)
 	return body, target, err
+}
+
+// getExposition GETs a Prometheus text page at target and parses it; a
+// page that does not parse is a *BodyError.
+func (s *httpSource) getExposition(ctx context.Context, target string) (map[string]*dto.MetricFamily, error) {
+	body, _, _, err := s.getURL(ctx, target, "text/plain;version=0.0.4")
+	if err != nil {
+		return nil, err
+	}
+	families, err := ParseExposition(body)
+	if err != nil {
+		return nil, &BodyError{URL: target, Err: err}
+	}
+	return families, nil
 }
 
 // getTyped is get that also returns the response's Content-Type.

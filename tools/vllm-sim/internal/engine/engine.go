@@ -107,11 +107,16 @@ func (e *Engine) Submit(req Request) (*Sequence, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.wake()
+	return s, nil
+}
+
+// wake tells the engine loop that work arrived.
+func (e *Engine) wake() {
 	select {
 	case e.kick <- struct{}{}:
 	default:
 	}
-	return s, nil
 }
 
 // SubmitGroup queues the sequences of one request that asks for several
@@ -133,10 +138,7 @@ func (e *Engine) SubmitGroup(reqs []Request) ([]*Sequence, error) {
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case e.kick <- struct{}{}:
-	default:
-	}
+	e.wake()
 	return seqs, nil
 }
 
@@ -145,10 +147,7 @@ func (e *Engine) Abort(s *Sequence) {
 	e.mu.Lock()
 	e.core.abort(s)
 	e.mu.Unlock()
-	select {
-	case e.kick <- struct{}{}:
-	default:
-	}
+	e.wake()
 }
 
 // Restart drops every sequence (they fail with ErrRestarted) and empties
