@@ -79,6 +79,27 @@ func TestAnthropicSDK(t *testing.T) {
 		t.Fatalf("count_tokens: %+v %v, want the message's %d input tokens", count, err, msg.Usage.InputTokens)
 	}
 
+	// a coding agent's request: tools offered (tool_choice auto, as
+	// the SDK leaves it), and one that must call a tool
+	tools := params
+	tools.MaxTokens = 64
+	tools.Tools = []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "read_file",
+		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"path": map[string]any{"type": "string"}}, Required: []string{"path"}}}}}
+	m, err := c.Messages.New(ctx, tools)
+	if err != nil || len(m.Content) == 0 {
+		t.Fatalf("tools offered: %+v %v", m, err)
+	}
+	outputTokens += m.Usage.OutputTokens
+	tools.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{}}
+	m, err = c.Messages.New(ctx, tools)
+	if err != nil || len(m.Content) == 0 || m.StopReason != anthropic.StopReasonToolUse {
+		t.Fatalf("a tool required: %+v %v", m, err)
+	}
+	outputTokens += m.Usage.OutputTokens
+	if use := m.Content[len(m.Content)-1].AsToolUse(); use.Name != "read_file" || len(use.Input) == 0 {
+		t.Errorf("tool use %+v", m.Content)
+	}
+
 	unknown := params
 	unknown.Model = "no-such-model"
 	_, err = c.Messages.New(ctx, unknown)
@@ -95,13 +116,12 @@ func TestAnthropicSDK(t *testing.T) {
 	_, err = nobody.Messages.New(ctx, params)
 	wantAnthropicError(t, "an unknown key", err, http.StatusUnauthorized, "authentication_error")
 
-	// the gateway saw both answers' output tokens and the stream's first
-	// token
+	// the gateway saw every answer's output tokens and first token
 	ops := "http://" + s.state.GatewayOps[0] + "/metrics"
 	if got := metricValue(t, ops, "inference_objective_output_tokens_sum"); got != float64(outputTokens) {
 		t.Errorf("the gateway accounted %v output tokens, want %d", got, outputTokens)
 	}
-	if got := metricValue(t, ops, `hermod_gateway_time_to_first_token_seconds_count{api="messages"}`); got != 2 {
-		t.Errorf("%v first tokens of messages observed, want 2 (the answer's and the stream's)", got)
+	if got := metricValue(t, ops, `hermod_gateway_time_to_first_token_seconds_count{api="messages"}`); got != 4 {
+		t.Errorf("%v first tokens of messages observed, want 4 (the answers' and the stream's)", got)
 	}
 }

@@ -96,8 +96,8 @@ func TestOpenAISDK(t *testing.T) {
 		weather := openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
 			Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}})
 		tc, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(64),
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Oslo?")},
-			Tools:    []openai.ChatCompletionToolUnionParam{weather},
+			Messages:   []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Oslo?")},
+			Tools:      []openai.ChatCompletionToolUnionParam{weather},
 			ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}})
 		if err != nil || len(tc.Choices) != 1 || len(tc.Choices[0].Message.ToolCalls) != 1 || tc.Choices[0].Message.ToolCalls[0].Function.Name != "get_weather" {
 			t.Fatalf("tool call: %+v %v", tc, err)

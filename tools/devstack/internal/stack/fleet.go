@@ -200,7 +200,7 @@ func (f *fleet) startPod(v Variant) (*child, error) {
 		"--pod-speed", strconv.FormatFloat(v.Speed, 'g', -1, 64), "--speed", strconv.FormatFloat(f.s.o.Speed, 'g', -1, 64),
 		"--kv-events-config", fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv@{pod}@{model}"}`, ports[1], ports[2]),
 		"-v", strconv.Itoa(f.s.o.Verbosity)}
-	args = append(append(args, f.s.securityArgs("vllm-sim", true)...), f.s.o.SimArgs...)
+	args = append(append(append(args, toolCallArgs...), f.s.securityArgs("vllm-sim", true)...), f.s.o.SimArgs...)
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	c, err := f.s.launch(name, stackstate.RolePod, podAddrs(addr, ports[1]), filepath.Join(f.s.o.BinDir, "vllm-sim"), args...)
 	if err != nil {

@@ -467,6 +467,11 @@ func (s *stack) launch(name, role string, addrs map[string]string, binary string
 }
 
 // startPods starts one vllm-sim process per pod.
+// toolCallArgs are the vllm-sim flags of a pod serving agents, as vLLM is
+// run for them: tool_choice "auto" (the default whenever a request offers
+// tools, as coding agents' requests do) is answered, not refused.
+var toolCallArgs = []string{"--enable-auto-tool-choice", "--tool-call-parser", "hermes"}
+
 func (s *stack) startPods(etcd, v string) error {
 	for i := range s.o.Pods {
 		speed := s.o.podSpeed(i)
@@ -480,7 +485,7 @@ func (s *stack) startPods(etcd, v string) error {
 		if s.o.DCGMPort > 0 {
 			args = append(args, "--node-address", podNodeAddress(i), "--dcgm-port", strconv.Itoa(s.o.DCGMPort))
 		}
-		args = append(args, s.securityArgs("vllm-sim", true)...)
+		args = append(append(args, toolCallArgs...), s.securityArgs("vllm-sim", true)...)
 		name := fmt.Sprintf("vllm-sim-%d", i)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		c, err := s.launch(name, stackstate.RolePod, podAddrs(addr, kv), "vllm-sim", append(args, s.o.SimArgs...)...)
