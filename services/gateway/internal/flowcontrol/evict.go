@@ -112,7 +112,6 @@ func (l *Lease) Evicted() bool { return errors.Is(context.Cause(l.ctx), ErrEvict
 // do nothing.
 func (l *Lease) Release(prompt, completion int64) {
 	c := l.c
-	c.Finished(l.req, prompt, completion)
 	c.mu.Lock()
 	if l.released {
 		c.mu.Unlock()
@@ -123,6 +122,7 @@ func (l *Lease) Release(prompt, completion int64) {
 		c.ev.ended(l, time.Now(), c)
 	}
 	c.mu.Unlock()
+	c.Finished(l.req, prompt, completion)
 	c.Release()
 }
 
