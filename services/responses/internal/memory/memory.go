@@ -69,6 +69,27 @@ func (s *Store) Put(_ context.Context, r *store.Record) error {
 	return nil
 }
 
+// Swap implements store.Store.
+func (s *Store) Swap(_ context.Context, r *store.Record, want uint64) error {
+	if err := store.CheckPut(r, s.opts.MaxEntryBytes); err != nil {
+		return err
+	}
+	e := &entry{rec: *r, expires: s.opts.Now().Add(s.opts.TTL)}
+	e.rec.Data = append([]byte(nil), r.Data...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.entries[r.ID]
+	if !ok || !s.opts.Now().Before(el.Value.(*entry).expires) {
+		return fmt.Errorf("%w: %s", store.ErrNotFound, r.ID)
+	}
+	if got := el.Value.(*entry).rec.Revision; got != want {
+		return fmt.Errorf("%w: %s is at another revision", store.ErrConflict, r.ID)
+	}
+	el.Value = e
+	s.lru.MoveToFront(el)
+	return nil
+}
+
 // Get implements store.Store.
 func (s *Store) Get(_ context.Context, id string) (*store.Record, store.Tier, error) {
 	s.mu.Lock()

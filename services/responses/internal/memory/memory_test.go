@@ -137,3 +137,7 @@ func TestJobsExpireWithTheirRecords(t *testing.T) {
 		t.Fatalf("expired job: %v", err)
 	}
 }
+
+func TestSwap(t *testing.T) {
+	storetest.Swap(t, New(Options{TTL: time.Hour, MaxEntryBytes: 1 << 10}), 1<<10)
+}

@@ -30,7 +30,9 @@ func (s *Server) Submit(ctx context.Context, req *responsesv1.SubmitRequest) (*r
 	case len(req.GetRequest()) == 0:
 		return nil, s.observe("Submit", start, "", status.Error(codes.InvalidArgument, "request: required"))
 	}
-	if err := s.store.Submit(ctx, fromProto(r), &store.Job{Request: req.GetRequest(), Headers: maps.Clone(req.GetHeaders())}); err != nil {
+	rec := fromProto(r)
+	rec.Revision = store.NewRevision()
+	if err := s.store.Submit(ctx, rec, &store.Job{Request: req.GetRequest(), Headers: maps.Clone(req.GetHeaders())}); err != nil {
 		return nil, s.observe("Submit", start, "", err)
 	}
 	s.wake()

@@ -64,13 +64,33 @@ func (s *Server) Put(ctx context.Context, req *responsesv1.PutRequest) (*respons
 	if r == nil {
 		return nil, s.observe("Put", start, "", status.Error(codes.InvalidArgument, "response: required"))
 	}
+	rec := fromProto(r)
+	rec.Revision = store.NewRevision()
 	var err error
 	if req.GetRunToken() != "" {
-		err = s.store.Complete(ctx, fromProto(r), req.GetRunToken())
+		err = s.store.Complete(ctx, rec, req.GetRunToken())
 	} else {
-		err = s.store.Put(ctx, fromProto(r))
+		err = s.store.Put(ctx, rec)
 	}
-	return &responsesv1.PutResponse{}, s.observe("Put", start, "", err)
+	if err != nil {
+		return nil, s.observe("Put", start, "", err)
+	}
+	return &responsesv1.PutResponse{Revision: rec.Revision}, s.observe("Put", start, "", nil)
+}
+
+// Swap implements ResponsesStoreServer.
+func (s *Server) Swap(ctx context.Context, req *responsesv1.SwapRequest) (*responsesv1.SwapResponse, error) {
+	start := time.Now()
+	r := req.GetResponse()
+	if r == nil || r.GetId() == "" {
+		return nil, s.observe("Swap", start, "", status.Error(codes.InvalidArgument, "response.id: required"))
+	}
+	rec := fromProto(r)
+	rec.Revision = store.NewRevision()
+	if err := s.store.Swap(ctx, rec, req.GetRevision()); err != nil {
+		return nil, s.observe("Swap", start, "", err)
+	}
+	return &responsesv1.SwapResponse{Revision: rec.Revision}, s.observe("Swap", start, "", nil)
 }
 
 // Get implements ResponsesStoreServer.
@@ -125,6 +145,8 @@ func grpcError(err error) error {
 		return err
 	case errors.Is(err, store.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, store.ErrNotHeld):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrNoID):
@@ -145,5 +167,5 @@ func fromProto(r *responsesv1.StoredResponse) *store.Record {
 }
 
 func toProto(r *store.Record) *responsesv1.StoredResponse {
-	return &responsesv1.StoredResponse{Id: r.ID, PreviousResponseId: r.PreviousID, CreatedAtUnixMs: r.CreatedAt.UnixMilli(), Data: r.Data}
+	return &responsesv1.StoredResponse{Id: r.ID, PreviousResponseId: r.PreviousID, CreatedAtUnixMs: r.CreatedAt.UnixMilli(), Data: r.Data, Revision: r.Revision}
 }

@@ -119,3 +119,40 @@ func TestBackgroundMethods(t *testing.T) {
 		}
 	}
 }
+
+func TestSwapCodes(t *testing.T) {
+	s := New(memory.New(memory.Options{TTL: time.Hour, MaxEntryBytes: 100}), 3)
+	ctx := context.Background()
+	rec := func(data string) *responsesv1.StoredResponse {
+		return &responsesv1.StoredResponse{Id: "conv_1", CreatedAtUnixMs: 42, Data: []byte(data)}
+	}
+	put, err := s.Put(ctx, &responsesv1.PutRequest{Response: rec("v1")})
+	if err != nil || put.GetRevision() == 0 {
+		t.Fatalf("put: %v %v", put, err)
+	}
+	got, err := s.Get(ctx, &responsesv1.GetRequest{Id: "conv_1"})
+	if err != nil || got.GetResponse().GetRevision() != put.GetRevision() {
+		t.Fatalf("get: revision %x, put gave %x (%v)", got.GetResponse().GetRevision(), put.GetRevision(), err)
+	}
+	if _, err := s.Swap(ctx, &responsesv1.SwapRequest{Response: rec("v2"), Revision: put.GetRevision() + 1}); status.Code(err) != codes.Aborted {
+		t.Fatalf("swap against another revision: %v", err)
+	}
+	sw, err := s.Swap(ctx, &responsesv1.SwapRequest{Response: rec("v2"), Revision: put.GetRevision()})
+	if err != nil || sw.GetRevision() == put.GetRevision() || sw.GetRevision() == 0 {
+		t.Fatalf("swap: %v %v", sw, err)
+	}
+	if got, _ := s.Get(ctx, &responsesv1.GetRequest{Id: "conv_1"}); string(got.GetResponse().GetData()) != "v2" || got.GetResponse().GetRevision() != sw.GetRevision() {
+		t.Fatalf("after the swap: %v", got)
+	}
+	unknown := rec("x")
+	unknown.Id = "conv_none"
+	if _, err := s.Swap(ctx, &responsesv1.SwapRequest{Response: unknown, Revision: 1}); status.Code(err) != codes.NotFound {
+		t.Fatalf("swap of an unknown record: %v", err)
+	}
+	if _, err := s.Swap(ctx, &responsesv1.SwapRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("swap without a record: %v", err)
+	}
+	if _, err := s.Swap(ctx, &responsesv1.SwapRequest{Response: rec(strings.Repeat("d", 200)), Revision: sw.GetRevision()}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("swap over the limit: %v", err)
+	}
+}

@@ -4,6 +4,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +17,9 @@ type Record struct {
 	PreviousID string
 	CreatedAt  time.Time
 	Data       []byte
+	// Revision names this version of the record: the writer gives each
+	// Put and Swap a new one (NewRevision), and Swap compares it.
+	Revision uint64
 }
 
 // Size is what counts against maxEntryBytes: the record's bytes.
@@ -35,6 +40,9 @@ var (
 	ErrNotFound = errors.New("response not found")
 	ErrTooLarge = errors.New("response too large")
 	ErrNoID     = errors.New("response has no id")
+	// ErrConflict is Swap's answer when the record no longer holds the
+	// revision the caller read.
+	ErrConflict = errors.New("the record changed since it was read")
 )
 
 // Store is a responses backend. Implementations are safe for concurrent
@@ -45,10 +53,28 @@ type Store interface {
 	Put(ctx context.Context, r *Record) error
 	// Get returns a live record and the tier that had it, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, Tier, error)
+	// Swap stores r in place of the record r.ID only if that record still
+	// holds revision want: ErrConflict when it holds another, ErrNotFound
+	// when there is none. A swapped record lives ttl from the swap.
+	Swap(ctx context.Context, r *Record, want uint64) error
 	// Delete removes the record from every tier, or returns ErrNotFound.
 	Delete(ctx context.Context, id string) error
 	// Close releases the backend's connections and stops its workers.
 	Close() error
+}
+
+// NewRevision returns a fresh revision: random, so that a revision read
+// before a record was replaced, deleted or recreated never matches again
+// (no counter to keep across tiers), and never 0 (a record written before
+// revisions existed).
+func NewRevision() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if r := binary.BigEndian.Uint64(b[:]); r != 0 {
+			return r
+		}
+	}
 }
 
 // CheckPut validates a record against a size limit (0: none).

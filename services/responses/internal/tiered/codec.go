@@ -11,16 +11,20 @@ import (
 
 // The value format of a record in Redis/Valkey and in the sync stream:
 //
-//	version byte (1)
+//	version byte (2)
+//	the revision, 8 bytes big-endian (at a fixed place, where the swap
+//	script compares it)
 //	uvarint len + id, uvarint len + previous id
 //	varint created-at (Unix ms), varint tier-2 expiry (Unix ms; 0: none)
 //	the data (the rest)
 //
 // A tombstone (a deleted record whose deletion tier 2 has not applied
-// yet) is the single byte 0.
+// yet) is the single byte 0. Version 1 is version 2 without the revision
+// (read as revision 0).
 const (
-	valueVersion = 1
-	tombstone    = "\x00"
+	valueVersion   = 2
+	valueVersionV1 = 1
+	tombstone      = "\x00"
 )
 
 // value is a record with the time tier 2 lets it go.
@@ -32,6 +36,7 @@ type value struct {
 func encodeValue(v *value) []byte {
 	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(v.ID)+len(v.PreviousID)+2*binary.MaxVarintLen64+len(v.Data))
 	b = append(b, valueVersion)
+	b = binary.BigEndian.AppendUint64(b, v.Revision)
 	b = binary.AppendUvarint(b, uint64(len(v.ID)))
 	b = append(b, v.ID...)
 	b = binary.AppendUvarint(b, uint64(len(v.PreviousID)))
@@ -51,10 +56,15 @@ func decodeValue(b []byte) (*value, error) {
 	if string(b) == tombstone {
 		return nil, errTombstone
 	}
-	if len(b) == 0 || b[0] != valueVersion {
+	var rev uint64
+	switch {
+	case len(b) > 0 && b[0] == valueVersionV1:
+		b = b[1:]
+	case len(b) >= 9 && b[0] == valueVersion:
+		rev, b = binary.BigEndian.Uint64(b[1:9]), b[9:]
+	default:
 		return nil, fmt.Errorf("stored value: unknown version (%d bytes)", len(b))
 	}
-	b = b[1:]
 	id, b, err := readString(b, "id")
 	if err != nil {
 		return nil, err
@@ -73,7 +83,7 @@ func decodeValue(b []byte) (*value, error) {
 		return nil, errors.New("stored value: bad expiry")
 	}
 	b = b[n:]
-	v := &value{Record: store.Record{ID: id, PreviousID: prev, CreatedAt: time.UnixMilli(created), Data: append([]byte(nil), b...)}}
+	v := &value{Record: store.Record{ID: id, PreviousID: prev, CreatedAt: time.UnixMilli(created), Data: append([]byte(nil), b...), Revision: rev}}
 	if exp != 0 {
 		v.MongoExpires = time.UnixMilli(exp)
 	}

@@ -35,6 +35,13 @@ type document struct {
 	ExpiresAt  time.Time `bson:"expires_at"`
 	Data       []byte    `bson:"data,omitempty"`
 	Deleted    bool      `bson:"deleted,omitempty"`
+	// Revision is the record's (as int64: BSON has no unsigned integer).
+	Revision int64 `bson:"revision,omitempty"`
+	// SyncSeq orders the versions of a swapped record: the sync stream
+	// entry that wrote this one (entrySeq). A swap replaces only an
+	// older version, so entries applied out of order (in one unordered
+	// batch, or claimed from a dead consumer) leave the newest.
+	SyncSeq int64 `bson:"sync_seq,omitempty"`
 }
 
 func openMongo(ctx context.Context, c *responsestore.MongoConfig, log *slog.Logger) (*mongoTier, error) {
@@ -77,14 +84,18 @@ func (m *mongoTier) get(ctx context.Context, id string, now time.Time) (*value, 
 	case !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt):
 		return nil, fmt.Errorf("%w: %s (expired)", store.ErrNotFound, id)
 	}
-	return &value{Record: store.Record{ID: d.ID, PreviousID: d.PreviousID, CreatedAt: d.CreatedAt, Data: d.Data}, MongoExpires: d.ExpiresAt}, nil
+	return &value{Record: store.Record{ID: d.ID, PreviousID: d.PreviousID, CreatedAt: d.CreatedAt, Data: d.Data, Revision: uint64(d.Revision)}, MongoExpires: d.ExpiresAt}, nil
 }
 
 // op is one stream entry to apply.
 type op struct {
 	id     string
 	delete bool
-	v      *value
+	// swap: v replaces an older version (a put keeps the first).
+	swap bool
+	v    *value
+	// seq is the stream entry's place (entrySeq).
+	seq int64
 }
 
 // apply writes a batch in one unordered bulk write: a put is an insert,
@@ -95,6 +106,9 @@ type op struct {
 // first copy and a late put cannot bring a deleted response back.
 // Applying a batch twice gives the same documents. (Inserts also keep
 // FerretDB on its _id index: a filtered upsert scans the collection.)
+// A swap (a record that does change: a conversation) replaces a version
+// older than itself, or inserts; a newer version or a tombstone makes it
+// a duplicate-key error, as a late put is.
 func (m *mongoTier) apply(ctx context.Context, ops []op, now time.Time, ttl time.Duration) error {
 	if len(ops) == 0 {
 		return nil
@@ -108,7 +122,14 @@ func (m *mongoTier) apply(ctx context.Context, ops []op, now time.Time, ttl time
 				SetUpsert(true))
 			continue
 		}
-		d := document{ID: o.v.ID, PreviousID: o.v.PreviousID, CreatedAt: o.v.CreatedAt, ExpiresAt: o.v.MongoExpires, Data: o.v.Data}
+		d := document{ID: o.v.ID, PreviousID: o.v.PreviousID, CreatedAt: o.v.CreatedAt, ExpiresAt: o.v.MongoExpires, Data: o.v.Data,
+			Revision: int64(o.v.Revision), SyncSeq: o.seq}
+		if o.swap {
+			models = append(models, mongo.NewReplaceOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: o.id}, {Key: "sync_seq", Value: bson.D{{Key: "$lt", Value: o.seq}}}}).
+				SetReplacement(d).SetUpsert(true))
+			continue
+		}
 		models = append(models, mongo.NewInsertOneModel().SetDocument(d))
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout+time.Duration(len(ops))*time.Millisecond)

@@ -181,6 +181,7 @@ func (w *Worker) applyAndAck(ctx context.Context, entries []valkey.XRangeEntry) 
 			continue
 		}
 		o, err := decodeEntry(e.FieldValues)
+		o.seq = entrySeq(e.ID)
 		if err != nil {
 			s.opts.Metrics.malformed.Inc()
 			s.opts.Log.Error("responses: malformed sync stream entry dropped", "entry", e.ID, "err", err)
@@ -223,7 +224,7 @@ func decodeEntry(fv map[string]string) (op, error) {
 	switch fv["op"] {
 	case "delete":
 		return op{id: id, delete: true}, nil
-	case "put":
+	case "put", "swap":
 		v, err := decodeValue([]byte(fv["v"]))
 		if err != nil {
 			return op{}, err
@@ -231,7 +232,7 @@ func decodeEntry(fv map[string]string) (op, error) {
 		if v.ID != id {
 			return op{}, fmt.Errorf("value of %s holds %s", id, v.ID)
 		}
-		return op{id: id, v: v}, nil
+		return op{id: id, v: v, swap: fv["op"] == "swap"}, nil
 	default:
 		return op{}, fmt.Errorf("unknown op %q", fv["op"])
 	}
@@ -245,6 +246,19 @@ func entryTime(id string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(n)
+}
+
+// entrySeq is a stream entry's place as one number (milliseconds times
+// 2^20 plus the sequence within the millisecond), for ordering the
+// versions of a record in MongoDB; 0 when the id is not a stream id.
+func entrySeq(id string) int64 {
+	ms, n, _ := strings.Cut(id, "-")
+	m, err1 := strconv.ParseInt(ms, 10, 64)
+	k, err2 := strconv.ParseInt(n, 10, 64)
+	if err1 != nil || err2 != nil || m < 0 || k < 0 {
+		return 0
+	}
+	return m<<20 | min(k, 1<<20-1)
 }
 
 // stats measures the backlog (entries not yet in MongoDB: pending plus

@@ -14,6 +14,7 @@ package tiered
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,6 +89,33 @@ const (
 	deleteAbsent    = 0
 	deleteLive      = 1
 	deleteTombstone = 2
+)
+
+// swapScript replaces a record that holds the expected revision (bytes 2
+// to 9 of a version 2 value; a version 1 value is revision 0) and, with
+// tier 2, appends the new version to the sync stream as a swap (tier 2
+// replaces its copy, where a put keeps the first). KEYS: record, stream.
+// ARGV: value, ttl ms, id, "1" to append, maxLen, expected revision (8
+// bytes). Returns 1 (swapped), 0 (another revision) or -1 (no record:
+// absent, or a tombstone).
+var swapScript = valkey.NewLuaScript(`
+local v = redis.call('GET', KEYS[1])
+if not v or v == '\0' then return -1 end
+local rev = '\0\0\0\0\0\0\0\0'
+if string.byte(v, 1) == 2 then rev = string.sub(v, 2, 9) end
+if rev ~= ARGV[6] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[4] == '1' then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'op', 'swap', 'id', ARGV[3], 'v', ARGV[1])
+end
+return 1
+`)
+
+// What swapScript found.
+const (
+	swapAbsent  = -1
+	swapOther   = 0
+	swapSwapped = 1
 )
 
 // warmScript puts a record read from MongoDB back, unless the key holds
@@ -204,6 +232,43 @@ func (s *Store) Get(ctx context.Context, id string) (*store.Record, store.Tier, 
 	}
 	s.warm(ctx, v)
 	return &v.Record, store.TierMongo, nil
+}
+
+// Swap implements store.Store. A record Redis/Valkey does not hold (its
+// copy expired) is read from MongoDB and warmed, and the swap tried once
+// more against it.
+func (s *Store) Swap(ctx context.Context, r *store.Record, want uint64) error {
+	if err := store.CheckPut(r, s.cfg.Redis.MaxEntryBytes); err != nil {
+		return err
+	}
+	var expected [8]byte
+	binary.BigEndian.PutUint64(expected[:], want)
+	keys := []string{s.key(r.ID), s.cfg.Stream.Key}
+	args := []string{string(encodeValue(s.value(r))), s.ttlMilli, r.ID, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10), string(expected[:])}
+	for attempt := 0; ; attempt++ {
+		found, err := swapScript.Exec(ctx, s.rdb, keys, args).AsInt64()
+		s.opts.Metrics.op("swap", store.TierRedis, err)
+		if err != nil {
+			return fmt.Errorf("swap %s: %w", r.ID, err)
+		}
+		switch {
+		case found == swapSwapped:
+			return nil
+		case found == swapOther:
+			return fmt.Errorf("%w: %s is at another revision", store.ErrConflict, r.ID)
+		case s.mongo == nil || attempt > 0:
+			return fmt.Errorf("%w: %s", store.ErrNotFound, r.ID)
+		}
+		v, err := s.mongo.get(ctx, r.ID, s.opts.Now())
+		s.opts.Metrics.op("get", store.TierMongo, err)
+		if err != nil {
+			return err
+		}
+		if v.Revision != want {
+			return fmt.Errorf("%w: %s is at another revision", store.ErrConflict, r.ID)
+		}
+		s.warm(ctx, v)
+	}
 }
 
 // warm puts a record MongoDB had back into Redis/Valkey, for at most the

@@ -483,3 +483,81 @@ func (c *testClock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+func TestSwapRedisOnly(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"ttl":"1h","maxEntryBytes":1024}}}`, srv.URL()))
+	storetest.Swap(t, open(t, cfg, Options{}), 1024)
+}
+
+// A swapped record reaches MongoDB as its newest version, whatever order
+// the stream's entries are applied in, and a swap of a record whose
+// Redis/Valkey copy is gone is checked against MongoDB's.
+func TestSwapTiered(t *testing.T) {
+	rs, ms := redistest.Start(t), mongotest.Run(t)
+	cfg := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"ttl":"1h"},"mongo":{"uri":%q}}}`, rs.URL(), ms.URI()))
+	s := open(t, cfg, Options{})
+	storetest.Swap(t, s, 0)
+	ctx := context.Background()
+	r := rec("conv_t", "", "v0")
+	r.Revision = store.NewRevision()
+	if err := s.Put(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		next := *r
+		next.Data, next.Revision = []byte(fmt.Sprintf("v%d", i)), store.NewRevision()
+		if err := s.Swap(ctx, &next, r.Revision); err != nil {
+			t.Fatal(err)
+		}
+		r = &next
+	}
+	waitSynced(t, s, 3) // conv_swap (a tombstone now), conv_race, conv_t
+	if err := s.rdb.Do(ctx, s.rdb.B().Del().Key(s.key("conv_t")).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	got, tier, err := s.Get(ctx, "conv_t")
+	if err != nil || tier != store.TierMongo || string(got.Data) != "v5" || got.Revision != r.Revision {
+		t.Fatalf("from mongodb: %+v %s %v", got, tier, err)
+	}
+	race, err := s.mongo.get(ctx, "conv_race", time.Now())
+	if err != nil || len(race.Data) < 40 {
+		t.Fatalf("conv_race in mongodb: %+v %v", race, err)
+	}
+	// Redis/Valkey has lost its copy again: the swap checks MongoDB's.
+	if err := s.rdb.Do(ctx, s.rdb.B().Del().Key(s.key("conv_t")).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	stale := *r
+	stale.Data, stale.Revision = []byte("stale"), store.NewRevision()
+	if err := s.Swap(ctx, &stale, r.Revision+1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale swap against mongodb's copy: %v", err)
+	}
+	fresh := *r
+	fresh.Data, fresh.Revision = []byte("v6"), store.NewRevision()
+	if err := s.Swap(ctx, &fresh, r.Revision); err != nil {
+		t.Fatalf("swap against mongodb's copy: %v", err)
+	}
+	if got, tier, _ := s.Get(ctx, "conv_t"); string(got.Data) != "v6" || tier != store.TierRedis {
+		t.Fatalf("after the swap: %q from %s", got.Data, tier)
+	}
+	// Out of order: an older version applied after a newer one leaves
+	// the newer.
+	older, newer := &value{Record: *rec("conv_o", "", "older")}, &value{Record: *rec("conv_o", "", "newer")}
+	now := time.Now()
+	if err := s.mongo.apply(ctx, []op{{id: "conv_o", swap: true, v: newer, seq: 20}, {id: "conv_o", swap: true, v: older, seq: 10}}, now, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.mongo.apply(ctx, []op{{id: "conv_o", swap: true, v: older, seq: 11}}, now, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.mongo.get(ctx, "conv_o", now); err != nil || string(got.Data) != "newer" {
+		t.Fatalf("out of order: %+v %v", got, err)
+	}
+	if err := s.mongo.apply(ctx, []op{{id: "conv_o", swap: true, v: &value{Record: *rec("conv_o", "", "newest")}, seq: 21}}, now, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.mongo.get(ctx, "conv_o", now); string(got.Data) != "newest" {
+		t.Fatalf("a newer swap did not replace: %q", got.Data)
+	}
+}

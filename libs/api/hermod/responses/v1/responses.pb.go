@@ -32,7 +32,10 @@ type StoredResponse struct {
 	CreatedAtUnixMs int64 `protobuf:"varint,3,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
 	// The gateway's record of the turn (its input items, instructions and
 	// the Response object), opaque to the store.
-	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	Data []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	// The revision the store gave this version of the record (every Put and
+	// Swap gives a new one); what Swap compares. Ignored on writes.
+	Revision      uint64 `protobuf:"fixed64,5,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -95,6 +98,13 @@ func (x *StoredResponse) GetData() []byte {
 	return nil
 }
 
+func (x *StoredResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type PutRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Response *StoredResponse        `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
@@ -153,7 +163,9 @@ func (x *PutRequest) GetRunToken() string {
 }
 
 type PutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored record's revision.
+	Revision      uint64 `protobuf:"fixed64,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +198,13 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
 	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PutResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 type GetRequest struct {
@@ -463,6 +482,106 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{8}
 }
 
+type SwapRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new version of the record (its id names the record).
+	Response *StoredResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The revision the caller read: the swap happens only if the record
+	// still holds it.
+	Revision      uint64 `protobuf:"fixed64,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwapRequest) Reset() {
+	*x = SwapRequest{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwapRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwapRequest) ProtoMessage() {}
+
+func (x *SwapRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwapRequest.ProtoReflect.Descriptor instead.
+func (*SwapRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SwapRequest) GetResponse() *StoredResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *SwapRequest) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type SwapResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new version's revision.
+	Revision      uint64 `protobuf:"fixed64,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwapResponse) Reset() {
+	*x = SwapResponse{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwapResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwapResponse) ProtoMessage() {}
+
+func (x *SwapResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwapResponse.ProtoReflect.Descriptor instead.
+func (*SwapResponse) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SwapResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 // BackgroundJob is the state of a background response's run.
 type BackgroundJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -481,7 +600,7 @@ type BackgroundJob struct {
 
 func (x *BackgroundJob) Reset() {
 	*x = BackgroundJob{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[9]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +612,7 @@ func (x *BackgroundJob) String() string {
 func (*BackgroundJob) ProtoMessage() {}
 
 func (x *BackgroundJob) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[9]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +625,7 @@ func (x *BackgroundJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundJob.ProtoReflect.Descriptor instead.
 func (*BackgroundJob) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{9}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BackgroundJob) GetId() string {
@@ -559,7 +678,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[10]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +690,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[10]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +703,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{10}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitRequest) GetResponse() *StoredResponse {
@@ -617,7 +736,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[11]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +748,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[11]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +761,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{11}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitResponse) GetJob() *BackgroundJob {
@@ -664,7 +783,7 @@ type GetBackgroundRequest struct {
 
 func (x *GetBackgroundRequest) Reset() {
 	*x = GetBackgroundRequest{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[12]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +795,7 @@ func (x *GetBackgroundRequest) String() string {
 func (*GetBackgroundRequest) ProtoMessage() {}
 
 func (x *GetBackgroundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[12]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +808,7 @@ func (x *GetBackgroundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBackgroundRequest.ProtoReflect.Descriptor instead.
 func (*GetBackgroundRequest) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{12}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetBackgroundRequest) GetId() string {
@@ -715,7 +834,7 @@ type GetBackgroundResponse struct {
 
 func (x *GetBackgroundResponse) Reset() {
 	*x = GetBackgroundResponse{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[13]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +846,7 @@ func (x *GetBackgroundResponse) String() string {
 func (*GetBackgroundResponse) ProtoMessage() {}
 
 func (x *GetBackgroundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[13]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +859,7 @@ func (x *GetBackgroundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBackgroundResponse.ProtoReflect.Descriptor instead.
 func (*GetBackgroundResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{13}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetBackgroundResponse) GetJob() *BackgroundJob {
@@ -759,7 +878,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[14]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +890,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[14]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +903,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{14}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelRequest) GetId() string {
@@ -803,7 +922,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[15]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +934,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hermod_responses_v1_responses_proto_msgTypes[15]
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +947,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{15}
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelResponse) GetJob() *BackgroundJob {
@@ -842,17 +961,19 @@ var File_hermod_responses_v1_responses_proto protoreflect.FileDescriptor
 
 const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\n" +
-	"#hermod/responses/v1/responses.proto\x12\x13hermod.responses.v1\"\x93\x01\n" +
+	"#hermod/responses/v1/responses.proto\x12\x13hermod.responses.v1\"\xaf\x01\n" +
 	"\x0eStoredResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
 	"\x14previous_response_id\x18\x02 \x01(\tR\x12previousResponseId\x12+\n" +
 	"\x12created_at_unix_ms\x18\x03 \x01(\x03R\x0fcreatedAtUnixMs\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data\"j\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x06R\brevision\"j\n" +
 	"\n" +
 	"PutRequest\x12?\n" +
 	"\bresponse\x18\x01 \x01(\v2#.hermod.responses.v1.StoredResponseR\bresponse\x12\x1b\n" +
-	"\trun_token\x18\x02 \x01(\tR\brunToken\"\r\n" +
-	"\vPutResponse\"\x1c\n" +
+	"\trun_token\x18\x02 \x01(\tR\brunToken\")\n" +
+	"\vPutResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x06R\brevision\"\x1c\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"b\n" +
@@ -866,7 +987,12 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\tresponses\x18\x01 \x03(\v2#.hermod.responses.v1.StoredResponseR\tresponses\"\x1f\n" +
 	"\rDeleteRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x10\n" +
-	"\x0eDeleteResponse\"\x96\x01\n" +
+	"\x0eDeleteResponse\"j\n" +
+	"\vSwapRequest\x12?\n" +
+	"\bresponse\x18\x01 \x01(\v2#.hermod.responses.v1.StoredResponseR\bresponse\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x06R\brevision\"*\n" +
+	"\fSwapResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x06R\brevision\"\x96\x01\n" +
 	"\rBackgroundJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -890,12 +1016,13 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
 	"\x0eCancelResponse\x124\n" +
-	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job2\xde\x04\n" +
+	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job2\xab\x05\n" +
 	"\x0eResponsesStore\x12H\n" +
 	"\x03Put\x12\x1f.hermod.responses.v1.PutRequest\x1a .hermod.responses.v1.PutResponse\x12H\n" +
 	"\x03Get\x12\x1f.hermod.responses.v1.GetRequest\x1a .hermod.responses.v1.GetResponse\x12W\n" +
 	"\bGetChain\x12$.hermod.responses.v1.GetChainRequest\x1a%.hermod.responses.v1.GetChainResponse\x12Q\n" +
-	"\x06Delete\x12\".hermod.responses.v1.DeleteRequest\x1a#.hermod.responses.v1.DeleteResponse\x12Q\n" +
+	"\x06Delete\x12\".hermod.responses.v1.DeleteRequest\x1a#.hermod.responses.v1.DeleteResponse\x12K\n" +
+	"\x04Swap\x12 .hermod.responses.v1.SwapRequest\x1a!.hermod.responses.v1.SwapResponse\x12Q\n" +
 	"\x06Submit\x12\".hermod.responses.v1.SubmitRequest\x1a#.hermod.responses.v1.SubmitResponse\x12f\n" +
 	"\rGetBackground\x12).hermod.responses.v1.GetBackgroundRequest\x1a*.hermod.responses.v1.GetBackgroundResponse\x12Q\n" +
 	"\x06Cancel\x12\".hermod.responses.v1.CancelRequest\x1a#.hermod.responses.v1.CancelResponseBCZAgithub.com/hermod/hermod/libs/api/hermod/responses/v1;responsesv1b\x06proto3"
@@ -912,7 +1039,7 @@ func file_hermod_responses_v1_responses_proto_rawDescGZIP() []byte {
 	return file_hermod_responses_v1_responses_proto_rawDescData
 }
 
-var file_hermod_responses_v1_responses_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_hermod_responses_v1_responses_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_hermod_responses_v1_responses_proto_goTypes = []any{
 	(*StoredResponse)(nil),        // 0: hermod.responses.v1.StoredResponse
 	(*PutRequest)(nil),            // 1: hermod.responses.v1.PutRequest
@@ -923,43 +1050,48 @@ var file_hermod_responses_v1_responses_proto_goTypes = []any{
 	(*GetChainResponse)(nil),      // 6: hermod.responses.v1.GetChainResponse
 	(*DeleteRequest)(nil),         // 7: hermod.responses.v1.DeleteRequest
 	(*DeleteResponse)(nil),        // 8: hermod.responses.v1.DeleteResponse
-	(*BackgroundJob)(nil),         // 9: hermod.responses.v1.BackgroundJob
-	(*SubmitRequest)(nil),         // 10: hermod.responses.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 11: hermod.responses.v1.SubmitResponse
-	(*GetBackgroundRequest)(nil),  // 12: hermod.responses.v1.GetBackgroundRequest
-	(*GetBackgroundResponse)(nil), // 13: hermod.responses.v1.GetBackgroundResponse
-	(*CancelRequest)(nil),         // 14: hermod.responses.v1.CancelRequest
-	(*CancelResponse)(nil),        // 15: hermod.responses.v1.CancelResponse
-	nil,                           // 16: hermod.responses.v1.SubmitRequest.HeadersEntry
+	(*SwapRequest)(nil),           // 9: hermod.responses.v1.SwapRequest
+	(*SwapResponse)(nil),          // 10: hermod.responses.v1.SwapResponse
+	(*BackgroundJob)(nil),         // 11: hermod.responses.v1.BackgroundJob
+	(*SubmitRequest)(nil),         // 12: hermod.responses.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 13: hermod.responses.v1.SubmitResponse
+	(*GetBackgroundRequest)(nil),  // 14: hermod.responses.v1.GetBackgroundRequest
+	(*GetBackgroundResponse)(nil), // 15: hermod.responses.v1.GetBackgroundResponse
+	(*CancelRequest)(nil),         // 16: hermod.responses.v1.CancelRequest
+	(*CancelResponse)(nil),        // 17: hermod.responses.v1.CancelResponse
+	nil,                           // 18: hermod.responses.v1.SubmitRequest.HeadersEntry
 }
 var file_hermod_responses_v1_responses_proto_depIdxs = []int32{
 	0,  // 0: hermod.responses.v1.PutRequest.response:type_name -> hermod.responses.v1.StoredResponse
 	0,  // 1: hermod.responses.v1.GetResponse.response:type_name -> hermod.responses.v1.StoredResponse
 	0,  // 2: hermod.responses.v1.GetChainResponse.responses:type_name -> hermod.responses.v1.StoredResponse
-	0,  // 3: hermod.responses.v1.SubmitRequest.response:type_name -> hermod.responses.v1.StoredResponse
-	16, // 4: hermod.responses.v1.SubmitRequest.headers:type_name -> hermod.responses.v1.SubmitRequest.HeadersEntry
-	9,  // 5: hermod.responses.v1.SubmitResponse.job:type_name -> hermod.responses.v1.BackgroundJob
-	9,  // 6: hermod.responses.v1.GetBackgroundResponse.job:type_name -> hermod.responses.v1.BackgroundJob
-	9,  // 7: hermod.responses.v1.CancelResponse.job:type_name -> hermod.responses.v1.BackgroundJob
-	1,  // 8: hermod.responses.v1.ResponsesStore.Put:input_type -> hermod.responses.v1.PutRequest
-	3,  // 9: hermod.responses.v1.ResponsesStore.Get:input_type -> hermod.responses.v1.GetRequest
-	5,  // 10: hermod.responses.v1.ResponsesStore.GetChain:input_type -> hermod.responses.v1.GetChainRequest
-	7,  // 11: hermod.responses.v1.ResponsesStore.Delete:input_type -> hermod.responses.v1.DeleteRequest
-	10, // 12: hermod.responses.v1.ResponsesStore.Submit:input_type -> hermod.responses.v1.SubmitRequest
-	12, // 13: hermod.responses.v1.ResponsesStore.GetBackground:input_type -> hermod.responses.v1.GetBackgroundRequest
-	14, // 14: hermod.responses.v1.ResponsesStore.Cancel:input_type -> hermod.responses.v1.CancelRequest
-	2,  // 15: hermod.responses.v1.ResponsesStore.Put:output_type -> hermod.responses.v1.PutResponse
-	4,  // 16: hermod.responses.v1.ResponsesStore.Get:output_type -> hermod.responses.v1.GetResponse
-	6,  // 17: hermod.responses.v1.ResponsesStore.GetChain:output_type -> hermod.responses.v1.GetChainResponse
-	8,  // 18: hermod.responses.v1.ResponsesStore.Delete:output_type -> hermod.responses.v1.DeleteResponse
-	11, // 19: hermod.responses.v1.ResponsesStore.Submit:output_type -> hermod.responses.v1.SubmitResponse
-	13, // 20: hermod.responses.v1.ResponsesStore.GetBackground:output_type -> hermod.responses.v1.GetBackgroundResponse
-	15, // 21: hermod.responses.v1.ResponsesStore.Cancel:output_type -> hermod.responses.v1.CancelResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 3: hermod.responses.v1.SwapRequest.response:type_name -> hermod.responses.v1.StoredResponse
+	0,  // 4: hermod.responses.v1.SubmitRequest.response:type_name -> hermod.responses.v1.StoredResponse
+	18, // 5: hermod.responses.v1.SubmitRequest.headers:type_name -> hermod.responses.v1.SubmitRequest.HeadersEntry
+	11, // 6: hermod.responses.v1.SubmitResponse.job:type_name -> hermod.responses.v1.BackgroundJob
+	11, // 7: hermod.responses.v1.GetBackgroundResponse.job:type_name -> hermod.responses.v1.BackgroundJob
+	11, // 8: hermod.responses.v1.CancelResponse.job:type_name -> hermod.responses.v1.BackgroundJob
+	1,  // 9: hermod.responses.v1.ResponsesStore.Put:input_type -> hermod.responses.v1.PutRequest
+	3,  // 10: hermod.responses.v1.ResponsesStore.Get:input_type -> hermod.responses.v1.GetRequest
+	5,  // 11: hermod.responses.v1.ResponsesStore.GetChain:input_type -> hermod.responses.v1.GetChainRequest
+	7,  // 12: hermod.responses.v1.ResponsesStore.Delete:input_type -> hermod.responses.v1.DeleteRequest
+	9,  // 13: hermod.responses.v1.ResponsesStore.Swap:input_type -> hermod.responses.v1.SwapRequest
+	12, // 14: hermod.responses.v1.ResponsesStore.Submit:input_type -> hermod.responses.v1.SubmitRequest
+	14, // 15: hermod.responses.v1.ResponsesStore.GetBackground:input_type -> hermod.responses.v1.GetBackgroundRequest
+	16, // 16: hermod.responses.v1.ResponsesStore.Cancel:input_type -> hermod.responses.v1.CancelRequest
+	2,  // 17: hermod.responses.v1.ResponsesStore.Put:output_type -> hermod.responses.v1.PutResponse
+	4,  // 18: hermod.responses.v1.ResponsesStore.Get:output_type -> hermod.responses.v1.GetResponse
+	6,  // 19: hermod.responses.v1.ResponsesStore.GetChain:output_type -> hermod.responses.v1.GetChainResponse
+	8,  // 20: hermod.responses.v1.ResponsesStore.Delete:output_type -> hermod.responses.v1.DeleteResponse
+	10, // 21: hermod.responses.v1.ResponsesStore.Swap:output_type -> hermod.responses.v1.SwapResponse
+	13, // 22: hermod.responses.v1.ResponsesStore.Submit:output_type -> hermod.responses.v1.SubmitResponse
+	15, // 23: hermod.responses.v1.ResponsesStore.GetBackground:output_type -> hermod.responses.v1.GetBackgroundResponse
+	17, // 24: hermod.responses.v1.ResponsesStore.Cancel:output_type -> hermod.responses.v1.CancelResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_hermod_responses_v1_responses_proto_init() }
@@ -973,7 +1105,7 @@ func file_hermod_responses_v1_responses_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_responses_v1_responses_proto_rawDesc), len(file_hermod_responses_v1_responses_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

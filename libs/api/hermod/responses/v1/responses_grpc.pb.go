@@ -23,6 +23,7 @@ const (
 	ResponsesStore_Get_FullMethodName           = "/hermod.responses.v1.ResponsesStore/Get"
 	ResponsesStore_GetChain_FullMethodName      = "/hermod.responses.v1.ResponsesStore/GetChain"
 	ResponsesStore_Delete_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Delete"
+	ResponsesStore_Swap_FullMethodName          = "/hermod.responses.v1.ResponsesStore/Swap"
 	ResponsesStore_Submit_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Submit"
 	ResponsesStore_GetBackground_FullMethodName = "/hermod.responses.v1.ResponsesStore/GetBackground"
 	ResponsesStore_Cancel_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Cancel"
@@ -50,6 +51,12 @@ type ResponsesStoreClient interface {
 	GetChain(ctx context.Context, in *GetChainRequest, opts ...grpc.CallOption) (*GetChainResponse, error)
 	// Delete removes a response from every tier. NotFound: unknown.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Swap replaces a stored record only if it still holds the revision the
+	// caller read (compare and swap), so that concurrent read-modify-writes
+	// of one record (a conversation's items) lose nothing. Aborted: the
+	// record changed since (read it again and retry). NotFound: unknown.
+	// InvalidArgument as for Put.
+	Swap(ctx context.Context, in *SwapRequest, opts ...grpc.CallOption) (*SwapResponse, error)
 	// Submit stores a queued background response and queues its run: a
 	// runner of this service sends the request to the gateway until it is
 	// answered (through gateway restarts), or fails it. FailedPrecondition:
@@ -112,6 +119,16 @@ func (c *responsesStoreClient) Delete(ctx context.Context, in *DeleteRequest, op
 	return out, nil
 }
 
+func (c *responsesStoreClient) Swap(ctx context.Context, in *SwapRequest, opts ...grpc.CallOption) (*SwapResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SwapResponse)
+	err := c.cc.Invoke(ctx, ResponsesStore_Swap_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *responsesStoreClient) Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitResponse)
@@ -164,6 +181,12 @@ type ResponsesStoreServer interface {
 	GetChain(context.Context, *GetChainRequest) (*GetChainResponse, error)
 	// Delete removes a response from every tier. NotFound: unknown.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Swap replaces a stored record only if it still holds the revision the
+	// caller read (compare and swap), so that concurrent read-modify-writes
+	// of one record (a conversation's items) lose nothing. Aborted: the
+	// record changed since (read it again and retry). NotFound: unknown.
+	// InvalidArgument as for Put.
+	Swap(context.Context, *SwapRequest) (*SwapResponse, error)
 	// Submit stores a queued background response and queues its run: a
 	// runner of this service sends the request to the gateway until it is
 	// answered (through gateway restarts), or fails it. FailedPrecondition:
@@ -197,6 +220,9 @@ func (UnimplementedResponsesStoreServer) GetChain(context.Context, *GetChainRequ
 }
 func (UnimplementedResponsesStoreServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedResponsesStoreServer) Swap(context.Context, *SwapRequest) (*SwapResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Swap not implemented")
 }
 func (UnimplementedResponsesStoreServer) Submit(context.Context, *SubmitRequest) (*SubmitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Submit not implemented")
@@ -300,6 +326,24 @@ func _ResponsesStore_Delete_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResponsesStore_Swap_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SwapRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResponsesStoreServer).Swap(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResponsesStore_Swap_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResponsesStoreServer).Swap(ctx, req.(*SwapRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ResponsesStore_Submit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SubmitRequest)
 	if err := dec(in); err != nil {
@@ -376,6 +420,10 @@ var ResponsesStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _ResponsesStore_Delete_Handler,
+		},
+		{
+			MethodName: "Swap",
+			Handler:    _ResponsesStore_Swap_Handler,
 		},
 		{
 			MethodName: "Submit",
