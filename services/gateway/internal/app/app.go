@@ -232,7 +232,7 @@ func apiServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
 var servedPaths = func() map[string]bool {
 	m := map[string]bool{
 		"/v1/completions": true, "/v1/chat/completions": true, "/v1/messages": true, "/v1/messages/count_tokens": true,
-		"/v1/models": true, "/v1/responses": true, "/inference/v1/generate": true,
+		"/v1/models": true, "/v1/responses": true, "/v1/conversations": true, "/inference/v1/generate": true,
 	}
 	for _, path := range openai.PassthroughPaths {
 		m[path] = true

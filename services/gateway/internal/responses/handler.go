@@ -45,8 +45,10 @@ type Options struct {
 	// StoreRetryFor is how long a response that could not be stored is
 	// tried again before the client is told it was not; 0 is 10s.
 	StoreRetryFor time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// MaxConversationItems bounds a conversation's items; 0 is 10000.
+	MaxConversationItems int
+	Logger               *slog.Logger
+	Registerer           prometheus.Registerer
 }
 
 // Handler serves /v1/responses.
@@ -70,6 +72,9 @@ func New(o Options) *Handler {
 	if o.StoreRetryFor <= 0 {
 		o.StoreRetryFor = 10 * time.Second
 	}
+	if o.MaxConversationItems <= 0 {
+		o.MaxConversationItems = 10000
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,13 +92,14 @@ func New(o Options) *Handler {
 	return h
 }
 
-// Register adds the Responses API routes to mux.
+// Register adds the Responses and Conversations API routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/responses", h.create)
 	mux.HandleFunc("GET /v1/responses/{id}", h.onStored("get", h.get))
 	mux.HandleFunc("DELETE /v1/responses/{id}", h.onStored("delete", h.remove))
 	mux.HandleFunc("GET /v1/responses/{id}/input_items", h.onStored("input_items", h.inputItems))
 	mux.HandleFunc("POST /v1/responses/{id}/cancel", h.onStored("cancel", h.cancel))
+	h.registerConversations(mux)
 }
 
 type statusWriter struct {
@@ -254,22 +260,8 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) {
-	q := r.URL.Query()
-	limit := 20
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 100 {
-			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "limit", "limit must be an integer from 1 to 100", 0)
-			return
-		}
-		limit = n
-	}
-	order := q.Get("order")
-	if order == "" {
-		order = "desc"
-	}
-	if order != "asc" && order != "desc" {
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "order", "order must be asc or desc", 0)
+	page, ok := readPageQuery(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := h.storeCtx(r)
@@ -279,29 +271,7 @@ func (h *Handler) inputItems(w http.ResponseWriter, r *http.Request, id string) 
 		h.storeError(w, err, id, "")
 		return
 	}
-	items := append([]InputItem(nil), rec.Input...)
-	if order == "desc" {
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
-	}
-	if after := q.Get("after"); after != "" {
-		for i, it := range items {
-			if it.ID == after {
-				items = items[i+1:]
-				break
-			}
-		}
-	}
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	list := map[string]any{"object": "list", "data": items, "has_more": more, "first_id": nil, "last_id": nil}
-	if len(items) > 0 {
-		list["first_id"], list["last_id"] = items[0].ID, items[len(items)-1].ID
-	}
-	writeJSON(w, http.StatusOK, list)
+	writeJSON(w, http.StatusOK, page.of(rec.Input))
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -315,16 +285,27 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-// readCreate reads and checks a create request; false when it was
+// readBody reads a request body within MaxBodyBytes; false when it was
 // answered (refused).
-func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, []InputItem, []byte, bool) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := reqbody.Read(w, r, h.o.MaxBodyBytes, 0)
 	if err != nil {
 		reqbody.Answer(err, h.o.MaxBodyBytes).Write(w)
+		return nil, false
+	}
+	return body, true
+}
+
+// readCreate reads and checks a create request; false when it was
+// answered (refused).
+func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, []InputItem, []byte, bool) {
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return nil, nil, nil, false
 	}
 	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	var err error
+	if err = json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_type", typeErr.Field, typeErr.Field+": wrong type ("+typeErr.Value+")", 0)
@@ -344,6 +325,15 @@ func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, 
 	}
 	if req.Model == "" {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "missing_required_parameter", "model", "you must provide a model parameter", 0)
+		return nil, nil, nil, false
+	}
+	if req.conversation, err = conversationOf(req.Conversation); err != nil {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "conversation", err.Error(), 0)
+		return nil, nil, nil, false
+	}
+	if req.conversation != "" && req.PreviousResponseID != "" {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "mutually_exclusive_parameters", "conversation",
+			"previous_response_id and conversation cannot be used together: a response continues either a chain of responses or a conversation", 0)
 		return nil, nil, nil, false
 	}
 	input, err := parseInput(req.Input)
@@ -405,7 +395,7 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	store := req.Store == nil || *req.Store
-	if req.PreviousResponseID != "" || store {
+	if req.PreviousResponseID != "" || store || req.conversation != "" {
 		if h.noStore(w) {
 			return
 		}
@@ -414,7 +404,12 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	chain, ok := h.loadChain(w, r, req.PreviousResponseID)
+	var chain []record
+	if req.conversation != "" {
+		chain, ok = h.loadConversationContext(w, r, req.conversation)
+	} else {
+		chain, ok = h.loadChain(w, r, req.PreviousResponseID)
+	}
 	if !ok {
 		return
 	}
@@ -459,10 +454,14 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusBadGateway, openai.TypeServer, "bad_upstream_response", "", err.Error(), 0)
 		return
 	}
-	if err := t.commit(r.Context(), resp); err != nil {
+	// A background run whose conversation could not be updated is stored
+	// and completed all the same: the run is over (logged and counted).
+	if err := t.commit(r.Context(), resp); err != nil && (run == nil || !errors.Is(err, errConversationNotUpdated)) {
 		switch {
 		case run != nil:
 			h.commitRun(w, err, run.id)
+		case errors.Is(err, errConversationNotUpdated):
+			h.conversationNotUpdated(w, err, req.conversation)
 		case status.Code(err) == codes.InvalidArgument:
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "response_too_large", "", "the response is too large to store: "+status.Convert(err).Message()+" (send store: false)", 0)
 		default:

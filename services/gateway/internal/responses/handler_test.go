@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
@@ -32,6 +33,11 @@ type memStore struct {
 	max  int
 	// failPuts: the next puts that answer Unavailable.
 	failPuts int
+	// revision is the last one given; conflicts counts refused swaps.
+	revision, conflicts uint64
+	// beforeSwap, when set, runs once inside the next swap (another
+	// writer landing first).
+	beforeSwap func(*memStore)
 }
 
 func (m *memStore) Put(_ context.Context, in *responsesv1.PutRequest, _ ...grpc.CallOption) (*responsesv1.PutResponse, error) {
@@ -44,8 +50,38 @@ func (m *memStore) Put(_ context.Context, in *responsesv1.PutRequest, _ ...grpc.
 	if m.max > 0 && len(in.GetResponse().GetData()) > m.max {
 		return nil, status.Error(codes.InvalidArgument, "too large")
 	}
-	m.recs[in.GetResponse().GetId()] = in.GetResponse()
-	return &responsesv1.PutResponse{}, nil
+	m.revision++
+	r := proto.Clone(in.GetResponse()).(*responsesv1.StoredResponse)
+	r.Revision = m.revision
+	m.recs[r.GetId()] = r
+	return &responsesv1.PutResponse{Revision: r.Revision}, nil
+}
+
+// Swap answers as the service does: Aborted unless the record holds the
+// revision.
+func (m *memStore) Swap(_ context.Context, in *responsesv1.SwapRequest, _ ...grpc.CallOption) (*responsesv1.SwapResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.beforeSwap != nil {
+		f := m.beforeSwap
+		m.beforeSwap = nil
+		f(m)
+	}
+	old, ok := m.recs[in.GetResponse().GetId()]
+	switch {
+	case !ok:
+		return nil, status.Error(codes.NotFound, "not found")
+	case old.GetRevision() != in.GetRevision():
+		m.conflicts++
+		return nil, status.Error(codes.Aborted, "the record changed since it was read")
+	case m.max > 0 && len(in.GetResponse().GetData()) > m.max:
+		return nil, status.Error(codes.InvalidArgument, "too large")
+	}
+	m.revision++
+	r := proto.Clone(in.GetResponse()).(*responsesv1.StoredResponse)
+	r.Revision = m.revision
+	m.recs[r.GetId()] = r
+	return &responsesv1.SwapResponse{Revision: r.Revision}, nil
 }
 
 func (m *memStore) Get(_ context.Context, in *responsesv1.GetRequest, _ ...grpc.CallOption) (*responsesv1.GetResponse, error) {
@@ -55,7 +91,7 @@ func (m *memStore) Get(_ context.Context, in *responsesv1.GetRequest, _ ...grpc.
 	if !ok {
 		return nil, status.Error(codes.NotFound, "not found")
 	}
-	return &responsesv1.GetResponse{Response: r}, nil
+	return &responsesv1.GetResponse{Response: proto.Clone(r).(*responsesv1.StoredResponse)}, nil
 }
 
 func (m *memStore) GetChain(ctx context.Context, in *responsesv1.GetChainRequest, _ ...grpc.CallOption) (*responsesv1.GetChainResponse, error) {

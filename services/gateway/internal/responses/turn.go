@@ -80,6 +80,9 @@ func (t *turn) response(text, finish, status string, u *Usage) *Response {
 	if t.req.User != "" {
 		r.User = &t.req.User
 	}
+	if t.req.conversation != "" {
+		r.Conversation = &ConversationRef{ID: t.req.conversation}
+	}
 	if status != "in_progress" && status != "queued" {
 		itemStatus := "completed"
 		if finish == "length" {
@@ -142,10 +145,31 @@ const (
 	notStoredMessage = "the response was generated but could not be stored, so it cannot be retrieved or continued: send the request again, or with store: false"
 )
 
-// commit stores the turn (unless store is false). A store that does not
-// answer is tried again for up to StoreRetryFor; an error means the
-// response is not stored, and the client must be told.
+// commit stores the turn (unless store is false), then adds its items to
+// its conversation (if any). A store that does not answer is tried again
+// for up to StoreRetryFor; an error means the response is not stored (or,
+// errConversationNotUpdated, not in its conversation), and the client
+// must be told.
 func (t *turn) commit(ctx context.Context, resp *Response) error {
+	if err := t.put(ctx, resp); err != nil {
+		return err
+	}
+	if t.req.conversation == "" {
+		return nil
+	}
+	items := append([]InputItem(nil), t.input...)
+	for _, o := range resp.Output {
+		item := InputItem{ID: o.ID, Type: o.Type, Role: o.Role, Status: o.Status, Content: make([]ContentBlock, len(o.Content))}
+		for i, p := range o.Content {
+			item.Content[i] = ContentBlock{Type: p.Type, Text: p.Text}
+		}
+		items = append(items, item)
+	}
+	return t.h.appendToConversation(ctx, t.req.conversation, items)
+}
+
+// put stores the turn's response (unless store is false).
+func (t *turn) put(ctx context.Context, resp *Response) error {
 	if !t.store {
 		return nil
 	}
@@ -361,6 +385,10 @@ func (s *streamWriter) finish(ctx context.Context) {
 	if err := s.t.commit(ctx, resp); err != nil {
 		failed := *resp
 		failed.Status, failed.Error = "failed", &ResponseError{Code: notStoredCode, Message: notStoredMessage}
+		if errors.Is(err, errConversationNotUpdated) {
+			code, msg := conversationFailure(err, s.t.req.conversation)
+			failed.Error = &ResponseError{Code: code, Message: msg}
+		}
 		s.event("response.failed", map[string]any{"response": failed})
 		s.Flush()
 		return

@@ -25,6 +25,9 @@ type Request struct {
 	TopP               *float64          `json:"top_p,omitempty"`
 	User               string            `json:"user,omitempty"`
 	Metadata           map[string]string `json:"metadata,omitempty"`
+	Conversation       json.RawMessage   `json:"conversation,omitempty"`
+	// conversation is Conversation's id (conversationOf).
+	conversation string
 }
 
 // InputItem is a message item of a response's input, as stored and as
@@ -76,6 +79,7 @@ type Response struct {
 	User               *string           `json:"user"`
 	Metadata           map[string]string `json:"metadata"`
 	Background         bool              `json:"background"`
+	Conversation       *ConversationRef  `json:"conversation,omitempty"`
 }
 
 // ResponseError is a failed response's error.
