@@ -34,7 +34,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, id, token)
 		return
 	}
-	if err := g.jobs.Complete(r.Context(), &store.Record{ID: id, Data: []byte("done")}, token); err != nil {
+	if err := g.jobs.Complete(r.Context(), &store.Record{ID: id, Data: []byte("done")}, token, nil); err != nil {
 		http.Error(w, err.Error(), http.StatusConflict)
 	}
 }

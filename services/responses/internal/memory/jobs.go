@@ -14,6 +14,7 @@ type memJob struct {
 	store.Job
 	due     time.Time
 	expires time.Time
+	events  [][]byte
 }
 
 var _ store.Jobs = (*Store)(nil)
@@ -138,21 +139,65 @@ func (s *Store) Fail(_ context.Context, id, token, reason string) error {
 }
 
 // Complete implements store.Jobs.
-func (s *Store) Complete(ctx context.Context, r *store.Record, token string) error {
+func (s *Store) Complete(_ context.Context, r *store.Record, token string, tail *store.EventTail) error {
 	if err := store.CheckPut(r, s.opts.MaxEntryBytes); err != nil {
 		return err
 	}
+	e := s.newEntry(r)
 	now := s.opts.Now()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	j, err := s.held(r.ID, token, now)
-	if err == nil {
-		j.Status, j.Token, j.Error, j.UpdatedAt, j.due = store.JobCompleted, "", "", now, time.Time{}
-	}
-	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return s.Put(ctx, r)
+	if tail != nil {
+		add, err := store.CheckTail(len(j.events), tail.From, tail.Events)
+		if err != nil {
+			return err
+		}
+		j.events = appendCopies(j.events, add)
+	}
+	j.Status, j.Token, j.Error, j.UpdatedAt, j.due = store.JobCompleted, "", "", now, time.Time{}
+	s.put(e)
+	return nil
+}
+
+var _ store.Events = (*Store)(nil)
+
+// AppendEvents implements store.Events.
+func (s *Store) AppendEvents(_ context.Context, id, token string, from int, events [][]byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.held(id, token, s.opts.Now())
+	if err != nil {
+		return 0, err
+	}
+	add, err := store.CheckTail(len(j.events), from, events)
+	if err != nil {
+		return 0, err
+	}
+	j.events = appendCopies(j.events, add)
+	return len(j.events), nil
+}
+
+// ReadEvents implements store.Events.
+func (s *Store) ReadEvents(_ context.Context, id string, from, limit int) ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.job(id, s.opts.Now())
+	if err != nil || from < 0 || from >= len(j.events) {
+		return nil, nil //nolint:nilerr // an unknown response has an empty log
+	}
+	page := j.events[from:min(len(j.events), from+limit)]
+	return appendCopies(nil, page), nil
+}
+
+func appendCopies(dst, src [][]byte) [][]byte {
+	for _, b := range src {
+		dst = append(dst, append([]byte(nil), b...))
+	}
+	return dst
 }
 
 // Cancel implements store.Jobs.

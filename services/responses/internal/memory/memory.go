@@ -52,21 +52,31 @@ func (s *Store) Put(_ context.Context, r *store.Record) error {
 	if err := store.CheckPut(r, s.opts.MaxEntryBytes); err != nil {
 		return err
 	}
-	e := &entry{rec: *r, expires: s.opts.Now().Add(s.opts.TTL)}
-	e.rec.Data = append([]byte(nil), r.Data...)
+	e := s.newEntry(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, ok := s.entries[r.ID]; ok {
+	s.put(e)
+	return nil
+}
+
+func (s *Store) newEntry(r *store.Record) *entry {
+	e := &entry{rec: *r, expires: s.opts.Now().Add(s.opts.TTL)}
+	e.rec.Data = append([]byte(nil), r.Data...)
+	return e
+}
+
+// put stores e; s.mu is held.
+func (s *Store) put(e *entry) {
+	if el, ok := s.entries[e.rec.ID]; ok {
 		el.Value = e
 		s.lru.MoveToFront(el)
-		return nil
+		return
 	}
-	s.entries[r.ID] = s.lru.PushFront(e)
+	s.entries[e.rec.ID] = s.lru.PushFront(e)
 	for s.opts.MaxEntries > 0 && s.lru.Len() > s.opts.MaxEntries {
 		s.remove(s.lru.Back())
 		s.evicted++
 	}
-	return nil
 }
 
 // Swap implements store.Store.
@@ -74,8 +84,7 @@ func (s *Store) Swap(_ context.Context, r *store.Record, want uint64) error {
 	if err := store.CheckPut(r, s.opts.MaxEntryBytes); err != nil {
 		return err
 	}
-	e := &entry{rec: *r, expires: s.opts.Now().Add(s.opts.TTL)}
-	e.rec.Data = append([]byte(nil), r.Data...)
+	e := s.newEntry(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.entries[r.ID]
@@ -119,6 +128,7 @@ func (s *Store) Delete(_ context.Context, id string) error {
 	}
 	live := s.opts.Now().Before(el.Value.(*entry).expires)
 	s.remove(el)
+	delete(s.jobs, id) // and its event log
 	if !live {
 		return fmt.Errorf("%w: %s (expired)", store.ErrNotFound, id)
 	}

@@ -141,3 +141,7 @@ func TestJobsExpireWithTheirRecords(t *testing.T) {
 func TestSwap(t *testing.T) {
 	storetest.Swap(t, New(Options{TTL: time.Hour, MaxEntryBytes: 1 << 10}), 1<<10)
 }
+
+func TestEvents(t *testing.T) {
+	storetest.Events(t, New(Options{TTL: time.Hour}))
+}

@@ -68,7 +68,11 @@ func (s *Server) Put(ctx context.Context, req *responsesv1.PutRequest) (*respons
 	rec.Revision = store.NewRevision()
 	var err error
 	if req.GetRunToken() != "" {
-		err = s.store.Complete(ctx, rec, req.GetRunToken())
+		var tail *store.EventTail
+		if len(req.GetEvents()) > 0 {
+			tail = &store.EventTail{From: int(req.GetEventsFrom()), Events: req.GetEvents()}
+		}
+		err = s.store.Complete(ctx, rec, req.GetRunToken(), tail)
 	} else {
 		err = s.store.Put(ctx, rec)
 	}
@@ -134,6 +138,40 @@ func (s *Server) Delete(ctx context.Context, req *responsesv1.DeleteRequest) (*r
 		return nil, s.observe("Delete", start, "", status.Error(codes.InvalidArgument, "id: required"))
 	}
 	return &responsesv1.DeleteResponse{}, s.observe("Delete", start, "", s.store.Delete(ctx, req.GetId()))
+}
+
+// EventsPage is ReadEvents' page size when the request gives none, and
+// the most it returns.
+const EventsPage = 256
+
+// AppendEvents implements ResponsesStoreServer.
+func (s *Server) AppendEvents(ctx context.Context, req *responsesv1.AppendEventsRequest) (*responsesv1.AppendEventsResponse, error) {
+	start := time.Now()
+	if req.GetId() == "" || req.GetRunToken() == "" {
+		return nil, s.observe("AppendEvents", start, "", status.Error(codes.InvalidArgument, "id and run_token: required"))
+	}
+	n, err := s.store.AppendEvents(ctx, req.GetId(), req.GetRunToken(), int(req.GetFrom()), req.GetEvents())
+	if err != nil {
+		return nil, s.observe("AppendEvents", start, "", err)
+	}
+	return &responsesv1.AppendEventsResponse{Length: int64(n)}, s.observe("AppendEvents", start, "", nil)
+}
+
+// ReadEvents implements ResponsesStoreServer.
+func (s *Server) ReadEvents(ctx context.Context, req *responsesv1.ReadEventsRequest) (*responsesv1.ReadEventsResponse, error) {
+	start := time.Now()
+	if req.GetId() == "" || req.GetFrom() < 0 {
+		return nil, s.observe("ReadEvents", start, "", status.Error(codes.InvalidArgument, "id: required; from: not negative"))
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 || limit > EventsPage {
+		limit = EventsPage
+	}
+	events, err := s.store.ReadEvents(ctx, req.GetId(), int(req.GetFrom()), limit)
+	if err != nil {
+		return nil, s.observe("ReadEvents", start, "", err)
+	}
+	return &responsesv1.ReadEventsResponse{Events: events}, s.observe("ReadEvents", start, "", nil)
 }
 
 func grpcError(err error) error {

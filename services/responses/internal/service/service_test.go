@@ -11,6 +11,7 @@ import (
 
 	responsesv1 "github.com/hermod/hermod/libs/api/hermod/responses/v1"
 	"github.com/hermod/hermod/services/responses/internal/memory"
+	"github.com/hermod/hermod/services/responses/internal/store"
 )
 
 func TestMethodsAndCodes(t *testing.T) {
@@ -154,5 +155,53 @@ func TestSwapCodes(t *testing.T) {
 	}
 	if _, err := s.Swap(ctx, &responsesv1.SwapRequest{Response: rec(strings.Repeat("d", 200)), Revision: sw.GetRevision()}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("swap over the limit: %v", err)
+	}
+}
+
+func TestEventCodes(t *testing.T) {
+	mem := memory.New(memory.Options{TTL: time.Hour})
+	s := New(mem, 3)
+	ctx := context.Background()
+	if err := mem.Submit(ctx, &store.Record{ID: "resp_e", Data: []byte("q")}, &store.Job{Request: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := mem.Claim(ctx, "tok", time.Minute)
+	if err != nil || j == nil {
+		t.Fatal(j, err)
+	}
+	app := func(token string, from int64, evs ...string) (*responsesv1.AppendEventsResponse, error) {
+		req := &responsesv1.AppendEventsRequest{Id: "resp_e", RunToken: token, From: from}
+		for _, e := range evs {
+			req.Events = append(req.Events, []byte(e))
+		}
+		return s.AppendEvents(ctx, req)
+	}
+	if res, err := app("tok", 0, "a", "b"); err != nil || res.GetLength() != 2 {
+		t.Fatalf("append: %v %v", res, err)
+	}
+	for _, c := range []struct {
+		token string
+		from  int64
+		code  codes.Code
+	}{{"", 0, codes.InvalidArgument}, {"other", 2, codes.FailedPrecondition}, {"tok", 9, codes.Aborted}} {
+		if _, err := app(c.token, c.from, "x"); status.Code(err) != c.code {
+			t.Errorf("append by %q at %d: %v, want %s", c.token, c.from, err, c.code)
+		}
+	}
+	res, err := s.ReadEvents(ctx, &responsesv1.ReadEventsRequest{Id: "resp_e", From: 1})
+	if err != nil || len(res.GetEvents()) != 1 || string(res.GetEvents()[0]) != "b" {
+		t.Fatalf("read: %v %v", res, err)
+	}
+	if _, err := s.ReadEvents(ctx, &responsesv1.ReadEventsRequest{Id: "resp_e", From: -1}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("read from -1: %v", err)
+	}
+	// the final events land with the completion
+	put := &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{Id: "resp_e", Data: []byte("done")}, RunToken: "tok",
+		Events: [][]byte{[]byte("c")}, EventsFrom: 2}
+	if _, err := s.Put(ctx, put); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := s.ReadEvents(ctx, &responsesv1.ReadEventsRequest{Id: "resp_e"}); len(res.GetEvents()) != 3 {
+		t.Fatalf("after the completion: %d events", len(res.GetEvents()))
 	}
 }

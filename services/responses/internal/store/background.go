@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -61,16 +62,60 @@ type Jobs interface {
 	Retry(ctx context.Context, id, token string, delay time.Duration, reason string) error
 	// Fail ends a held job as failed.
 	Fail(ctx context.Context, id, token, reason string) error
-	// Complete stores r, the outcome of the run holding r's job, and
-	// completes the job, in one step.
-	Complete(ctx context.Context, r *Record, token string) error
+	// Complete stores r, the outcome of the run holding r's job, appends
+	// tail (if any) to its event log as AppendEvents does, and completes
+	// the job, in one step.
+	Complete(ctx context.Context, r *Record, token string, tail *EventTail) error
 	// Cancel cancels a queued or running job and returns its state
 	// afterwards; a finished job is returned as it is.
 	Cancel(ctx context.Context, id string) (*Job, error)
+}
+
+// EventTail is events to append to a log at index From.
+type EventTail struct {
+	From   int
+	Events [][]byte
+}
+
+// MaxEvents bounds a response's event log.
+const MaxEvents = 1 << 17
+
+// Events is the event log of each background response, beside its job:
+// what a live stream of the response sends, appended by the run holding
+// the job as the run goes, read by every client streaming it. A log lives
+// as long as its job; deleting the response deletes it.
+type Events interface {
+	// AppendEvents places events in id's log at index from, skipping the
+	// ones the log holds already (a retried append lands once), and
+	// returns the log's length. ErrNotHeld unless token holds the job;
+	// ErrConflict when the log is shorter than from; ErrTooLarge past
+	// MaxEvents.
+	AppendEvents(ctx context.Context, id, token string, from int, events [][]byte) (int, error)
+	// ReadEvents returns up to limit events of id's log from index from
+	// (none for an unknown id).
+	ReadEvents(ctx context.Context, id string, from, limit int) ([][]byte, error)
+}
+
+// CheckTail validates an append of events at index from to a log of
+// length n: the events still to add, or an error.
+func CheckTail(n, from int, events [][]byte) ([][]byte, error) {
+	switch {
+	case from < 0:
+		return nil, fmt.Errorf("%w: index %d", ErrConflict, from)
+	case from > n:
+		return nil, fmt.Errorf("%w: the log holds %d events, the append starts at %d", ErrConflict, n, from)
+	case from+len(events) > MaxEvents:
+		return nil, fmt.Errorf("%w: more than %d events", ErrTooLarge, MaxEvents)
+	}
+	if skip := n - from; skip < len(events) {
+		return events[skip:], nil
+	}
+	return nil, nil
 }
 
 // Backend is a store with background jobs: what the service serves.
 type Backend interface {
 	Store
 	Jobs
+	Events
 }

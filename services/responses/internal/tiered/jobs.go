@@ -23,10 +23,12 @@ import (
 
 var _ store.Jobs = (*Store)(nil)
 
-// submitScript stores the record as putScript does and queues its job.
-// KEYS: record, stream, job, due set. ARGV: value, ttl ms, id, "1" to
-// append, maxLen, now ms, request, headers.
+// submitScript stores the record as putScript does and queues its job
+// (with an empty event log). KEYS: record, stream, job, due set, log.
+// ARGV: value, ttl ms, id, "1" to append, maxLen, now ms, request,
+// headers.
 var submitScript = valkey.NewLuaScript(`
+redis.call('DEL', KEYS[5])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[4] == '1' then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'op', 'put', 'id', ARGV[3], 'v', ARGV[1])
@@ -78,12 +80,45 @@ end
 return 1
 `)
 
-// completeScript stores the outcome of the run holding the job and
-// completes it. KEYS: record, stream, job, due set. ARGV: value, ttl ms,
-// id, "1" to append, maxLen, now ms, token.
-var completeScript = valkey.NewLuaScript(`
+// The event log of a background response is a list beside its job
+// ("{<stream key>}:ev:<id>") that expires with the job. appendLua is the
+// append both scripts share: it returns the log's length, or -2 (the log
+// is shorter than the append's index) or -3 (past the bound). Locals:
+// job and log keys, the index, the bound and the events (ARGV from first).
+const appendLua = `
+local function append(job, log, from, bound, first)
+  local n = redis.call('LLEN', log)
+  if from > n then return -2 end
+  if from + (#ARGV - first + 1) > bound then return -3 end
+  for i = first + (n - from), #ARGV do redis.call('RPUSH', log, ARGV[i]) end
+  local ttl = redis.call('PTTL', job)
+  if ttl > 0 then redis.call('PEXPIRE', log, ttl) end
+  return redis.call('LLEN', log)
+end
+`
+
+// appendEventsScript appends to the log of a job the run holds. KEYS:
+// job, log. ARGV: token, from, bound, events... Returns the length, -1
+// (not held), -2 or -3.
+var appendEventsScript = valkey.NewLuaScript(appendLua + `
+local f = redis.call('HMGET', KEYS[1], 'status', 'token')
+if f[1] ~= 'in_progress' or f[2] ~= ARGV[1] or ARGV[1] == '' then return -1 end
+return append(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), 4)
+`)
+
+// completeScript stores the outcome of the run holding the job, appends
+// its last events to the log and completes the job. KEYS: record, stream,
+// job, due set, log. ARGV: value, ttl ms, id, "1" to append, maxLen, now
+// ms, token, events' index (-1: none), bound, events... Returns 1, 0 (not
+// held), -2 or -3.
+var completeScript = valkey.NewLuaScript(appendLua + `
 local f = redis.call('HMGET', KEYS[3], 'status', 'token')
 if f[1] ~= 'in_progress' or f[2] ~= ARGV[7] or ARGV[7] == '' then return 0 end
+local from = tonumber(ARGV[8])
+if from >= 0 then
+  local n = append(KEYS[3], KEYS[5], from, tonumber(ARGV[9]), 10)
+  if n < 0 then return n end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[4] == '1' then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'op', 'put', 'id', ARGV[3], 'v', ARGV[1])
@@ -107,6 +142,7 @@ return 1
 
 func (s *Store) jobPrefix() string       { return "{" + s.cfg.Stream.Key + "}:job:" }
 func (s *Store) jobKey(id string) string { return s.jobPrefix() + id }
+func (s *Store) logKey(id string) string { return "{" + s.cfg.Stream.Key + "}:ev:" + id }
 func (s *Store) dueKey() string          { return "{" + s.cfg.Stream.Key + "}:jobs" }
 func (s *Store) nowMilli() string        { return strconv.FormatInt(s.opts.Now().UnixMilli(), 10) }
 
@@ -119,7 +155,7 @@ func (s *Store) Submit(ctx context.Context, r *store.Record, job *store.Job) err
 	if err != nil {
 		return fmt.Errorf("submit %s: headers: %w", r.ID, err)
 	}
-	err = submitScript.Exec(ctx, s.rdb, []string{s.key(r.ID), s.cfg.Stream.Key, s.jobKey(r.ID), s.dueKey()},
+	err = submitScript.Exec(ctx, s.rdb, []string{s.key(r.ID), s.cfg.Stream.Key, s.jobKey(r.ID), s.dueKey(), s.logKey(r.ID)},
 		[]string{string(encodeValue(s.value(r))), s.ttlMilli, r.ID, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10),
 			s.nowMilli(), string(job.Request), string(headers)}).Error()
 	s.opts.Metrics.op("submit", store.TierRedis, err)
@@ -210,13 +246,19 @@ func (s *Store) Fail(ctx context.Context, id, token, reason string) error {
 }
 
 // Complete implements store.Jobs.
-func (s *Store) Complete(ctx context.Context, r *store.Record, token string) error {
+func (s *Store) Complete(ctx context.Context, r *store.Record, token string, tail *store.EventTail) error {
 	if err := store.CheckPut(r, s.cfg.Redis.MaxEntryBytes); err != nil {
 		return err
 	}
-	ok, err := completeScript.Exec(ctx, s.rdb, []string{s.key(r.ID), s.cfg.Stream.Key, s.jobKey(r.ID), s.dueKey()},
-		[]string{string(encodeValue(s.value(r))), s.ttlMilli, r.ID, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10),
-			s.nowMilli(), token}).AsInt64()
+	args := []string{string(encodeValue(s.value(r))), s.ttlMilli, r.ID, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10),
+		s.nowMilli(), token, "-1", strconv.Itoa(store.MaxEvents)}
+	if tail != nil {
+		args[7] = strconv.Itoa(tail.From)
+		for _, e := range tail.Events {
+			args = append(args, string(e))
+		}
+	}
+	ok, err := completeScript.Exec(ctx, s.rdb, []string{s.key(r.ID), s.cfg.Stream.Key, s.jobKey(r.ID), s.dueKey(), s.logKey(r.ID)}, args).AsInt64()
 	s.opts.Metrics.op("complete", store.TierRedis, err)
 	if err != nil {
 		return fmt.Errorf("complete %s: %w", r.ID, err)
@@ -224,7 +266,58 @@ func (s *Store) Complete(ctx context.Context, r *store.Record, token string) err
 	if ok == 0 {
 		return fmt.Errorf("%w: %s", store.ErrNotHeld, r.ID)
 	}
+	return appendResult(r.ID, ok)
+}
+
+// appendResult is the error of appendLua's answer n (nil for a length).
+func appendResult(id string, n int64) error {
+	switch n {
+	case -2:
+		return fmt.Errorf("%w: the event log of %s is shorter than the append's index", store.ErrConflict, id)
+	case -3:
+		return fmt.Errorf("%w: the event log of %s would pass %d events", store.ErrTooLarge, id, store.MaxEvents)
+	}
 	return nil
+}
+
+var _ store.Events = (*Store)(nil)
+
+// AppendEvents implements store.Events.
+func (s *Store) AppendEvents(ctx context.Context, id, token string, from int, events [][]byte) (int, error) {
+	if from < 0 {
+		return 0, fmt.Errorf("%w: index %d", store.ErrConflict, from)
+	}
+	args := make([]string, 0, 3+len(events))
+	args = append(args, token, strconv.Itoa(from), strconv.Itoa(store.MaxEvents))
+	for _, e := range events {
+		args = append(args, string(e))
+	}
+	n, err := appendEventsScript.Exec(ctx, s.rdb, []string{s.jobKey(id), s.logKey(id)}, args).AsInt64()
+	s.opts.Metrics.op("append_events", store.TierRedis, err)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("append events to %s: %w", id, err)
+	case n == -1:
+		return 0, fmt.Errorf("%w: %s", store.ErrNotHeld, id)
+	}
+	return int(n), appendResult(id, n)
+}
+
+// ReadEvents implements store.Events.
+func (s *Store) ReadEvents(ctx context.Context, id string, from, limit int) ([][]byte, error) {
+	if from < 0 || limit <= 0 {
+		return nil, nil
+	}
+	vs, err := s.rdb.Do(ctx, s.rdb.B().Lrange().Key(s.logKey(id)).Start(int64(from)).Stop(int64(from+limit-1)).Build()).AsStrSlice()
+	s.opts.Metrics.op("read_events", store.TierRedis, err)
+	if err != nil {
+		return nil, fmt.Errorf("read the events of %s: %w", id, err)
+	}
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		out[i] = []byte(v)
+	}
+	return out, nil
 }
 
 // Cancel implements store.Jobs.

@@ -296,6 +296,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.rdb.Do(ctx, s.rdb.B().Del().Key(s.logKey(id)).Build()).Error(); err != nil {
+		s.opts.Log.Warn("responses: the event log of a deleted response is left to expire", "id", id, "err", err)
+	}
 	switch {
 	case found == deleteLive:
 		return nil

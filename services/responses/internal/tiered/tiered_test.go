@@ -561,3 +561,27 @@ func TestSwapTiered(t *testing.T) {
 		t.Fatalf("a newer swap did not replace: %q", got.Data)
 	}
 }
+
+func TestEvents(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"ttl":"1h"}}}`, srv.URL()))
+	s := open(t, cfg, Options{})
+	storetest.Events(t, s)
+	// the log expires with its job
+	ctx := context.Background()
+	if err := s.Submit(ctx, rec("resp_ttl", "", "q"), &store.Job{Request: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Claim(ctx, "run", time.Minute)
+	if err != nil || j == nil {
+		t.Fatal(j, err)
+	}
+	if _, err := s.AppendEvents(ctx, j.ID, "run", 0, [][]byte{[]byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	job, _ := s.rdb.Do(ctx, s.rdb.B().Pttl().Key(s.jobKey(j.ID)).Build()).AsInt64()
+	log, _ := s.rdb.Do(ctx, s.rdb.B().Pttl().Key(s.logKey(j.ID)).Build()).AsInt64()
+	if log <= 0 || log > job {
+		t.Fatalf("log pttl %d, job pttl %d", log, job)
+	}
+}

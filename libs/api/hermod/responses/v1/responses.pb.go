@@ -113,7 +113,13 @@ type PutRequest struct {
 	// only if that run still holds the job, which then completes;
 	// otherwise FailedPrecondition (the job was cancelled or given to
 	// another run).
-	RunToken      string `protobuf:"bytes,2,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"`
+	RunToken string `protobuf:"bytes,2,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"`
+	// With run_token: stream events appended to the response's event log
+	// in the same step as the response is stored (its final events, so a
+	// reader never sees the stream end before the response is stored), at
+	// index events_from as AppendEvents places them.
+	Events        [][]byte `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	EventsFrom    int64    `protobuf:"varint,4,opt,name=events_from,json=eventsFrom,proto3" json:"events_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +166,20 @@ func (x *PutRequest) GetRunToken() string {
 		return x.RunToken
 	}
 	return ""
+}
+
+func (x *PutRequest) GetEvents() [][]byte {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *PutRequest) GetEventsFrom() int64 {
+	if x != nil {
+		return x.EventsFrom
+	}
+	return 0
 }
 
 type PutResponse struct {
@@ -957,6 +977,226 @@ func (x *CancelResponse) GetJob() *BackgroundJob {
 	return nil
 }
 
+type AppendEventsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RunToken string                 `protobuf:"bytes,2,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"`
+	// The index of events[0] in the log.
+	From          int64    `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	Events        [][]byte `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEventsRequest) Reset() {
+	*x = AppendEventsRequest{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEventsRequest) ProtoMessage() {}
+
+func (x *AppendEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEventsRequest.ProtoReflect.Descriptor instead.
+func (*AppendEventsRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AppendEventsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppendEventsRequest) GetRunToken() string {
+	if x != nil {
+		return x.RunToken
+	}
+	return ""
+}
+
+func (x *AppendEventsRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *AppendEventsRequest) GetEvents() [][]byte {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type AppendEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log's length afterwards.
+	Length        int64 `protobuf:"varint,1,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEventsResponse) Reset() {
+	*x = AppendEventsResponse{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEventsResponse) ProtoMessage() {}
+
+func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEventsResponse.ProtoReflect.Descriptor instead.
+func (*AppendEventsResponse) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AppendEventsResponse) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+type ReadEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The index of the first event to read.
+	From int64 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	// The most events to return (0: the service's page size).
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadEventsRequest) Reset() {
+	*x = ReadEventsRequest{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadEventsRequest) ProtoMessage() {}
+
+func (x *ReadEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadEventsRequest.ProtoReflect.Descriptor instead.
+func (*ReadEventsRequest) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReadEventsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReadEventsRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ReadEventsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ReadEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        [][]byte               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadEventsResponse) Reset() {
+	*x = ReadEventsResponse{}
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadEventsResponse) ProtoMessage() {}
+
+func (x *ReadEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hermod_responses_v1_responses_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadEventsResponse.ProtoReflect.Descriptor instead.
+func (*ReadEventsResponse) Descriptor() ([]byte, []int) {
+	return file_hermod_responses_v1_responses_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReadEventsResponse) GetEvents() [][]byte {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_hermod_responses_v1_responses_proto protoreflect.FileDescriptor
 
 const file_hermod_responses_v1_responses_proto_rawDesc = "" +
@@ -967,11 +1207,14 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\x14previous_response_id\x18\x02 \x01(\tR\x12previousResponseId\x12+\n" +
 	"\x12created_at_unix_ms\x18\x03 \x01(\x03R\x0fcreatedAtUnixMs\x12\x12\n" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\x06R\brevision\"j\n" +
+	"\brevision\x18\x05 \x01(\x06R\brevision\"\xa3\x01\n" +
 	"\n" +
 	"PutRequest\x12?\n" +
 	"\bresponse\x18\x01 \x01(\v2#.hermod.responses.v1.StoredResponseR\bresponse\x12\x1b\n" +
-	"\trun_token\x18\x02 \x01(\tR\brunToken\")\n" +
+	"\trun_token\x18\x02 \x01(\tR\brunToken\x12\x16\n" +
+	"\x06events\x18\x03 \x03(\fR\x06events\x12\x1f\n" +
+	"\vevents_from\x18\x04 \x01(\x03R\n" +
+	"eventsFrom\")\n" +
 	"\vPutResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x06R\brevision\"\x1c\n" +
 	"\n" +
@@ -1016,7 +1259,20 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
 	"\x0eCancelResponse\x124\n" +
-	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job2\xab\x05\n" +
+	"\x03job\x18\x01 \x01(\v2\".hermod.responses.v1.BackgroundJobR\x03job\"n\n" +
+	"\x13AppendEventsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\trun_token\x18\x02 \x01(\tR\brunToken\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x03R\x04from\x12\x16\n" +
+	"\x06events\x18\x04 \x03(\fR\x06events\".\n" +
+	"\x14AppendEventsResponse\x12\x16\n" +
+	"\x06length\x18\x01 \x01(\x03R\x06length\"M\n" +
+	"\x11ReadEventsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\",\n" +
+	"\x12ReadEventsResponse\x12\x16\n" +
+	"\x06events\x18\x01 \x03(\fR\x06events2\xef\x06\n" +
 	"\x0eResponsesStore\x12H\n" +
 	"\x03Put\x12\x1f.hermod.responses.v1.PutRequest\x1a .hermod.responses.v1.PutResponse\x12H\n" +
 	"\x03Get\x12\x1f.hermod.responses.v1.GetRequest\x1a .hermod.responses.v1.GetResponse\x12W\n" +
@@ -1025,7 +1281,10 @@ const file_hermod_responses_v1_responses_proto_rawDesc = "" +
 	"\x04Swap\x12 .hermod.responses.v1.SwapRequest\x1a!.hermod.responses.v1.SwapResponse\x12Q\n" +
 	"\x06Submit\x12\".hermod.responses.v1.SubmitRequest\x1a#.hermod.responses.v1.SubmitResponse\x12f\n" +
 	"\rGetBackground\x12).hermod.responses.v1.GetBackgroundRequest\x1a*.hermod.responses.v1.GetBackgroundResponse\x12Q\n" +
-	"\x06Cancel\x12\".hermod.responses.v1.CancelRequest\x1a#.hermod.responses.v1.CancelResponseBCZAgithub.com/hermod/hermod/libs/api/hermod/responses/v1;responsesv1b\x06proto3"
+	"\x06Cancel\x12\".hermod.responses.v1.CancelRequest\x1a#.hermod.responses.v1.CancelResponse\x12c\n" +
+	"\fAppendEvents\x12(.hermod.responses.v1.AppendEventsRequest\x1a).hermod.responses.v1.AppendEventsResponse\x12]\n" +
+	"\n" +
+	"ReadEvents\x12&.hermod.responses.v1.ReadEventsRequest\x1a'.hermod.responses.v1.ReadEventsResponseBCZAgithub.com/hermod/hermod/libs/api/hermod/responses/v1;responsesv1b\x06proto3"
 
 var (
 	file_hermod_responses_v1_responses_proto_rawDescOnce sync.Once
@@ -1039,7 +1298,7 @@ func file_hermod_responses_v1_responses_proto_rawDescGZIP() []byte {
 	return file_hermod_responses_v1_responses_proto_rawDescData
 }
 
-var file_hermod_responses_v1_responses_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_hermod_responses_v1_responses_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_hermod_responses_v1_responses_proto_goTypes = []any{
 	(*StoredResponse)(nil),        // 0: hermod.responses.v1.StoredResponse
 	(*PutRequest)(nil),            // 1: hermod.responses.v1.PutRequest
@@ -1059,7 +1318,11 @@ var file_hermod_responses_v1_responses_proto_goTypes = []any{
 	(*GetBackgroundResponse)(nil), // 15: hermod.responses.v1.GetBackgroundResponse
 	(*CancelRequest)(nil),         // 16: hermod.responses.v1.CancelRequest
 	(*CancelResponse)(nil),        // 17: hermod.responses.v1.CancelResponse
-	nil,                           // 18: hermod.responses.v1.SubmitRequest.HeadersEntry
+	(*AppendEventsRequest)(nil),   // 18: hermod.responses.v1.AppendEventsRequest
+	(*AppendEventsResponse)(nil),  // 19: hermod.responses.v1.AppendEventsResponse
+	(*ReadEventsRequest)(nil),     // 20: hermod.responses.v1.ReadEventsRequest
+	(*ReadEventsResponse)(nil),    // 21: hermod.responses.v1.ReadEventsResponse
+	nil,                           // 22: hermod.responses.v1.SubmitRequest.HeadersEntry
 }
 var file_hermod_responses_v1_responses_proto_depIdxs = []int32{
 	0,  // 0: hermod.responses.v1.PutRequest.response:type_name -> hermod.responses.v1.StoredResponse
@@ -1067,7 +1330,7 @@ var file_hermod_responses_v1_responses_proto_depIdxs = []int32{
 	0,  // 2: hermod.responses.v1.GetChainResponse.responses:type_name -> hermod.responses.v1.StoredResponse
 	0,  // 3: hermod.responses.v1.SwapRequest.response:type_name -> hermod.responses.v1.StoredResponse
 	0,  // 4: hermod.responses.v1.SubmitRequest.response:type_name -> hermod.responses.v1.StoredResponse
-	18, // 5: hermod.responses.v1.SubmitRequest.headers:type_name -> hermod.responses.v1.SubmitRequest.HeadersEntry
+	22, // 5: hermod.responses.v1.SubmitRequest.headers:type_name -> hermod.responses.v1.SubmitRequest.HeadersEntry
 	11, // 6: hermod.responses.v1.SubmitResponse.job:type_name -> hermod.responses.v1.BackgroundJob
 	11, // 7: hermod.responses.v1.GetBackgroundResponse.job:type_name -> hermod.responses.v1.BackgroundJob
 	11, // 8: hermod.responses.v1.CancelResponse.job:type_name -> hermod.responses.v1.BackgroundJob
@@ -1079,16 +1342,20 @@ var file_hermod_responses_v1_responses_proto_depIdxs = []int32{
 	12, // 14: hermod.responses.v1.ResponsesStore.Submit:input_type -> hermod.responses.v1.SubmitRequest
 	14, // 15: hermod.responses.v1.ResponsesStore.GetBackground:input_type -> hermod.responses.v1.GetBackgroundRequest
 	16, // 16: hermod.responses.v1.ResponsesStore.Cancel:input_type -> hermod.responses.v1.CancelRequest
-	2,  // 17: hermod.responses.v1.ResponsesStore.Put:output_type -> hermod.responses.v1.PutResponse
-	4,  // 18: hermod.responses.v1.ResponsesStore.Get:output_type -> hermod.responses.v1.GetResponse
-	6,  // 19: hermod.responses.v1.ResponsesStore.GetChain:output_type -> hermod.responses.v1.GetChainResponse
-	8,  // 20: hermod.responses.v1.ResponsesStore.Delete:output_type -> hermod.responses.v1.DeleteResponse
-	10, // 21: hermod.responses.v1.ResponsesStore.Swap:output_type -> hermod.responses.v1.SwapResponse
-	13, // 22: hermod.responses.v1.ResponsesStore.Submit:output_type -> hermod.responses.v1.SubmitResponse
-	15, // 23: hermod.responses.v1.ResponsesStore.GetBackground:output_type -> hermod.responses.v1.GetBackgroundResponse
-	17, // 24: hermod.responses.v1.ResponsesStore.Cancel:output_type -> hermod.responses.v1.CancelResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	18, // 17: hermod.responses.v1.ResponsesStore.AppendEvents:input_type -> hermod.responses.v1.AppendEventsRequest
+	20, // 18: hermod.responses.v1.ResponsesStore.ReadEvents:input_type -> hermod.responses.v1.ReadEventsRequest
+	2,  // 19: hermod.responses.v1.ResponsesStore.Put:output_type -> hermod.responses.v1.PutResponse
+	4,  // 20: hermod.responses.v1.ResponsesStore.Get:output_type -> hermod.responses.v1.GetResponse
+	6,  // 21: hermod.responses.v1.ResponsesStore.GetChain:output_type -> hermod.responses.v1.GetChainResponse
+	8,  // 22: hermod.responses.v1.ResponsesStore.Delete:output_type -> hermod.responses.v1.DeleteResponse
+	10, // 23: hermod.responses.v1.ResponsesStore.Swap:output_type -> hermod.responses.v1.SwapResponse
+	13, // 24: hermod.responses.v1.ResponsesStore.Submit:output_type -> hermod.responses.v1.SubmitResponse
+	15, // 25: hermod.responses.v1.ResponsesStore.GetBackground:output_type -> hermod.responses.v1.GetBackgroundResponse
+	17, // 26: hermod.responses.v1.ResponsesStore.Cancel:output_type -> hermod.responses.v1.CancelResponse
+	19, // 27: hermod.responses.v1.ResponsesStore.AppendEvents:output_type -> hermod.responses.v1.AppendEventsResponse
+	21, // 28: hermod.responses.v1.ResponsesStore.ReadEvents:output_type -> hermod.responses.v1.ReadEventsResponse
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1105,7 +1372,7 @@ func file_hermod_responses_v1_responses_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hermod_responses_v1_responses_proto_rawDesc), len(file_hermod_responses_v1_responses_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,8 @@ const (
 	ResponsesStore_Submit_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Submit"
 	ResponsesStore_GetBackground_FullMethodName = "/hermod.responses.v1.ResponsesStore/GetBackground"
 	ResponsesStore_Cancel_FullMethodName        = "/hermod.responses.v1.ResponsesStore/Cancel"
+	ResponsesStore_AppendEvents_FullMethodName  = "/hermod.responses.v1.ResponsesStore/AppendEvents"
+	ResponsesStore_ReadEvents_FullMethodName    = "/hermod.responses.v1.ResponsesStore/ReadEvents"
 )
 
 // ResponsesStoreClient is the client API for ResponsesStore service.
@@ -69,6 +71,16 @@ type ResponsesStoreClient interface {
 	// its state afterwards (a finished one is returned unchanged). NotFound:
 	// no such background response.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// AppendEvents appends stream events to a background response's event
+	// log (what a live stream of it sends, in order). Only the run holding
+	// the job appends (FailedPrecondition otherwise); an append is placed at
+	// index from, and events the log already holds from there on are
+	// skipped, so a retried append lands once. Aborted when the log is
+	// shorter than from; InvalidArgument past the log's bound.
+	AppendEvents(ctx context.Context, in *AppendEventsRequest, opts ...grpc.CallOption) (*AppendEventsResponse, error)
+	// ReadEvents reads a background response's event log from an index.
+	// An unknown response has an empty log.
+	ReadEvents(ctx context.Context, in *ReadEventsRequest, opts ...grpc.CallOption) (*ReadEventsResponse, error)
 }
 
 type responsesStoreClient struct {
@@ -159,6 +171,26 @@ func (c *responsesStoreClient) Cancel(ctx context.Context, in *CancelRequest, op
 	return out, nil
 }
 
+func (c *responsesStoreClient) AppendEvents(ctx context.Context, in *AppendEventsRequest, opts ...grpc.CallOption) (*AppendEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendEventsResponse)
+	err := c.cc.Invoke(ctx, ResponsesStore_AppendEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *responsesStoreClient) ReadEvents(ctx context.Context, in *ReadEventsRequest, opts ...grpc.CallOption) (*ReadEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadEventsResponse)
+	err := c.cc.Invoke(ctx, ResponsesStore_ReadEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResponsesStoreServer is the server API for ResponsesStore service.
 // All implementations must embed UnimplementedResponsesStoreServer
 // for forward compatibility.
@@ -199,6 +231,16 @@ type ResponsesStoreServer interface {
 	// its state afterwards (a finished one is returned unchanged). NotFound:
 	// no such background response.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// AppendEvents appends stream events to a background response's event
+	// log (what a live stream of it sends, in order). Only the run holding
+	// the job appends (FailedPrecondition otherwise); an append is placed at
+	// index from, and events the log already holds from there on are
+	// skipped, so a retried append lands once. Aborted when the log is
+	// shorter than from; InvalidArgument past the log's bound.
+	AppendEvents(context.Context, *AppendEventsRequest) (*AppendEventsResponse, error)
+	// ReadEvents reads a background response's event log from an index.
+	// An unknown response has an empty log.
+	ReadEvents(context.Context, *ReadEventsRequest) (*ReadEventsResponse, error)
 	mustEmbedUnimplementedResponsesStoreServer()
 }
 
@@ -232,6 +274,12 @@ func (UnimplementedResponsesStoreServer) GetBackground(context.Context, *GetBack
 }
 func (UnimplementedResponsesStoreServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedResponsesStoreServer) AppendEvents(context.Context, *AppendEventsRequest) (*AppendEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendEvents not implemented")
+}
+func (UnimplementedResponsesStoreServer) ReadEvents(context.Context, *ReadEventsRequest) (*ReadEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadEvents not implemented")
 }
 func (UnimplementedResponsesStoreServer) mustEmbedUnimplementedResponsesStoreServer() {}
 func (UnimplementedResponsesStoreServer) testEmbeddedByValue()                        {}
@@ -398,6 +446,42 @@ func _ResponsesStore_Cancel_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResponsesStore_AppendEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResponsesStoreServer).AppendEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResponsesStore_AppendEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResponsesStoreServer).AppendEvents(ctx, req.(*AppendEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResponsesStore_ReadEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResponsesStoreServer).ReadEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResponsesStore_ReadEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResponsesStoreServer).ReadEvents(ctx, req.(*ReadEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ResponsesStore_ServiceDesc is the grpc.ServiceDesc for ResponsesStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -436,6 +520,14 @@ var ResponsesStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Cancel",
 			Handler:    _ResponsesStore_Cancel_Handler,
+		},
+		{
+			MethodName: "AppendEvents",
+			Handler:    _ResponsesStore_AppendEvents_Handler,
+		},
+		{
+			MethodName: "ReadEvents",
+			Handler:    _ResponsesStore_ReadEvents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

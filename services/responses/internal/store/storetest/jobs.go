@@ -94,7 +94,7 @@ func checkRetryAndLease(t *testing.T, s store.Backend, advance func(time.Duratio
 	if err := s.Extend(ctx, "resp_a", "run3", time.Minute); !errors.Is(err, store.ErrNotHeld) {
 		t.Fatalf("extend by the run that lost it: %v", err)
 	}
-	if err := s.Complete(ctx, &store.Record{ID: "resp_a", Data: []byte("late")}, "run3"); !errors.Is(err, store.ErrNotHeld) {
+	if err := s.Complete(ctx, &store.Record{ID: "resp_a", Data: []byte("late")}, "run3", nil); !errors.Is(err, store.ErrNotHeld) {
 		t.Fatalf("complete by the run that lost it: %v", err)
 	}
 }
@@ -105,7 +105,7 @@ func checkCancelAndComplete(t *testing.T, s store.Backend, rec func(id, data str
 	if j, err := s.Cancel(ctx, "resp_a"); err != nil || j.Status != store.JobCancelled {
 		t.Fatalf("cancel = %+v, %v", j, err)
 	}
-	if err := s.Complete(ctx, rec("resp_a", "done"), "run4"); !errors.Is(err, store.ErrNotHeld) {
+	if err := s.Complete(ctx, rec("resp_a", "done"), "run4", nil); !errors.Is(err, store.ErrNotHeld) {
 		t.Fatalf("complete after cancel: %v", err)
 	}
 	if r, _, _ := s.Get(ctx, "resp_a"); string(r.Data) != "queued" {
@@ -115,7 +115,7 @@ func checkCancelAndComplete(t *testing.T, s store.Backend, rec func(id, data str
 		t.Fatal(err)
 	}
 	c := claim(t, s, "run5", "resp_c")
-	if err := s.Complete(ctx, rec("resp_c", "done"), c.Token); err != nil {
+	if err := s.Complete(ctx, rec("resp_c", "done"), c.Token, nil); err != nil {
 		t.Fatal(err)
 	}
 	if r, _, _ := s.Get(ctx, "resp_c"); string(r.Data) != "done" {
