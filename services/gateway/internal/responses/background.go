@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,18 +30,14 @@ type backgroundRun struct {
 	queued    *record
 }
 
-// pollInterval is how often a streamed retrieval of an unfinished
-// background response looks again.
-const pollInterval = 200 * time.Millisecond
-
 // submit stores a background request queued and hands it to the
-// responses service.
-func (h *Handler) submit(w http.ResponseWriter, r *http.Request, t *turn, body []byte) {
+// responses service; false when it was answered (refused).
+func (h *Handler) submit(w http.ResponseWriter, r *http.Request, t *turn, body []byte) (*Response, bool) {
 	queued := t.response("", "", "queued", nil)
 	data, err := json.Marshal(record{Input: t.input, Response: queued, Owner: t.owner})
 	if err != nil {
 		openai.WriteError(w, http.StatusInternalServerError, openai.TypeServer, "internal_error", "", err.Error(), 0)
-		return
+		return nil, false
 	}
 	ctx, cancel := h.storeCtx(r)
 	defer cancel()
@@ -52,13 +47,13 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, t *turn, body [
 	})
 	if status.Code(err) == codes.FailedPrecondition {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "unsupported_value", "background", status.Convert(err).Message(), 0)
-		return
+		return nil, false
 	}
 	if err != nil {
 		h.storeError(w, err, t.id, "")
-		return
+		return nil, false
 	}
-	writeJSON(w, http.StatusOK, queued)
+	return queued, true
 }
 
 // runHeaders are the request headers a run sends again: the client's
@@ -179,27 +174,6 @@ func (h *Handler) withRunState(ctx context.Context, rec *record) (*record, error
 		return &record{Input: rec.Input, Response: &out}, nil
 	}
 	return rec, nil
-}
-
-// awaitFinal reads a background response until its run finished (for a
-// streamed retrieval) or ctx ends.
-func (h *Handler) awaitFinal(ctx context.Context, id string) (*record, error) {
-	for {
-		sctx, cancel := context.WithTimeout(ctx, h.o.StoreTimeout)
-		rec, err := h.load(sctx, id)
-		if err == nil {
-			rec, err = h.withRunState(sctx, rec)
-		}
-		cancel()
-		if err != nil || (rec.Response.Status != "queued" && rec.Response.Status != "in_progress") {
-			return rec, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-time.After(pollInterval):
-		}
-	}
 }
 
 // cancelBackground cancels a background response and answers its state.

@@ -216,8 +216,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "starting_after", "starting_after must be a non-negative integer", 0)
 			return
 		}
-		if rec, err = h.awaitFinal(r.Context(), id); err != nil {
-			h.storeError(w, err, id, "")
+		if rec.Response.Background {
+			h.streamBackground(w, r, id, after)
 			return
 		}
 		replay(w, rec.Response, after)
@@ -312,11 +312,6 @@ func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, 
 			return nil, nil, nil, false
 		}
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON", 0)
-		return nil, nil, nil, false
-	}
-	if req.Background && req.Stream {
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "unsupported_value", "stream",
-			"a background response is not streamed as it runs: create it without stream, then poll it, or retrieve it with stream=true to receive its events once it finished", 0)
 		return nil, nil, nil, false
 	}
 	if req.Background && req.Store != nil && !*req.Store {
@@ -419,7 +414,14 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 		t.id, t.input, t.runToken = run.id, run.queued.Input, run.token
 		t.created = time.Unix(run.queued.Response.CreatedAt, 0)
 	case req.Background:
-		h.submit(w, r, t, body)
+		queued, ok := h.submit(w, r, t, body)
+		switch {
+		case !ok:
+		case req.Stream:
+			h.streamBackground(w, r, t.id, -1)
+		default:
+			writeJSON(w, http.StatusOK, queued)
+		}
 		return
 	}
 	chatBody := t.chatBody(chain)
@@ -434,7 +436,11 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	inner.Header.Set("Content-Type", "application/json")
 	inner.ContentLength = int64(len(chatBody))
 	inner.RemoteAddr = r.RemoteAddr
-	if req.Stream {
+	switch {
+	case req.Stream && run != nil:
+		h.runStreamed(w, r, t, inner)
+		return
+	case req.Stream:
 		sw := newStreamWriter(w, t)
 		h.o.Chat.ServeHTTP(sw, inner)
 		sw.finish(r.Context())
@@ -456,7 +462,7 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	}
 	// A background run whose conversation could not be updated is stored
 	// and completed all the same: the run is over (logged and counted).
-	if err := t.commit(r.Context(), resp); err != nil && (run == nil || !errors.Is(err, errConversationNotUpdated)) {
+	if err := t.commit(r.Context(), resp, nil); err != nil && (run == nil || !errors.Is(err, errConversationNotUpdated)) {
 		switch {
 		case run != nil:
 			h.commitRun(w, err, run.id)

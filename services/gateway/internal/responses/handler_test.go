@@ -269,7 +269,6 @@ func TestErrors(t *testing.T) {
 	}
 	for body, param := range map[string]string{
 		`{"model":"m","input":"x","background":true}`:               "background",
-		`{"model":"m","input":"x","background":true,"stream":true}`: "stream",
 		`{"model":"m","input":"x","background":true,"store":false}`: "store",
 	} {
 		if code, e := post(t, srv, body); code != 400 || e["error"].(map[string]any)["param"] != param {

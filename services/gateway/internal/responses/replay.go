@@ -2,7 +2,6 @@ package responses
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -17,15 +16,18 @@ func replay(w http.ResponseWriter, resp *Response, startingAfter int) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	replayEvents(w, resp, startingAfter)
+}
+
+// replayEvents writes replay's events.
+func replayEvents(w http.ResponseWriter, resp *Response, startingAfter int) {
 	seq := 0
 	emit := func(typ string, fields map[string]any) {
 		defer func() { seq++ }()
 		if seq <= startingAfter {
 			return
 		}
-		fields["type"], fields["sequence_number"] = typ, seq
-		b, _ := json.Marshal(fields)
-		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		_, _ = w.Write(frameOf(typ, seq, fields))
 	}
 	inProgress := *resp
 	inProgress.Status, inProgress.Output, inProgress.Usage, inProgress.Error, inProgress.IncompleteDetails = "in_progress", []OutputItem{}, nil, nil, nil

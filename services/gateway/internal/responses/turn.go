@@ -150,8 +150,8 @@ const (
 // for up to StoreRetryFor; an error means the response is not stored (or,
 // errConversationNotUpdated, not in its conversation), and the client
 // must be told.
-func (t *turn) commit(ctx context.Context, resp *Response) error {
-	if err := t.put(ctx, resp); err != nil {
+func (t *turn) commit(ctx context.Context, resp *Response, tail *eventTail) error {
+	if err := t.put(ctx, resp, tail); err != nil {
 		return err
 	}
 	if t.req.conversation == "" {
@@ -168,8 +168,15 @@ func (t *turn) commit(ctx context.Context, resp *Response) error {
 	return t.h.appendToConversation(ctx, t.req.conversation, items)
 }
 
-// put stores the turn's response (unless store is false).
-func (t *turn) put(ctx context.Context, resp *Response) error {
+// eventTail is a streamed background run's last events, stored with its
+// outcome at index from of the response's event log.
+type eventTail struct {
+	from   int
+	events [][]byte
+}
+
+// put stores the turn's response (unless store is false), with tail.
+func (t *turn) put(ctx context.Context, resp *Response, tail *eventTail) error {
 	if !t.store {
 		return nil
 	}
@@ -179,6 +186,9 @@ func (t *turn) put(ctx context.Context, resp *Response) error {
 	}
 	put := &responsesv1.PutRequest{Response: &responsesv1.StoredResponse{
 		Id: t.id, PreviousResponseId: t.req.PreviousResponseID, CreatedAtUnixMs: t.created.UnixMilli(), Data: data}, RunToken: t.runToken}
+	if tail != nil {
+		put.Events, put.EventsFrom = tail.events, int64(tail.from)
+	}
 	ctx = context.WithoutCancel(ctx) // stored even if the client went
 	wait, until := retry.Backoff(50*time.Millisecond, time.Second), time.Now().Add(t.h.o.StoreRetryFor)
 	for {
@@ -220,6 +230,8 @@ type streamWriter struct {
 	done    bool
 	seq     int
 	err     error
+	// final is the outcome a streamed background run stored.
+	final *Response
 }
 
 func newStreamWriter(w http.ResponseWriter, t *turn) *streamWriter {
@@ -341,11 +353,41 @@ func (s *streamWriter) chunk(event []byte) error {
 }
 
 func (s *streamWriter) event(typ string, fields map[string]any) {
+	_, _ = s.w.Write(s.frame(typ, fields))
+}
+
+// frame is the next event, numbered.
+func (s *streamWriter) frame(typ string, fields map[string]any) []byte {
+	defer func() { s.seq++ }()
+	return frameOf(typ, s.seq, fields)
+}
+
+// frameOf is a Responses stream event as it is sent.
+func frameOf(typ string, seq int, fields map[string]any) []byte {
 	fields["type"] = typ
-	fields["sequence_number"] = s.seq
-	s.seq++
+	fields["sequence_number"] = seq
 	b, _ := json.Marshal(fields)
-	_, _ = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", typ, b)
+}
+
+// sinkTail is, for a streamed background run, the events still to
+// append with its outcome, last among them; nil otherwise.
+func (s *streamWriter) sinkTail(last []byte) *eventTail {
+	sink, ok := s.w.(*eventSink)
+	if !ok {
+		return nil
+	}
+	events, from := sink.tail(last)
+	return &eventTail{from: from, events: events}
+}
+
+// ended records that a streamed background run stored its outcome and
+// last events.
+func (s *streamWriter) ended(resp *Response, tail *eventTail) {
+	if sink, ok := s.w.(*eventSink); ok {
+		sink.committed(len(tail.events))
+	}
+	s.final = resp
 }
 
 // finish closes the stream once the chat completion is over: completed
@@ -370,7 +412,16 @@ func (s *streamWriter) finish(ctx context.Context) {
 		failed := s.t.response("", "", "failed", s.usage)
 		failed.Output = []OutputItem{}
 		failed.Error = &ResponseError{Code: "server_error", Message: msg}
-		s.event("response.failed", map[string]any{"response": failed})
+		frame := s.frame("response.failed", map[string]any{"response": failed})
+		if tail := s.sinkTail(frame); tail != nil {
+			// a background run's failure is its outcome: stored, and
+			// its job over
+			if s.t.put(ctx, failed, tail) == nil {
+				s.ended(failed, tail)
+				return
+			}
+		}
+		_, _ = s.w.Write(frame)
 		s.Flush()
 		return
 	}
@@ -380,9 +431,20 @@ func (s *streamWriter) finish(ctx context.Context) {
 	s.event("response.output_text.done", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0, "text": text})
 	s.event("response.content_part.done", map[string]any{"item_id": s.t.msgID, "output_index": 0, "content_index": 0, "part": item.Content[0]})
 	s.event("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	name := "response.completed"
+	if resp.Status == "incomplete" {
+		name = "response.incomplete"
+	}
+	final := s.frame(name, map[string]any{"response": resp})
+	tail := s.sinkTail(final)
 	// stored before the client hears it is complete: a following turn
 	// may name it at once
-	if err := s.t.commit(ctx, resp); err != nil {
+	err := s.t.commit(ctx, resp, tail)
+	if tail != nil && errors.Is(err, errConversationNotUpdated) {
+		err = nil // stored, its events with it (logged and counted)
+	}
+	if err != nil {
+		s.seq-- // the final event was not sent: its number is the failure's
 		failed := *resp
 		failed.Status, failed.Error = "failed", &ResponseError{Code: notStoredCode, Message: notStoredMessage}
 		if errors.Is(err, errConversationNotUpdated) {
@@ -393,10 +455,10 @@ func (s *streamWriter) finish(ctx context.Context) {
 		s.Flush()
 		return
 	}
-	name := "response.completed"
-	if resp.Status == "incomplete" {
-		name = "response.incomplete"
+	if tail != nil {
+		s.ended(resp, tail)
+		return
 	}
-	s.event(name, map[string]any{"response": resp})
+	_, _ = s.w.Write(final)
 	s.Flush()
 }
