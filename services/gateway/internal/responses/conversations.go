@@ -231,12 +231,16 @@ func (h *Handler) readJSONBody(w http.ResponseWriter, r *http.Request, v any) bo
 		return true
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_type", typeErr.Field, typeErr.Field+": wrong type ("+typeErr.Value+")", 0)
-			return false
-		}
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON", 0)
+		answerBadJSON(w, err)
+		return false
+	}
+	return true
+}
+
+// metadataOK checks metadata; false when it was answered (refused).
+func metadataOK(w http.ResponseWriter, md map[string]string) bool {
+	if err := checkMetadata(md); err != nil {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "metadata", err.Error(), 0)
 		return false
 	}
 	return true
@@ -291,8 +295,7 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request) {
 	if !h.readJSONBody(w, r, &body) {
 		return
 	}
-	if err := checkMetadata(body.Metadata); err != nil {
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "metadata", err.Error(), 0)
+	if !metadataOK(w, body.Metadata) {
 		return
 	}
 	items, err := parseItems(body.Items, true)
@@ -344,8 +347,7 @@ func (h *Handler) updateConversation(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "missing_required_parameter", "metadata", "you must provide metadata", 0)
 		return
 	}
-	if err := checkMetadata(body.Metadata); err != nil {
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_value", "metadata", err.Error(), 0)
+	if !metadataOK(w, body.Metadata) {
 		return
 	}
 	c, err := h.changeConversation(r.Context(), id, func(c *conversation) error {

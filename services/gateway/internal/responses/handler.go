@@ -285,6 +285,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
+// answerBadJSON answers a body that did not decode: the field of the
+// wrong type, or invalid JSON.
+func answerBadJSON(w http.ResponseWriter, err error) {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_type", typeErr.Field, typeErr.Field+": wrong type ("+typeErr.Value+")", 0)
+		return
+	}
+	openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON", 0)
+}
+
 // readBody reads a request body within MaxBodyBytes; false when it was
 // answered (refused).
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -306,12 +317,7 @@ func (h *Handler) readCreate(w http.ResponseWriter, r *http.Request) (*Request, 
 	var req Request
 	var err error
 	if err = json.Unmarshal(body, &req); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_type", typeErr.Field, typeErr.Field+": wrong type ("+typeErr.Value+")", 0)
-			return nil, nil, nil, false
-		}
-		openai.WriteError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON", 0)
+		answerBadJSON(w, err)
 		return nil, nil, nil, false
 	}
 	if req.Background && req.Store != nil && !*req.Store {

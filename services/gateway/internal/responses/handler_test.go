@@ -437,16 +437,7 @@ func TestOwnership(t *testing.T) {
 	srv, _, _ := setup(t)
 	as := func(tenant, method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set(auth.TenantHeader, tenant)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return call(t, srv, tenant, method, path, body)
 	}
 	code, created := as("alice", http.MethodPost, "/v1/responses", `{"model":"m","input":"mine"}`)
 	if code != http.StatusOK {
