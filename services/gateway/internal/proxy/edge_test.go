@@ -217,25 +217,33 @@ func TestUsageOfALargeAnswer(t *testing.T) {
 	}
 }
 
+// Every request gets the gateway's own id, whatever the client sends; a
+// valid client id is kept beside it as X-Client-Request-Id.
 func TestRequestIDs(t *testing.T) {
-	var seen []string
+	var seen []http.Header
 	var mu sync.Mutex
 	h := RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen = append(seen, r.Header.Get(RequestIDHeader))
+		seen = append(seen, r.Header.Clone())
 		mu.Unlock()
 		http.Error(w, "no", http.StatusUnauthorized)
 	}))
-	for _, c := range []struct{ in, want string }{{"abc-123", "abc-123"}, {"", ""}, {"bad id", ""}, {strings.Repeat("a", 129), ""}} {
+	ids := map[string]bool{}
+	for i, c := range []struct{ in, client string }{{"abc-123", "abc-123"}, {"abc-123", "abc-123"}, {"", ""}, {"bad id", ""}, {strings.Repeat("a", 129), ""}} {
 		r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
 		if c.in != "" {
 			r.Header.Set(RequestIDHeader, c.in)
 		}
+		r.Header.Set(ClientRequestIDHeader, "forged") // never passed on as such
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		got := w.Header().Get(RequestIDHeader)
-		if c.want != "" && got != c.want || c.want == "" && len(got) != 32 {
-			t.Errorf("%q -> %q", c.in, got)
+		if len(got) != 32 || ids[got] || seen[i].Get(RequestIDHeader) != got {
+			t.Errorf("%q: id %q (seen before: %v; handler saw %q)", c.in, got, ids[got], seen[i].Get(RequestIDHeader))
+		}
+		ids[got] = true
+		if w.Header().Get(ClientRequestIDHeader) != c.client || seen[i].Get(ClientRequestIDHeader) != c.client {
+			t.Errorf("%q: client id %q on the response, %q upstream; want %q", c.in, w.Header().Get(ClientRequestIDHeader), seen[i].Get(ClientRequestIDHeader), c.client)
 		}
 	}
 }

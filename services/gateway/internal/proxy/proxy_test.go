@@ -137,7 +137,7 @@ func newGatewayWith(t testing.TB, edit func(*Options), targets ...string) *gw {
 	for _, path := range openai.PassthroughPaths {
 		mux.Handle("POST "+path, h.Completions(openai.APIPassthrough))
 	}
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(RequestIDs(mux))
 	t.Cleanup(srv.Close)
 	return &gw{url: srv.URL, picker: p, reporter: r, metrics: m}
 }
@@ -182,21 +182,23 @@ func TestNonStreamedRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "cmpl-1") {
 		t.Fatalf("%d %s", resp.StatusCode, got)
 	}
-	if resp.Header.Get("X-Request-Id") != "client-id-1" || resp.Header.Get("X-Decoder-Host-Port") != hostPort(up.URL) {
+	// the gateway's own id, the client's kept beside it
+	id := resp.Header.Get("X-Request-Id")
+	if len(id) != 32 || resp.Header.Get("X-Client-Request-Id") != "client-id-1" || resp.Header.Get("X-Decoder-Host-Port") != hostPort(up.URL) {
 		t.Errorf("response headers %v", resp.Header)
 	}
-	if string(upstreamBody) != body || upstreamHeaders.Get("X-Request-Id") != "client-id-1" ||
+	if string(upstreamBody) != body || upstreamHeaders.Get("X-Request-Id") != id || upstreamHeaders.Get("X-Client-Request-Id") != "client-id-1" ||
 		upstreamHeaders.Get("Mif-Prefill-Endpoint") != "10.1.1.1:8000" || upstreamHeaders.Get("X-Gateway-Destination-Endpoint") != "" {
 		t.Errorf("upstream got %s %v", upstreamBody, upstreamHeaders)
 	}
 	pr := g.picker.reqs[0]
-	if pr.GetRequestId() != "client-id-1" || pr.GetPool() != "pool" || len(pr.GetBody()) != 0 || pr.GetRequest().GetModel() != "llama" || pr.GetRequest().GetPrompt() != "hello" || pr.GetHeaders()["x-session-token"] != "cG9kLTA=" {
+	if pr.GetRequestId() != id || pr.GetPool() != "pool" || len(pr.GetBody()) != 0 || pr.GetRequest().GetModel() != "llama" || pr.GetRequest().GetPrompt() != "hello" || pr.GetHeaders()["x-session-token"] != "cG9kLTA=" {
 		t.Errorf("pick request %v", pr)
 	}
 	ev := g.reporter.wait(t, 1)[0]
 	if ev.GetOutcome() != eventsv1.CompletionOutcome_COMPLETION_OUTCOME_SUCCESS || ev.GetStatusCode() != 200 || ev.GetAttempts() != 1 ||
 		ev.GetPromptTokens() != 7 || ev.GetCompletionTokens() != 3 || ev.GetCachedTokens() != 4 || ev.GetEndpointName() != "pod-0" ||
-		ev.GetDecisionId() != "0000000000000001" || ev.GetRequestId() != "client-id-1" || ev.GetModel() != "llama" || ev.GetTtft() == nil ||
+		ev.GetDecisionId() != "0000000000000001" || ev.GetRequestId() != id || ev.GetModel() != "llama" || ev.GetTtft() == nil ||
 		ev.GetTpot() != nil || ev.GetReporter() != "gw-1" || ev.GetStreamed() {
 		t.Errorf("completion %v", ev)
 	}

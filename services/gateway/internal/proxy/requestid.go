@@ -6,9 +6,14 @@ import (
 	"github.com/hermod/hermod/libs/requestid"
 )
 
-// RequestIDHeader is the request id header, kept when the client sends a
-// valid one.
+// RequestIDHeader is the request id header: the gateway's own id for each
+// request, whatever the client sends.
 const RequestIDHeader = "X-Request-Id"
+
+// ClientRequestIDHeader carries the x-request-id a client sent (when
+// valid), upstream and back on the response, for the client's
+// correlation.
+const ClientRequestIDHeader = "X-Client-Request-Id"
 
 // PriorityHeader is the header (as the picker sees it, lower case) that
 // carries the priority flow control classified a request with:
@@ -16,17 +21,24 @@ const RequestIDHeader = "X-Request-Id"
 // x-gateway-inference-objective names.
 const PriorityHeader = "x-gateway-inference-priority"
 
-// RequestIDs gives every request an id before next serves it: the client's
-// x-request-id when it is valid (1 to 128 characters of letters, digits and
-// -_.:/+=), a new random one otherwise. The id is on the request (for the
-// handlers) and on the response, errors included.
+// RequestIDs gives every request a new random id before next serves it,
+// on the request (for the handlers, the picker and the events) and on the
+// response, errors included. The id names the request inside Hermod (its
+// decision, its completion, its in-flight lease), so it is never the
+// client's: a client reusing one id would otherwise steer its requests
+// to one lease and out of the in-flight counts. A valid client
+// x-request-id (1 to 128 characters of letters, digits and -_.:/+=) is
+// kept as X-Client-Request-Id, upstream and on the response, as Envoy
+// keeps an external request id only when told to trust it.
 func RequestIDs(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !requestid.Valid(id) {
-			id = requestid.New()
-			r.Header.Set(RequestIDHeader, id)
+		r.Header.Del(ClientRequestIDHeader)
+		if client := r.Header.Get(RequestIDHeader); requestid.Valid(client) {
+			r.Header.Set(ClientRequestIDHeader, client)
+			w.Header().Set(ClientRequestIDHeader, client)
 		}
+		id := requestid.New()
+		r.Header.Set(RequestIDHeader, id)
 		w.Header().Set(RequestIDHeader, id)
 		next.ServeHTTP(w, r)
 	})
