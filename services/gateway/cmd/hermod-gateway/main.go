@@ -27,6 +27,7 @@ func run() error {
 	fs.StringVar(&cfg.Listen, "listen", app.DefaultListen, "HTTP address of the OpenAI API (and /health, /ready); a deployment gives the pod's address, e.g. 0.0.0.0:8080")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", app.DefaultMetricsListen, "HTTP address of /metrics, /health and /ready; empty: none")
 	fs.BoolVar(&cfg.MetricsOnAPI, "metrics-on-api", false, "also serve /metrics on the API address (--listen), where API clients reach it")
+	fs.DurationVar(&cfg.FirstByteTimeout, "first-byte-timeout", proxy.DefaultFirstByteTimeout, "longest wait for a model server's answer to begin (its response headers; a non-streamed generation answers at its end); past it the next endpoint the picker chose is tried, and the client gets 502 when none answers")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", proxy.DefaultBodyReadTimeout, "deadline of a request body's arrival, from the request's; a slower body gets 408 and its connection is closed")
 	fs.Var(&forward, "forward-headers", "client headers for the gateway's hop to forward to model servers anyway (Cookie, Proxy-*), comma-separated; routing headers only Hermod sets are never forwarded")
 	fs.Var(&pickers, "picker-addrs", "picker replicas (host:port), comma-separated (default 127.0.0.1:9002)")

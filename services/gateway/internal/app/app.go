@@ -45,6 +45,9 @@ type Config struct {
 	MetricsOnAPI bool
 	// BodyReadTimeout bounds the arrival of a request body.
 	BodyReadTimeout time.Duration
+	// FirstByteTimeout bounds the wait for a model server's answer to
+	// begin (0: proxy.DefaultFirstByteTimeout).
+	FirstByteTimeout time.Duration
 	// ForwardHeaders are the client headers for the gateway's hop
 	// (Cookie, Proxy-*) that are forwarded to model servers anyway.
 	ForwardHeaders []string
@@ -216,7 +219,7 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 		return nil, err
 	}
 	svc.OnClose(w.Close)
-	return proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: g.picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing()),
+	return proxy.New(proxy.Options{Pool: cfg.Pool, Replica: cfg.Replica, Picker: g.picker, Reporter: reporter, Transport: proxy.NewTransport(telemetry.Tracing(), cfg.FirstByteTimeout),
 		MaxBodyBytes: cfg.MaxBodyBytes, BodyReadTimeout: cfg.BodyReadTimeout, MaxAttempts: cfg.MaxAttempts, ForwardHeaders: cfg.ForwardHeaders,
 		Flow: flow, Logger: g.log, Metrics: proxy.NewMetrics(g.reg)}), nil
 }

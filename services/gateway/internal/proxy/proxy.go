@@ -112,7 +112,7 @@ type Handler struct {
 // New returns a Handler.
 func New(o Options) *Handler {
 	if o.Transport == nil {
-		o.Transport = NewTransport(false)
+		o.Transport = NewTransport(false, 0)
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes

@@ -467,3 +467,42 @@ func TestEndpointDiesMidStream(t *testing.T) {
 		t.Errorf("completion %v", ev)
 	}
 }
+
+// An endpoint that takes the request and never answers is given up after
+// the first-byte timeout, and the next target serves the request.
+func TestFirstByteTimeout(t *testing.T) {
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer silent.Close()
+	defer close(release)
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	}))
+	defer ok.Close()
+	g := newGatewayWith(t, func(o *Options) { o.Transport = NewTransport(false, 200*time.Millisecond) }, hostPort(silent.URL), hostPort(ok.URL))
+	start := time.Now()
+	resp, err := http.Post(g.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Decoder-Host-Port") != hostPort(ok.URL) {
+		t.Fatalf("status %d served by %s", resp.StatusCode, resp.Header.Get("X-Decoder-Host-Port"))
+	}
+	if took := time.Since(start); took < 200*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("answered after %s with a 200ms first-byte timeout", took)
+	}
+	if ev := g.reporter.wait(t, 1)[0]; ev.GetAttempts() != 2 || ev.GetEndpoint() != hostPort(ok.URL) {
+		t.Errorf("completion %v", ev)
+	}
+	// the only endpoint silent: 502 once the timeout passed
+	g = newGatewayWith(t, func(o *Options) { o.Transport = NewTransport(false, 200*time.Millisecond) }, hostPort(silent.URL))
+	resp, err = http.Post(g.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("a silent endpoint: %d", resp.StatusCode)
+	}
+}
