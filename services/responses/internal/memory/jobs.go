@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"maps"
@@ -9,12 +10,68 @@ import (
 	"github.com/hermod/hermod/services/responses/internal/store"
 )
 
-// memJob is a job and when it is next due (zero: never) and lets go.
+// memJob is a job and when it is next due and lets go. A job that will
+// run (queued, or held under a lease) is in the store's due heap (index
+// its place there; -1: not in it); a finished one is not, and no longer
+// keeps its request and headers.
 type memJob struct {
 	store.Job
 	due     time.Time
 	expires time.Time
 	events  [][]byte
+	index   int
+}
+
+// dueJobs is the heap of jobs that will run, soonest due first.
+type dueJobs []*memJob
+
+func (d dueJobs) Len() int           { return len(d) }
+func (d dueJobs) Less(i, j int) bool { return d[i].due.Before(d[j].due) }
+func (d dueJobs) Swap(i, j int) {
+	d[i], d[j] = d[j], d[i]
+	d[i].index, d[j].index = i, j
+}
+func (d *dueJobs) Push(x any) {
+	j := x.(*memJob)
+	j.index = len(*d)
+	*d = append(*d, j)
+}
+func (d *dueJobs) Pop() any {
+	old := *d
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	j.index = -1
+	*d = old[:len(old)-1]
+	return j
+}
+
+// schedule puts j in the due heap at due; s.mu is held.
+func (s *Store) schedule(j *memJob, due time.Time) {
+	j.due = due
+	if j.index >= 0 {
+		heap.Fix(&s.due, j.index)
+		return
+	}
+	heap.Push(&s.due, j)
+}
+
+// finish takes j out of the due heap and drops what only a run needs;
+// s.mu is held.
+func (s *Store) finish(j *memJob) {
+	if j.index >= 0 {
+		heap.Remove(&s.due, j.index)
+	}
+	j.Request, j.Headers, j.due = nil, nil, time.Time{}
+}
+
+// forget drops the job of id, if any; s.mu is held.
+func (s *Store) forget(id string) {
+	if j, ok := s.jobs[id]; ok {
+		if j.index >= 0 {
+			heap.Remove(&s.due, j.index)
+		}
+		delete(s.jobs, id)
+	}
 }
 
 var _ store.Jobs = (*Store)(nil)
@@ -25,12 +82,14 @@ func (s *Store) Submit(ctx context.Context, r *store.Record, job *store.Job) err
 		return err
 	}
 	now := s.opts.Now()
-	j := &memJob{Job: *job, due: now, expires: now.Add(s.opts.TTL)}
+	j := &memJob{Job: *job, expires: now.Add(s.opts.TTL), index: -1}
 	j.ID, j.Status, j.Token, j.UpdatedAt = r.ID, store.JobQueued, "", now
 	j.Headers = maps.Clone(job.Headers)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forget(r.ID)
 	s.jobs[r.ID] = j
+	s.schedule(j, now)
 	return nil
 }
 
@@ -38,7 +97,7 @@ func (s *Store) Submit(ctx context.Context, r *store.Record, job *store.Job) err
 func (s *Store) job(id string, now time.Time) (*memJob, error) {
 	j, ok := s.jobs[id]
 	if ok && !now.Before(j.expires) {
-		delete(s.jobs, id)
+		s.forget(id)
 		ok = false
 	}
 	if !ok {
@@ -76,27 +135,27 @@ func (s *Store) Job(_ context.Context, id string) (*store.Job, error) {
 	return copyJob(j), nil
 }
 
-// Claim implements store.Jobs.
+// Claim implements store.Jobs: the soonest due job of the heap, past
+// any that expired.
 func (s *Store) Claim(_ context.Context, token string, lease time.Duration) (*store.Job, error) {
 	now := s.opts.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var first *memJob
-	for id, j := range s.jobs {
-		if !now.Before(j.expires) {
-			delete(s.jobs, id)
+	for len(s.due) > 0 {
+		first := s.due[0]
+		if !now.Before(first.expires) {
+			s.forget(first.ID)
 			continue
 		}
-		if !j.due.IsZero() && !now.Before(j.due) && (first == nil || j.due.Before(first.due)) {
-			first = j
+		if now.Before(first.due) {
+			return nil, nil
 		}
+		first.Status, first.Token, first.UpdatedAt = store.JobInProgress, token, now
+		first.Attempts++
+		s.schedule(first, now.Add(lease))
+		return copyJob(first), nil
 	}
-	if first == nil {
-		return nil, nil
-	}
-	first.Status, first.Token, first.UpdatedAt, first.due = store.JobInProgress, token, now, now.Add(lease)
-	first.Attempts++
-	return copyJob(first), nil
+	return nil, nil
 }
 
 // Extend implements store.Jobs.
@@ -108,7 +167,7 @@ func (s *Store) Extend(_ context.Context, id, token string, lease time.Duration)
 	if err != nil {
 		return err
 	}
-	j.due = now.Add(lease)
+	s.schedule(j, now.Add(lease))
 	return nil
 }
 
@@ -121,7 +180,8 @@ func (s *Store) Retry(_ context.Context, id, token string, delay time.Duration, 
 	if err != nil {
 		return err
 	}
-	j.Status, j.Token, j.Error, j.UpdatedAt, j.due = store.JobQueued, "", reason, now, now.Add(delay)
+	j.Status, j.Token, j.Error, j.UpdatedAt = store.JobQueued, "", reason, now
+	s.schedule(j, now.Add(delay))
 	return nil
 }
 
@@ -134,7 +194,8 @@ func (s *Store) Fail(_ context.Context, id, token, reason string) error {
 	if err != nil {
 		return err
 	}
-	j.Status, j.Token, j.Error, j.UpdatedAt, j.due = store.JobFailed, "", reason, now, time.Time{}
+	j.Status, j.Token, j.Error, j.UpdatedAt = store.JobFailed, "", reason, now
+	s.finish(j)
 	return nil
 }
 
@@ -158,7 +219,8 @@ func (s *Store) Complete(_ context.Context, r *store.Record, token string, tail 
 		}
 		j.events = appendCopies(j.events, add)
 	}
-	j.Status, j.Token, j.Error, j.UpdatedAt, j.due = store.JobCompleted, "", "", now, time.Time{}
+	j.Status, j.Token, j.Error, j.UpdatedAt = store.JobCompleted, "", "", now
+	s.finish(j)
 	s.put(e)
 	return nil
 }
@@ -210,7 +272,8 @@ func (s *Store) Cancel(_ context.Context, id string) (*store.Job, error) {
 		return nil, err
 	}
 	if !j.Status.Final() {
-		j.Status, j.Token, j.UpdatedAt, j.due = store.JobCancelled, "", now, time.Time{}
+		j.Status, j.Token, j.UpdatedAt = store.JobCancelled, "", now
+		s.finish(j)
 	}
 	return copyJob(j), nil
 }

@@ -32,6 +32,7 @@ type Store struct {
 	lru     list.List                // front: most recently used
 	evicted uint64
 	jobs    map[string]*memJob
+	due     dueJobs
 }
 
 type entry struct {
@@ -128,7 +129,6 @@ func (s *Store) Delete(_ context.Context, id string) error {
 	}
 	live := s.opts.Now().Before(el.Value.(*entry).expires)
 	s.remove(el)
-	delete(s.jobs, id) // and its event log
 	if !live {
 		return fmt.Errorf("%w: %s (expired)", store.ErrNotFound, id)
 	}
@@ -153,7 +153,11 @@ func (s *Store) Evicted() uint64 {
 // Close implements store.Store.
 func (s *Store) Close() error { return nil }
 
+// remove drops a record and its job (and the job's event log), so that
+// jobs are bounded by maxEntries as records are; s.mu is held.
 func (s *Store) remove(el *list.Element) {
-	delete(s.entries, el.Value.(*entry).rec.ID)
+	id := el.Value.(*entry).rec.ID
+	delete(s.entries, id)
 	s.lru.Remove(el)
+	s.forget(id)
 }

@@ -145,3 +145,42 @@ func TestSwap(t *testing.T) {
 func TestEvents(t *testing.T) {
 	storetest.Events(t, New(Options{TTL: time.Hour}))
 }
+
+// Jobs are bounded as records are, a finished job keeps no request or
+// headers, and Claim takes the soonest due job among many without
+// scanning them all.
+func TestJobsBoundedAndFinishedOnesLight(t *testing.T) {
+	c := &clock{now: time.Unix(1_700_000_000, 0)}
+	s := New(Options{TTL: time.Hour, MaxEntries: 100, Now: c.Now})
+	ctx := context.Background()
+	for i := range 1000 {
+		rec := &store.Record{ID: fmt.Sprintf("resp_%04d", i), Data: []byte("q")}
+		if err := s.Submit(ctx, rec, &store.Job{Request: []byte(`{"big":"request"}`), Headers: map[string]string{"Authorization": "Bearer k"}}); err != nil {
+			t.Fatal(err)
+		}
+		c.Add(time.Millisecond)
+	}
+	s.mu.Lock()
+	jobs, due := len(s.jobs), len(s.due)
+	s.mu.Unlock()
+	if jobs != 100 || due != 100 {
+		t.Fatalf("%d jobs, %d due after 1000 submissions with maxEntries 100", jobs, due)
+	}
+	j, err := s.Claim(ctx, "run", time.Minute)
+	if err != nil || j == nil || j.ID != "resp_0900" {
+		t.Fatalf("claim: %+v %v; want the oldest left, resp_0900", j, err)
+	}
+	if err := s.Complete(ctx, &store.Record{ID: j.ID, Data: []byte("done")}, "run", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	done := s.jobs[j.ID]
+	light, due := done.Request == nil && done.Headers == nil && done.index == -1, len(s.due)
+	s.mu.Unlock()
+	if !light || due != 99 {
+		t.Fatalf("a completed job keeps its request (%v) or its place in the heap (%d due)", !light, due)
+	}
+	if next, _ := s.Claim(ctx, "run2", time.Minute); next == nil || next.ID != "resp_0901" {
+		t.Fatalf("next claim: %+v", next)
+	}
+}

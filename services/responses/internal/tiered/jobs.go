@@ -14,7 +14,8 @@ import (
 
 // Background jobs live beside the records, in the same hash slot: a hash
 // per job ("{<stream key>}:job:<id>": status, token, attempts, error,
-// updated, request, headers) that expires with the record, and one sorted
+// updated, request, headers; a finished job drops the request and its
+// headers) that expires with the record, and one sorted
 // set of the jobs that are due ("{<stream key>}:jobs", scored by when, in
 // Unix ms: a queued job from its retry time, a running one from the end
 // of its lease). Every step is one script, so a run that lost its job
@@ -75,6 +76,7 @@ elseif ARGV[4] == 'retry' then
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 else
   redis.call('HSET', KEYS[1], 'status', 'failed', 'token', '', 'error', ARGV[6], 'updated', ARGV[3])
+  redis.call('HDEL', KEYS[1], 'request', 'headers')
   redis.call('ZREM', KEYS[2], ARGV[1])
 end
 return 1
@@ -124,6 +126,7 @@ if ARGV[4] == '1' then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'op', 'put', 'id', ARGV[3], 'v', ARGV[1])
 end
 redis.call('HSET', KEYS[3], 'status', 'completed', 'token', '', 'error', '', 'updated', ARGV[6])
+redis.call('HDEL', KEYS[3], 'request', 'headers')
 redis.call('ZREM', KEYS[4], ARGV[3])
 return 1
 `)
@@ -135,6 +138,7 @@ local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return 0 end
 if st == 'queued' or st == 'in_progress' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'token', '', 'updated', ARGV[2])
+  redis.call('HDEL', KEYS[1], 'request', 'headers')
   redis.call('ZREM', KEYS[2], ARGV[1])
 end
 return 1
@@ -187,8 +191,10 @@ func (s *Store) Job(ctx context.Context, id string) (*store.Job, error) {
 	updated, _ := strconv.ParseInt(m["updated"], 10, 64)
 	j := &store.Job{ID: id, Status: store.JobStatus(m["status"]), Error: m["error"], Attempts: attempts,
 		UpdatedAt: time.UnixMilli(updated), Request: []byte(m["request"]), Token: m["token"]}
-	if err := json.Unmarshal([]byte(m["headers"]), &j.Headers); err != nil {
-		return nil, fmt.Errorf("background response %s: headers: %w", id, err)
+	if h := m["headers"]; h != "" { // a finished job keeps none
+		if err := json.Unmarshal([]byte(h), &j.Headers); err != nil {
+			return nil, fmt.Errorf("background response %s: headers: %w", id, err)
+		}
 	}
 	return j, nil
 }

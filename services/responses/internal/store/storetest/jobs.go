@@ -49,6 +49,10 @@ func Jobs(t *testing.T, s store.Backend, advance func(time.Duration)) {
 	if j, err := s.Cancel(ctx, b.ID); err != nil || j.Status != store.JobFailed || j.Error != "the gateway refused it" {
 		t.Fatalf("cancel a failed job = %+v, %v", j, err)
 	}
+	// a finished job keeps no request or credentials
+	if j, err := s.Job(ctx, b.ID); err != nil || len(j.Request) != 0 || len(j.Headers) != 0 {
+		t.Fatalf("a failed job = %+v, %v; want no request or headers", j, err)
+	}
 	checkCancelAndComplete(t, s, rec)
 }
 
