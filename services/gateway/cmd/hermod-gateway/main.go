@@ -13,6 +13,7 @@ import (
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
 	"github.com/hermod/hermod/services/gateway/internal/app"
+	"github.com/hermod/hermod/services/gateway/internal/auth"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 	"github.com/hermod/hermod/services/gateway/internal/proxy"
 )
@@ -35,6 +36,8 @@ func run() error {
 	fs.IntVar(&cfg.MaxChain, "max-conversation", 100, "most responses a /v1/responses conversation may chain (previous_response_id); longer gets 400")
 	fs.StringVar(&cfg.FlowControlFile, "flow-control", "", "flow-control file (YAML): queueing, maxConcurrency, defaultRequestTTL, maxQueued, objectives (x-gateway-inference-objective -> priority), bandShares, saturation thresholds; or an EndpointPickerConfig with featureGates [flowControl], whose flowControl section is applied; empty: every request goes straight to the picker")
 	fs.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "file of API keys (`name secret [rps [burst]]` per line); empty: no keys required")
+	fs.StringVar(&cfg.TrustedProxies, "trusted-proxies", "", "without API keys: the proxies (addresses and CIDR prefixes, comma-separated) whose tenant header names who a request acts for (the owner of its stored responses); empty: the header is ignored and every request is one anonymous principal")
+	fs.StringVar(&cfg.TenantHeader, "tenant-header", auth.TenantHeader, "the header a trusted proxy names the tenant in (with --trusted-proxies)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "endpoints tried per request (the picked one and its fallbacks)")
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")

@@ -53,9 +53,15 @@ type Config struct {
 	ForwardHeaders []string
 	PickerAddrs    []string
 	APIKeysFile    string
-	MaxBodyBytes   int64
-	MaxAttempts    int
-	PickTimeout    time.Duration
+	// TrustedProxies (addresses and CIDR prefixes, comma-separated) are
+	// the proxies whose TenantHeader names a request's principal on a
+	// gateway without API keys; empty: no one's (one principal).
+	TrustedProxies string
+	// TenantHeader renames the tenant header ("": auth.TenantHeader).
+	TenantHeader string
+	MaxBodyBytes int64
+	MaxAttempts  int
+	PickTimeout  time.Duration
 	// PickAttemptTimeout bounds a Pick on one picker replica while others
 	// remain (pickerclient.Options.AttemptTimeout).
 	PickAttemptTimeout time.Duration
@@ -96,6 +102,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer svc.Close()
 	cfg.Replica = svc.Replica
 	g := &gateway{cfg: cfg, svc: svc, log: svc.Log, reg: svc.Registry}
+	proxies, err := auth.ParseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	trust := auth.TenantTrust{Header: cfg.TenantHeader, Proxies: proxies}
+	if cfg.APIKeysFile == "" && len(proxies) == 0 {
+		g.log.Info("no API keys and no trusted proxies: every request acts for one anonymous principal (stored responses and conversations are shared)")
+	}
 	var guard *auth.Guard
 	if cfg.APIKeysFile != "" {
 		keys, err := auth.LoadKeys(cfg.APIKeysFile)
@@ -123,7 +137,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.log.Info("gateway routing", "pickers", cfg.PickerAddrs)
 	ops := svc.Ops(telemetry.OpsHandler(g.reg, g.ready)) // the ops token, if any, guards /metrics
 	// requests in flight, streams included, may finish for a while
-	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: apiServer(routes(h, rh, g.models, guard, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout), Grace: 30 * time.Second}}
+	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: apiServer(routes(h, rh, g.models, guard, trust, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout), Grace: 30 * time.Second}}
 	if cfg.MetricsListen != "" {
 		servers = append(servers, bootstrap.Server{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}})
 	}
@@ -259,7 +273,7 @@ func notServed(w http.ResponseWriter, r *http.Request) {
 // API, Anthropic's Messages API, vLLM's /inference/v1/generate and its
 // other endpoints (openai.PassthroughPaths), /health and /ready; the rest of ops (/metrics) only with
 // metricsOnAPI.
-func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, ops http.Handler, metricsOnAPI bool) http.Handler {
+func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, trust auth.TenantTrust, ops http.Handler, metricsOnAPI bool) http.Handler {
 	api := http.NewServeMux()
 	rh.Register(api)
 	api.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
@@ -277,9 +291,9 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 	api.HandleFunc("GET /v1/models/{model...}", list.ServeModel)
 	api.HandleFunc("/v1/", notServed)
 	api.HandleFunc("/inference/", notServed)
-	// who a request acts for: its API key, else its tenant header; a
-	// background run acts for its response's owner
-	v1 := auth.Tenants(api)
+	// who a request acts for: its API key, else a trusted proxy's tenant
+	// header; a background run acts for its response's owner
+	v1 := auth.Tenants(trust, api)
 	if guard != nil {
 		v1 = guard.Wrap(api)
 	}

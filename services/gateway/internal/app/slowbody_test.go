@@ -19,6 +19,7 @@ import (
 	pickerv1 "github.com/hermod/hermod/libs/api/hermod/picker/v1"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/services/gateway/internal/auth"
 	"github.com/hermod/hermod/services/gateway/internal/models"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 	"github.com/hermod/hermod/services/gateway/internal/proxy"
@@ -119,7 +120,7 @@ func TestSlowBodies(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	h := proxy.New(proxy.Options{Pool: "p", Picker: refusingPicker{}, Reporter: noReports{}, Logger: quiet})
 	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
-	srv := apiServer(routes(h, rh, models.New(), nil, telemetry.OpsHandler(telemetry.NewRegistry(), nil), false), timeout)
+	srv := apiServer(routes(h, rh, models.New(), nil, auth.TenantTrust{}, telemetry.OpsHandler(telemetry.NewRegistry(), nil), false), timeout)
 	var cc connCounter
 	srv.ConnState = cc.track
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -113,18 +113,42 @@ func TestAnthropicKeys(t *testing.T) {
 	}
 }
 
+func TestParseTrustedProxies(t *testing.T) {
+	for _, bad := range []string{"10.0.0.0/33", "proxy.local", "10.0.0.1:80"} {
+		if _, err := ParseTrustedProxies(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if p, err := ParseTrustedProxies(" ::1 , 10.1.2.3/16,"); err != nil || len(p) != 2 || p[1].String() != "10.1.0.0/16" {
+		t.Fatalf("%v %v", p, err)
+	}
+}
+
 func TestPrincipals(t *testing.T) {
 	var got []string
 	next := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		got = append(got, Principal(r.Context())+"|"+r.Header.Get(TenantHeader))
 	})
 	keyed := NewGuard([]Key{{Name: "alice", Secret: "sk-a"}}, nil).Wrap(next)
-	open := Tenants(next)
+	proxies, err := ParseTrustedProxies("10.0.0.0/8, 192.168.1.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := Tenants(TenantTrust{Proxies: proxies}, next)
+	untrusting := Tenants(TenantTrust{}, next)
 	for _, c := range []struct {
-		h           http.Handler
-		key, tenant string
-	}{{keyed, "sk-a", ""}, {keyed, "sk-a", "bob"}, {open, "", "bob"}, {open, "", ""}} {
+		h                   http.Handler
+		key, tenant, remote string
+	}{
+		{keyed, "sk-a", "", ""}, {keyed, "sk-a", "bob", ""},
+		{open, "", "bob", "10.1.2.3:5000"}, {open, "", "", "10.1.2.3:5000"},
+		{open, "", "carol", "192.168.1.7:1"}, {open, "", "mallory", "192.168.1.8:1"}, {open, "", "mallory", "[::ffff:10.0.0.1]:1"},
+		{untrusting, "", "bob", "10.1.2.3:5000"},
+	} {
 		r := httptest.NewRequest(http.MethodGet, "/v1/responses/x", nil)
+		if c.remote != "" {
+			r.RemoteAddr = c.remote
+		}
 		if c.key != "" {
 			r.Header.Set("Authorization", "Bearer "+c.key)
 		}
@@ -133,8 +157,10 @@ func TestPrincipals(t *testing.T) {
 		}
 		c.h.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	// a key's name wins over a tenant header, which never reaches upstream
-	want := []string{"alice|", "alice|", "bob|", "|"}
+	// a key's name wins over a tenant header, which never reaches
+	// upstream; without keys the header counts only from a trusted proxy
+	// (an IPv4-mapped address is the IPv4 one)
+	want := []string{"alice|", "alice|", "bob|", "|", "carol|", "|", "mallory|", "|"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("principals %q, want %q", got, want)
 	}

@@ -176,7 +176,8 @@ func setupWith(t *testing.T, o Options) (*httptest.Server, *memStore, *chat) {
 	o.Store, o.Chat = st, c
 	h := New(o)
 	h.Register(mux)
-	srv := httptest.NewServer(h.AuthenticateRuns(auth.Tenants(mux), mux))
+	loopback, _ := auth.ParseTrustedProxies("127.0.0.0/8,::1")
+	srv := httptest.NewServer(h.AuthenticateRuns(auth.Tenants(auth.TenantTrust{Proxies: loopback}, mux), mux))
 	t.Cleanup(srv.Close)
 	return srv, st, c
 }

@@ -35,6 +35,13 @@
 {{- $volumes = append $volumes (dict "name" "api-keys" "secret" (dict "secretName" $keys.existingSecret "items" (list (dict "key" $key "path" $key)))) -}}
 {{- $mounts = append $mounts (dict "name" "api-keys" "mountPath" "/etc/hermod/gateway/api-keys" "readOnly" true) -}}
 {{- end -}}
+{{- /* without keys: the proxies whose tenant header is believed */ -}}
+{{- with .Values.trustedProxies -}}
+{{- $args = append $args (printf "--trusted-proxies=%s" (join "," .)) -}}
+{{- end -}}
+{{- with .Values.tenantHeader -}}
+{{- $args = append $args (printf "--tenant-header=%s" .) -}}
+{{- end -}}
 opsPort: metrics
 ports:
   - name: http
