@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +39,7 @@ func (s *Service) Etcd(ctx context.Context) (*clientv3.Client, error) {
 // service and its replica; Close closes it.
 func (s *Service) NATS(ctx context.Context) (*nats.Conn, error) {
 	if urlHasPassword(s.config.NATSURL) {
-		s.Log.Warn("the NATS URL carries a secret, visible in ps: use --nats-user with --nats-password-file, or --nats-token-file")
+		return nil, errors.New("the NATS URL carries a secret (a password or a token), which ps and logs would show: use --nats-user with --nats-password-file or HERMOD_NATS_PASSWORD, or --nats-token-file")
 	}
 	nc, err := s.config.NATS.Connect(ctx, s.config.NATSURL, s.Name+" "+s.Replica, bus.WithLogger(s.Log))
 	if err != nil {

@@ -206,8 +206,11 @@ func urlHasPassword(urls string) bool {
 			if _, ok := u.User.Password(); ok {
 				return true
 			}
-			if u.User.Username() != "" && strings.HasPrefix(u.Scheme, "nats") {
-				return true // a token
+			switch u.Scheme {
+			case "nats", "tls", "ws", "wss":
+				if u.User.Username() != "" {
+					return true // a token
+				}
 			}
 		}
 	}

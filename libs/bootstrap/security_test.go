@@ -347,6 +347,21 @@ func TestNATSToken(t *testing.T) {
 	})
 }
 
+// A secret in the NATS URL is refused before any dial, and not shown.
+func TestNATSURLSecretRefused(t *testing.T) {
+	for _, url := range []string{"nats://user:hunter2@127.0.0.1:4222", "tls://hunter2@127.0.0.1:4222", "nats://127.0.0.1:4222,nats://u:hunter2@127.0.0.2:4222"} {
+		s, err := Start(t.Context(), Options{Name: "hermod-test", Config: Config{Pool: "p", NATSURL: url}, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.NATS(t.Context())
+		s.Close()
+		if err == nil || !strings.Contains(err.Error(), "--nats-password-file") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+}
+
 // The settings are checked before any dial: one way to authenticate, a
 // user with a password, a password with a user, files that exist.
 func TestNATSSecuritySettingsChecked(t *testing.T) {

@@ -65,7 +65,7 @@ type DCGMSource struct {
 }
 
 func newDCGMSource(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.Plugin, error) {
-	p := DCGMParams{Scheme: DefaultScheme, Path: DefaultDCGMPath, Port: DefaultDCGMPort, InsecureSkipVerify: true}
+	p := DCGMParams{Scheme: DefaultScheme, Path: DefaultDCGMPath, Port: DefaultDCGMPort, InsecureSkipVerify: DefaultInsecureSkipVerify}
 	if err := scheduling.DecodeParameters(raw, &p, h); err != nil {
 		return nil, err
 	}

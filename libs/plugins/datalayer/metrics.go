@@ -43,7 +43,7 @@ type MetricsParams struct {
 }
 
 // DefaultMetricsParams returns the parameters of a metrics-data-source
-// configured without any: http, /metrics, insecureSkipVerify true.
+// configured without any: http, /metrics, certificates verified.
 func DefaultMetricsParams() MetricsParams {
 	return MetricsParams{Scheme: DefaultScheme, Path: DefaultMetricsPath, InsecureSkipVerify: DefaultInsecureSkipVerify}
 }

@@ -29,8 +29,17 @@ func TestMetricsSourceAndCoreExtractor(t *testing.T) {
 			scheme = "https"
 		}
 		h := schedulingtest.NewHandle()
-		src := schedulingtest.New[*MetricsSource](t, h, MetricsSourceType, "", `{"scheme": "`+scheme+`", "path": "custom/metrics"}`)
 		ep := endpointOf(t, srv)
+		params := `{"scheme": "` + scheme + `", "path": "custom/metrics"}`
+		if tlsServer {
+			// certificates are verified unless the config says otherwise
+			verifying := schedulingtest.New[*MetricsSource](t, h, MetricsSourceType, "", params)
+			if _, err := verifying.Fetch(context.Background(), ep); err == nil || !strings.Contains(err.Error(), "insecureSkipVerify") {
+				t.Fatalf("a self-signed endpoint, verified by default: %v", err)
+			}
+			params = `{"scheme": "https", "path": "custom/metrics", "insecureSkipVerify": true}`
+		}
+		src := schedulingtest.New[*MetricsSource](t, h, MetricsSourceType, "", params)
 		data, err := src.Fetch(context.Background(), ep)
 		if err != nil {
 			t.Fatalf("%s: %v", scheme, err)

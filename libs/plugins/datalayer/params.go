@@ -13,7 +13,7 @@ import (
 const (
 	DefaultScheme             = "http"
 	DefaultPath               = "/v1/models"
-	DefaultInsecureSkipVerify = true
+	DefaultInsecureSkipVerify = false
 )
 
 // MinInterval is the shortest interval a models-data-source polls at. A

@@ -256,7 +256,10 @@ func (r *RedisConfig) validate(path string) error {
 	case r.Address != "":
 		u, err := url.Parse(r.Address)
 		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "valkey" && u.Scheme != "valkeys") || u.Host == "" {
-			return scheduling.ParamErrorf(path+".address", "want a redis://, rediss://, valkey:// or valkeys:// URL with a host (got %q)", r.Address)
+			return scheduling.ParamErrorf(path+".address", "want a redis://, rediss://, valkey:// or valkeys:// URL with a host") // not echoed: it may hold a secret
+		}
+		if _, ok := u.User.Password(); ok {
+			return scheduling.ParamErrorf(path+".address", "a password in the URL would be stored with the configuration (in etcd) and shown by whatever prints it: give it in passwordFile or passwordEnv")
 		}
 		if r.MasterName != "" {
 			return scheduling.ParamErrorf(path+".masterName", "Sentinel mode needs addresses (the sentinels), not address")
@@ -271,7 +274,10 @@ func (r *RedisConfig) validate(path string) error {
 			}
 		}
 	}
-	if err := validateSecrets(path, r.Password != "", r.PasswordFile, r.PasswordEnv, r.TLS); err != nil {
+	if r.Password != "" {
+		return scheduling.ParamErrorf(path+".password", "an inline password would be stored with the configuration (in etcd) and shown by whatever prints it: give it in passwordFile or passwordEnv")
+	}
+	if err := validateSecrets(path, r.PasswordFile, r.PasswordEnv, r.TLS); err != nil {
 		return err
 	}
 	switch {
@@ -309,7 +315,9 @@ func (m *MongoConfig) validate(path string) error {
 	case m.URI == "":
 		return scheduling.ParamErrorf(path+".uri", "required: a mongodb:// or mongodb+srv:// URI")
 	case !strings.HasPrefix(m.URI, "mongodb://") && !strings.HasPrefix(m.URI, "mongodb+srv://"):
-		return scheduling.ParamErrorf(path+".uri", "want a mongodb:// or mongodb+srv:// URI (got %q)", m.URI)
+		return scheduling.ParamErrorf(path+".uri", "want a mongodb:// or mongodb+srv:// URI") // not echoed: it may hold a secret
+	case mongoURIHasCredentials(m.URI):
+		return scheduling.ParamErrorf(path+".uri", "credentials in the URI would be stored with the configuration (in etcd) and shown in errors: give username with passwordFile or passwordEnv")
 	case m.TTL < 0:
 		return scheduling.ParamErrorf(path+".ttl", "must be positive (got %s)", m.TTL)
 	case m.Timeout < 0:
@@ -321,20 +329,24 @@ func (m *MongoConfig) validate(path string) error {
 	case m.Username != "" && m.PasswordFile == "" && m.PasswordEnv == "":
 		return scheduling.ParamErrorf(path+".username", "needs passwordFile or passwordEnv")
 	}
-	return validateSecrets(path, false, m.PasswordFile, m.PasswordEnv, m.TLS)
+	return validateSecrets(path, m.PasswordFile, m.PasswordEnv, m.TLS)
+}
+
+// mongoURIHasCredentials reports whether a MongoDB URI carries a user
+// (and so, perhaps, a password) before its hosts.
+func mongoURIHasCredentials(uri string) bool {
+	rest := uri[strings.Index(uri, "://")+3:]
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Contains(rest, "@")
 }
 
 // validateSecrets checks a backend's password sources (one at most) and
 // its tls block.
-func validateSecrets(path string, inline bool, file, env string, t *TLSConfig) error {
-	n := 0
-	for _, set := range []bool{inline, file != "", env != ""} {
-		if set {
-			n++
-		}
-	}
-	if n > 1 {
-		return scheduling.ParamErrorf(path+".password", "set one of password, passwordFile and passwordEnv")
+func validateSecrets(path string, file, env string, t *TLSConfig) error {
+	if file != "" && env != "" {
+		return scheduling.ParamErrorf(path+".password", "set one of passwordFile and passwordEnv")
 	}
 	if env != "" && !validEnvName(env) {
 		return scheduling.ParamErrorf(path+".passwordEnv", "want the name of an environment variable (letters, digits, _), not a value")

@@ -30,7 +30,7 @@ func TestEveryKeyParses(t *testing.T) {
 		t.Fatalf("%+v", m)
 	}
 	c, err := ParseStoreConfig([]byte(`{"inMemoryConfig":{"ttl":"1h"},"tieredConfig":{
-		"redis":{"addresses":["s1:26379","s2:26379"],"masterName":"mymaster","username":"u","password":"p","db":2,"ttl":"3h","maxEntryBytes":77},
+		"redis":{"addresses":["s1:26379","s2:26379"],"masterName":"mymaster","username":"u","passwordEnv":"P","db":2,"ttl":"3h","maxEntryBytes":77},
 		"mongo":{"uri":"mongodb://m:27017","database":"db","collection":"coll","ttl":"48h","timeout":"250ms"},
 		"stream":{"key":"k:s","consumerGroup":"g","maxLen":500,"batchSize":7,"blockTimeout":"2s","claimAge":"1m"}}}`), nil)
 	if err != nil {
@@ -40,7 +40,7 @@ func TestEveryKeyParses(t *testing.T) {
 		t.Fatal("tieredConfig takes precedence over inMemoryConfig")
 	}
 	r, m, s := c.TieredConfig.Redis, c.TieredConfig.Mongo, c.TieredConfig.Stream
-	if r.Mode() != Sentinel || r.MasterName != "mymaster" || r.Username != "u" || r.Password != "p" || r.DB != 2 || r.TTL.Std() != 3*time.Hour || r.MaxEntryBytes != 77 {
+	if r.Mode() != Sentinel || r.MasterName != "mymaster" || r.Username != "u" || r.PasswordEnv != "P" || r.DB != 2 || r.TTL.Std() != 3*time.Hour || r.MaxEntryBytes != 77 {
 		t.Fatalf("redis %+v", r)
 	}
 	if m.URI != "mongodb://m:27017" || m.Database != "db" || m.Collection != "coll" || m.TTL.Std() != 48*time.Hour || m.Timeout.Std() != 250*time.Millisecond {
@@ -163,7 +163,10 @@ func TestSecurityKeysParse(t *testing.T) {
 
 func TestSecurityKeysErrors(t *testing.T) {
 	for _, tc := range []struct{ raw, field, not string }{
-		{`{"tieredConfig":{"redis":{"address":"redis://a:1","password":"p","passwordFile":"/f"}}}`, "redis.password", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1","password":"p"}}}`, "redis.password", ""},
+		{`{"tieredConfig":{"redis":{"address":"redis://:hunter2@a:1"}}}`, "redis.address", "hunter2"},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1"},"mongo":{"uri":"mongodb://u:hunter2@m:27017/db"}}}`, "mongo.uri", "hunter2"},
+		{`{"tieredConfig":{"redis":{"address":"redis://a:1"},"mongo":{"uri":"http://u:hunter2@m"}}}`, "mongo.uri", "hunter2"},
 		{`{"tieredConfig":{"redis":{"address":"redis://a:1","passwordFile":"/f","passwordEnv":"E"}}}`, "redis.password", ""},
 		{`{"tieredConfig":{"redis":{"address":"redis://a:1","passwordEnv":"s3cr3t value!"}}}`, "redis.passwordEnv", "s3cr3t"},
 		{`{"tieredConfig":{"redis":{"address":"redis://a:1","tls":{"caFile":"/ca.pem"}}}}`, "redis.tls", ""},

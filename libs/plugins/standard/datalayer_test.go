@@ -89,7 +89,9 @@ func TestDataLayerConfigSchedules(t *testing.T) {
 	if points["models-data-source"] != "DataSource" || points["model-server-protocol-models"] != "DataExtractor" {
 		t.Errorf("extension points %v", points)
 	}
-	if got, want := params["models-data-source"], datalayer.DefaultModelsParams(); got != want {
+	want := datalayer.DefaultModelsParams()
+	want.InsecureSkipVerify = true // the reference's config spells it out
+	if got := params["models-data-source"]; got != want {
 		t.Errorf("effective parameters %+v, want %+v", got, want)
 	}
 
@@ -174,7 +176,7 @@ dataLayer:
   - pluginRef: models-data-source
     extractors:
     - pluginRef: models-data-extractor
-`, datalayer.ModelsParams{Scheme: "http", Path: "/custom/models", InsecureSkipVerify: true, Interval: scheduling.Duration(5e9)}, "model-server-protocol-models"},
+`, datalayer.ModelsParams{Scheme: "http", Path: "/custom/models", Interval: scheduling.Duration(5e9)}, "model-server-protocol-models"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,12 +271,26 @@ data: {sources: [{pluginRef: models-data-source, extractors: [{pluginRef: models
 	}
 }
 
-// An https source with the reference's default insecureSkipVerify reads a
-// pod with a self-signed certificate.
+// An https source verifies the pods' certificates unless told not to;
+// with insecureSkipVerify it reads a pod with a self-signed certificate.
 func TestDataLayerHTTPS(t *testing.T) {
-	s, err := buildConfig(t, `featureGates: [dataLayer]
+	verifying, err := buildConfig(t, `featureGates: [dataLayer]
 plugins:
 - {type: models-data-source, parameters: {scheme: https, path: /custom/models}}
+- {type: model-server-protocol-models}
+data: {sources: [{pluginRef: models-data-source, extractors: [{pluginRef: model-server-protocol-models}]}]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = verifying.Close() }()
+	vsrc, _ := dataPlugins(t, verifying)
+	if _, err := vsrc.Fetch(context.Background(), modelServer(t, true, "/custom/models", "base")); err == nil {
+		t.Fatal("a self-signed pod was read without insecureSkipVerify")
+	}
+	s, err := buildConfig(t, `featureGates: [dataLayer]
+plugins:
+- {type: models-data-source, parameters: {scheme: https, path: /custom/models, insecureSkipVerify: true}}
 - {type: model-server-protocol-models}
 data: {sources: [{pluginRef: models-data-source, extractors: [{pluginRef: model-server-protocol-models}]}]}
 `)

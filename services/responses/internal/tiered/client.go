@@ -46,14 +46,13 @@ func clientOption(c *responsestore.RedisConfig) (valkey.ClientOption, error) {
 	return opt, nil
 }
 
-// applySecurity sets the password (inline, from a file or from the
-// environment) and the TLS of the tls block; a rediss:// address without
+// applySecurity sets the password (from a file or from the environment;
+// an inline one is refused by the configuration) and the TLS of the tls
+// block; a rediss:// address without
 // one uses TLS with the system's roots. Skipping verification
 // (skip_verify in the URL) is refused.
 func applySecurity(opt *valkey.ClientOption, c *responsestore.RedisConfig) error {
 	switch {
-	case c.Password != "":
-		opt.Password = c.Password
 	case c.PasswordFile != "" || c.PasswordEnv != "":
 		pw, err := secret.Source{What: "redis password", File: c.PasswordFile, FileSetting: "redis.passwordFile", Env: c.PasswordEnv}.Required()
 		if err != nil {

@@ -98,7 +98,8 @@ func TestRedisUsernamePasswordAndDB(t *testing.T) {
 	if err := admin.Do(ctx, admin.B().AclSetuser().Username("hermod").Rule("on", ">s3cret", "~*", "+@all").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"username":"hermod","password":"s3cret","db":3}}}`, srv.URL()))
+	t.Setenv("HERMOD_TEST_REDIS_PASSWORD", "s3cret")
+	cfg := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"username":"hermod","passwordEnv":"HERMOD_TEST_REDIS_PASSWORD","db":3}}}`, srv.URL()))
 	s := open(t, cfg, Options{})
 	if err := s.Put(ctx, rec("resp_db", "", "in db 3")); err != nil {
 		t.Fatal(err)
@@ -114,7 +115,8 @@ func TestRedisUsernamePasswordAndDB(t *testing.T) {
 	if n, _ := db3.Do(ctx, db3.B().Exists().Key(s.key("resp_db")).Build()).AsInt64(); n != 1 {
 		t.Fatal("the record is not in db 3")
 	}
-	bad := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"username":"hermod","password":"wrong"}}}`, srv.URL()))
+	t.Setenv("HERMOD_TEST_REDIS_WRONG", "wrong")
+	bad := config(t, fmt.Sprintf(`{"tieredConfig":{"redis":{"address":%q,"username":"hermod","passwordEnv":"HERMOD_TEST_REDIS_WRONG"}}}`, srv.URL()))
 	if _, err := New(ctx, bad, Options{Consumer: "x"}); err == nil || !strings.Contains(err.Error(), "connect") {
 		t.Fatalf("wrong password: %v", err)
 	}
