@@ -39,6 +39,7 @@ func run() error {
 	fs.StringVar(&cfg.TrustedProxies, "trusted-proxies", "", "without API keys: the proxies (addresses and CIDR prefixes, comma-separated) whose tenant header names who a request acts for (the owner of its stored responses); empty: the header is ignored and every request is one anonymous principal")
 	fs.StringVar(&cfg.TenantHeader, "tenant-header", auth.TenantHeader, "the header a trusted proxy names the tenant in (with --trusted-proxies)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
+	fs.Int64Var(&cfg.MaxBufferedBodyBytes, "max-buffered-body-bytes", 1<<30, "most request-body bytes all requests hold at once (memory bounded whatever the number of connections); a request past it gets 503 server_busy; 0: no bound")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "endpoints tried per request (the picked one and its fallbacks)")
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")
 	fs.DurationVar(&cfg.PickAttemptTimeout, "pick-attempt-timeout", pickerclient.DefaultAttemptTimeout,

@@ -48,6 +48,9 @@ type Config struct {
 	// FirstByteTimeout bounds the wait for a model server's answer to
 	// begin (0: proxy.DefaultFirstByteTimeout).
 	FirstByteTimeout time.Duration
+	// MaxBufferedBodyBytes bounds the request-body bytes every request
+	// holds at once (0: no bound).
+	MaxBufferedBodyBytes int64
 	// ForwardHeaders are the client headers for the gateway's hop
 	// (Cookie, Proxy-*) that are forwarded to model servers anyway.
 	ForwardHeaders []string
@@ -137,7 +140,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.log.Info("gateway routing", "pickers", cfg.PickerAddrs)
 	ops := svc.Ops(telemetry.OpsHandler(g.reg, g.ready)) // the ops token, if any, guards /metrics
 	// requests in flight, streams included, may finish for a while
-	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: apiServer(routes(h, rh, g.models, guard, trust, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout), Grace: 30 * time.Second}}
+	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: apiServer(routes(h, rh, g.models, guard, trust, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout, g.bodyBudget()), Grace: 30 * time.Second}}
 	if cfg.MetricsListen != "" {
 		servers = append(servers, bootstrap.Server{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}})
 	}
@@ -241,8 +244,18 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 // apiServer is the server of the API address: every request body is
 // read under one deadline, bodyTimeout from the request's arrival
 // (reqbody.Bound).
-func apiServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
-	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+func apiServer(h http.Handler, bodyTimeout time.Duration, budget *reqbody.Budget) *http.Server {
+	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout, budget), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
+// bodyBudget is the API server's budget of buffered request bytes, with
+// its gauge.
+func (g *gateway) bodyBudget() *reqbody.Budget {
+	b := reqbody.NewBudget(g.cfg.MaxBufferedBodyBytes)
+	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hermod_gateway_buffered_body_bytes",
+		Help: "Request-body bytes the gateway's requests hold now (bounded by --max-buffered-body-bytes; past it a request gets 503 server_busy)."},
+		func() float64 { return float64(b.Used()) }))
+	return b
 }
 
 // servedPaths are the API paths the gateway serves (with some methods).
