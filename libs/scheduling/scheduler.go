@@ -189,9 +189,9 @@ func (s *Scheduler) decide(ctx context.Context, c *cycle, req *Request, res *Res
 			s.logger.LogAttrs(ctx, slog.LevelError, "scheduling plugin panicked", slog.String("request_id", req.ID),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 		}
-		c.state.rng = nil
+		c.state.rng, c.state.unlock, c.state.lock = nil, nil, nil
 	}()
-	c.state.rng = s.rng
+	c.state.rng, c.state.unlock, c.state.lock = s.rng, s.mu.Unlock, s.mu.Lock
 	res.Time = s.now()
 	s.decisionSeq++
 	res.DecisionID = s.decisionBase + s.decisionSeq

@@ -20,6 +20,25 @@ type CycleState struct {
 	u64s    []uint64
 	f64s    []float64
 	bytes   []byte
+	// unlock and lock release and take the scheduler's critical section
+	// around Unlocked (nil outside a scheduler's decision).
+	unlock, lock func()
+}
+
+// Unlocked runs f outside the scheduler's critical section: a plugin
+// that waits on the network (valkey-least-request-picker's atomic pick)
+// does so while other decisions go on, instead of holding every Pick of
+// the pool behind its round trip. Other decisions may change plugin
+// state meanwhile, as another replica's would: f must touch only what it
+// owns and the cycle's own state, and not the cycle's randomness.
+func (c *CycleState) Unlocked(f func()) {
+	if c.unlock == nil {
+		f()
+		return
+	}
+	c.unlock()
+	defer c.lock()
+	f()
 }
 
 type stateEntry struct {

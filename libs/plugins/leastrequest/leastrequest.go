@@ -92,7 +92,21 @@ type Picker struct {
 	log     *slog.Logger
 	state   *health
 	metrics pickerMetrics
+	// releases feeds the releaser: completions end their leases off the
+	// caller's path (the event stream's callback), batched.
+	releases chan string
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
+
+// Release batching: at most releaseBatch ids a round trip, releaseQueue
+// waiting (past it a completion's lease is left to expire, as one whose
+// release failed, and counted).
+const (
+	releaseBatch = 256
+	releaseQueue = 16384
+)
 
 // health is the server's state as this process sees it; a reloaded
 // configuration's picker shares its predecessor's.
@@ -108,13 +122,16 @@ type pickerMetrics struct {
 	fallbackTotal prometheus.Counter
 	serverUp      prometheus.Gauge
 	pickSeconds   prometheus.Histogram
+	// releaseDropped counts completions whose release queue was full.
+	releaseDropped prometheus.Counter
 }
 
 func newPickerMetrics(h scheduling.Handle) pickerMetrics {
 	return pickerMetrics{
-		fallbackTotal: scheduling.Metric(h, telemetry.NewCounter("hermod_picker_inflight_fallback_total", "Picks valkey-least-request-picker took from scores because the in-flight server did not answer.")),
-		serverUp:      scheduling.Metric(h, telemetry.NewGauge("hermod_picker_inflight_server_up", "1 while valkey-least-request-picker picks through the in-flight server, 0 while it falls back.")),
-		pickSeconds:   scheduling.Metric(h, telemetry.NewHistogram("hermod_picker_inflight_pick_seconds", "Round trip of the atomic pick on the in-flight server.", []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05})),
+		fallbackTotal:  scheduling.Metric(h, telemetry.NewCounter("hermod_picker_inflight_fallback_total", "Picks valkey-least-request-picker took from scores because the in-flight server did not answer.")),
+		serverUp:       scheduling.Metric(h, telemetry.NewGauge("hermod_picker_inflight_server_up", "1 while valkey-least-request-picker picks through the in-flight server, 0 while it falls back.")),
+		releaseDropped: scheduling.Metric(h, telemetry.NewCounter("hermod_picker_inflight_release_dropped_total", "Completions whose in-flight lease was left to expire because the release queue was full.")),
+		pickSeconds:    scheduling.Metric(h, telemetry.NewHistogram("hermod_picker_inflight_pick_seconds", "Round trip of the atomic pick on the in-flight server.", []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05})),
 	}
 }
 
@@ -138,7 +155,63 @@ func factory(name string, raw json.RawMessage, h scheduling.Handle) (scheduling.
 	}
 	m := newPickerMetrics(h)
 	m.serverUp.Set(1)
-	return &Picker{Named: scheduling.Named{Type: Type, Name: name}, params: p, store: store, log: h.Logger(), state: &health{}, metrics: m}, nil
+	pk := &Picker{Named: scheduling.Named{Type: Type, Name: name}, params: p, store: store, log: h.Logger(), state: &health{}, metrics: m,
+		releases: make(chan string, releaseQueue), stop: make(chan struct{}), done: make(chan struct{})}
+	go pk.releaser()
+	return pk, nil
+}
+
+// Close implements io.Closer: the releaser sends what is queued and
+// stops.
+func (p *Picker) Close() error {
+	p.once.Do(func() { close(p.stop) })
+	<-p.done
+	return nil
+}
+
+// releaser ends queued leases, a batch a round trip, until Close; what
+// is queued then still goes.
+func (p *Picker) releaser() {
+	defer close(p.done)
+	batch := make([]string, 0, releaseBatch)
+	for {
+		select {
+		case id := <-p.releases:
+			p.release(p.drain(append(batch[:0], id)))
+		case <-p.stop:
+			for {
+				if batch = p.drain(batch[:0]); len(batch) == 0 {
+					return
+				}
+				p.release(batch)
+			}
+		}
+	}
+}
+
+// drain adds queued ids to batch, up to releaseBatch.
+func (p *Picker) drain(batch []string) []string {
+	for len(batch) < releaseBatch {
+		select {
+		case id := <-p.releases:
+			batch = append(batch, id)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (p *Picker) release(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := p.store.Release(ctx, ids...); err != nil {
+		// the leases expire and are repaired
+		p.log.Debug("in-flight release failed", "requests", len(ids), "error", err)
+	}
 }
 
 // Parameters implements scheduling.Plugin.
@@ -168,10 +241,15 @@ func (p *Picker) Pick(ctx context.Context, cs *scheduling.CycleState, req *sched
 		for i, j := range order {
 			names[i] = eps[j].Name
 		}
-		cctx, cancel := context.WithTimeout(ctx, time.Duration(p.params.Timeout))
+		var ep string
+		var err error
 		start := time.Now()
-		ep, _, err := p.store.Pick(cctx, req.ID, names, p.params.MaxInflightPerEndpoint)
-		cancel()
+		// the round trip waits outside the scheduler's lock
+		cs.Unlocked(func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Duration(p.params.Timeout))
+			ep, _, err = p.store.Pick(cctx, req.ID, names, p.params.MaxInflightPerEndpoint)
+			cancel()
+		})
 		switch {
 		case errors.Is(err, inflight.ErrFull):
 			p.serverAnswered()
@@ -237,16 +315,17 @@ func (p *Picker) serverAnswered() {
 }
 
 // ResponseComplete implements scheduling.ResponseComplete: the request's
-// lease ends (once, however many replicas hear of the completion).
-func (p *Picker) ResponseComplete(ctx context.Context, resp *scheduling.Response) {
+// lease ends (once, however many replicas hear of the completion), sent
+// by the releaser so that the caller (the completion stream's callback)
+// never waits on the in-flight server.
+func (p *Picker) ResponseComplete(_ context.Context, resp *scheduling.Response) {
 	if resp == nil || resp.RequestID == "" {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if _, err := p.store.Release(cctx, resp.RequestID); err != nil {
-		// the lease expires and is repaired
-		p.log.Debug("in-flight release failed", "request_id", resp.RequestID, "error", err)
+	select {
+	case p.releases <- resp.RequestID:
+	default:
+		p.metrics.releaseDropped.Inc()
 	}
 }
 

@@ -3,6 +3,8 @@ package leastrequest_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,8 +107,15 @@ func TestPicksThroughTheServerAndFallsBackWithoutIt(t *testing.T) {
 	for _, id := range []string{"r0", "r0", "r3"} {
 		s.ResponseComplete(context.Background(), &scheduling.Response{RequestID: id})
 	}
-	if m, _ := store.Counts(context.Background()); m["pod-0"] != 0 || m["pod-1"] != 2 {
-		t.Fatalf("counts %v", m)
+	// sent by the releaser, off the caller's path
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		m, _ := store.Counts(context.Background())
+		if m["pod-0"] == 0 && m["pod-1"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts %v", m)
+		}
 	}
 	// the server goes away: picks keep coming, from scores
 	srv.Stop()
@@ -153,5 +162,125 @@ func TestValidatesOffline(t *testing.T) {
 	cfg, _ := scheduling.ParseConfig([]byte(config))
 	if _, err := scheduling.New(cfg); err == nil {
 		t.Fatal("loaded without the in-flight service")
+	}
+}
+
+// stalled is an in-flight server that answers every pick after delay.
+type stalled struct {
+	delay time.Duration
+	n     atomic.Int64
+}
+
+func (s *stalled) Pick(ctx context.Context, _ string, candidates []string, _ int) (string, int64, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return "", 0, ctx.Err()
+	}
+	return candidates[int(s.n.Add(1))%len(candidates)], 1, nil
+}
+
+func (s *stalled) Release(context.Context, ...string) (int, error) { return 0, nil }
+
+// Picks through a slow in-flight server (2 ms a round trip) from many
+// goroutines: the round trip waits outside the scheduler's lock, so picks
+// overlap instead of queueing behind one another (held inside it, the
+// pool managed one pick per round trip: about 500 picks/s).
+func BenchmarkPickStalledServer(b *testing.B) {
+	cfg, err := scheduling.ParseConfig([]byte(config))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := scheduling.New(cfg, leastrequest.StoreService.Provide(&stalled{delay: 2 * time.Millisecond}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	eps := fleet(0, 1, 2, 3)
+	body := []byte(`{"model":"m","prompt":"hello"}`)
+	var seq atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, err := schedulingtest.ParseRequest(openai.APICompletions, body)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			req.ID = fmt.Sprint("r", seq.Add(1))
+			res, err := s.Schedule(context.Background(), req, eps)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			res.Release()
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "picks/s")
+}
+
+// gated holds the pick of request "slow" until released.
+type gated struct {
+	arrived, release chan struct{}
+}
+
+func (g *gated) Pick(ctx context.Context, id string, candidates []string, _ int) (string, int64, error) {
+	if id == "slow" {
+		close(g.arrived)
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return "", 0, ctx.Err()
+		}
+	}
+	return candidates[0], 1, nil
+}
+
+func (g *gated) Release(context.Context, ...string) (int, error) { return 0, nil }
+
+// While one pick waits on the in-flight server, other picks of the pool
+// are decided: the round trip is outside the scheduler's lock.
+func TestPickWaitsOutsideTheLock(t *testing.T) {
+	cfg, err := scheduling.ParseConfig([]byte(strings.Replace(config, "maxNumOfEndpoints: 2", "maxNumOfEndpoints: 2\n    timeout: 10s", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gated{arrived: make(chan struct{}), release: make(chan struct{})}
+	s, err := scheduling.New(cfg, leastrequest.StoreService.Provide(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	eps := fleet(0, 0)
+	slow := make(chan error, 1)
+	go func() {
+		res, err := schedule(t, s, "slow", eps)
+		if err == nil {
+			res.Release()
+		}
+		slow <- err
+	}()
+	<-g.arrived
+	fast := make(chan error, 1)
+	go func() {
+		res, err := schedule(t, s, "fast", eps)
+		if err == nil {
+			res.Release()
+		}
+		fast <- err
+	}()
+	select {
+	case err := <-fast:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		close(g.release)
+		t.Fatal("a pick waited for another pick's round trip to the in-flight server")
+	}
+	close(g.release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
 	}
 }
