@@ -182,6 +182,9 @@ func (srv Server) serve(lis net.Listener) error {
 	if srv.GRPC != nil {
 		return srv.GRPC.Serve(lis)
 	}
+	if srv.HTTP.TLSConfig != nil { // HTTPS, the certificate from the config
+		return srv.HTTP.ServeTLS(lis, "", "")
+	}
 	return srv.HTTP.Serve(lis)
 }
 

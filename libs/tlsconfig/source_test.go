@@ -336,3 +336,39 @@ func TestParseClientAuth(t *testing.T) {
 		t.Error("yes accepted")
 	}
 }
+
+// An HTTPS server's config offers HTTP/2 and HTTP/1.1 by ALPN, and serves
+// the certificate current at each handshake.
+func TestHTTPServerConfig(t *testing.T) {
+	p := newPKI(t)
+	s := p.source(t, Options{Interval: time.Hour})
+	cfg, err := s.HTTPServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, cfg)
+	dial := func(protos ...string) (string, *big.Int) {
+		t.Helper()
+		d := tls.Dialer{Config: &tls.Config{RootCAs: p.ca.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12, NextProtos: protos}}
+		c, err := d.DialContext(t.Context(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		st := c.(*tls.Conn).ConnectionState()
+		return st.NegotiatedProtocol, st.PeerCertificates[0].SerialNumber
+	}
+	if proto, _ := dial("h2", "http/1.1"); proto != "h2" {
+		t.Fatalf("negotiated %q, want h2", proto)
+	}
+	if proto, _ := dial("http/1.1"); proto != "http/1.1" {
+		t.Fatalf("negotiated %q, want http/1.1", proto)
+	}
+	serial := p.issue(t)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if proto, got := dial("h2"); proto != "h2" || got.Cmp(serial) != 0 {
+		t.Fatalf("after a rotation: %q serving %v, want h2 serving %v", proto, got, serial)
+	}
+}

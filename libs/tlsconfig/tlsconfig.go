@@ -165,6 +165,24 @@ func (s *Source) ServerConfig() (*tls.Config, error) {
 	}, nil
 }
 
+// HTTPServerConfig is ServerConfig for an HTTPS server: HTTP/2 and
+// HTTP/1.1 offered by ALPN (the per-handshake config is otherwise
+// ALPN-less, and net/http would serve HTTP/1.1 only).
+func (s *Source) HTTPServerConfig() (*tls.Config, error) {
+	c, err := s.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	protos := []string{"h2", "http/1.1"}
+	c.NextProtos = protos
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		cur := s.cur.Load().server.Clone()
+		cur.NextProtos = protos
+		return cur, nil
+	}
+	return c, nil
+}
+
 // ClientConfig is a client configuration with the CA bundle current now
 // (nil: the system roots) and the server-name override; the client
 // certificate, if one is configured, is the one current at each handshake.

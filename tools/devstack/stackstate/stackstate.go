@@ -15,6 +15,9 @@ type State struct {
 	Pool    string `json:"pool"`
 	Model   string `json:"model"`
 	Gateway string `json:"gateway"` // host:port of the OpenAI API
+	// GatewayScheme is how the API is reached: "https" (hermod-devstack
+	// --api-tls, trusting TLS.CAFile) or "" for http.
+	GatewayScheme string `json:"gateway_scheme,omitempty"`
 	// Gateways are every gateway replica's host:port (the first is
 	// Gateway).
 	Gateways []string `json:"gateways"`
@@ -200,4 +203,13 @@ func Read(path string) (*State, error) {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
 	return &s, nil
+}
+
+// APIScheme is the OpenAI API's URL scheme: http unless GatewayScheme
+// says otherwise.
+func (s *State) APIScheme() string {
+	if s.GatewayScheme == "" {
+		return "http"
+	}
+	return s.GatewayScheme
 }

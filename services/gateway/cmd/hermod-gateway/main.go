@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermod/hermod/libs/bootstrap"
 	"github.com/hermod/hermod/libs/cmdline"
+	"github.com/hermod/hermod/libs/tlsconfig"
 	"github.com/hermod/hermod/services/gateway/internal/app"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
@@ -39,6 +40,14 @@ func run() error {
 	fs.StringVar(&cfg.TrustedProxies, "trusted-proxies", "", "without API keys: the proxies (addresses and CIDR prefixes, comma-separated) whose tenant header names who a request acts for (the owner of its stored responses); empty: the header is ignored and every request is one anonymous principal")
 	fs.StringVar(&cfg.TenantHeader, "tenant-header", auth.TenantHeader, "the header a trusted proxy names the tenant in (with --trusted-proxies)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted")
+	fs.StringVar(&cfg.APITLS.CertFile, "api-tls-cert-file", "", "serve the API over HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate (chain); read again when it changes")
+	fs.StringVar(&cfg.APITLS.KeyFile, "api-tls-key-file", "", "the key of --api-tls-cert-file")
+	fs.StringVar(&cfg.APITLS.CAFile, "api-tls-ca-file", "", "PEM CA bundle that client certificates are verified with (with --api-tls-client-auth)")
+	fs.Func("api-tls-client-auth", "client certificates on the API: none, optional or require (default none)", func(v string) error {
+		mode, err := tlsconfig.ParseClientAuth(v)
+		cfg.APITLS.ClientAuth = mode
+		return err
+	})
 	fs.Int64Var(&cfg.MaxBufferedBodyBytes, "max-buffered-body-bytes", 1<<30, "most request-body bytes all requests hold at once (memory bounded whatever the number of connections); a request past it gets 503 server_busy; 0: no bound")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "endpoints tried per request (the picked one and its fallbacks)")
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")

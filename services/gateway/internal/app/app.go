@@ -23,6 +23,7 @@ import (
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/openai"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/libs/tlsconfig"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
 	"github.com/hermod/hermod/services/gateway/internal/models"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
@@ -51,6 +52,10 @@ type Config struct {
 	// MaxBufferedBodyBytes bounds the request-body bytes every request
 	// holds at once (0: no bound).
 	MaxBufferedBodyBytes int64
+	// APITLS serves the API over HTTPS (HTTP/2 and HTTP/1.1) when it names
+	// a certificate and key; the files are read again when they change. A
+	// CA file with ClientAuth asks clients for certificates.
+	APITLS tlsconfig.Options
 	// ForwardHeaders are the client headers for the gateway's hop
 	// (Cookie, Proxy-*) that are forwarded to model servers anyway.
 	ForwardHeaders []string
@@ -140,7 +145,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.log.Info("gateway routing", "pickers", cfg.PickerAddrs)
 	ops := svc.Ops(telemetry.OpsHandler(g.reg, g.ready)) // the ops token, if any, guards /metrics
 	// requests in flight, streams included, may finish for a while
-	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: apiServer(routes(h, rh, g.models, guard, trust, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout, g.bodyBudget()), Grace: 30 * time.Second}}
+	api := apiServer(routes(h, rh, g.models, guard, trust, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout, g.bodyBudget())
+	if err := g.serveTLS(api); err != nil {
+		return err
+	}
+	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: api, Grace: 30 * time.Second}}
 	if cfg.MetricsListen != "" {
 		servers = append(servers, bootstrap.Server{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}})
 	}
@@ -246,6 +255,28 @@ func (g *gateway) requestPath(ctx context.Context) (*proxy.Handler, error) {
 // (reqbody.Bound).
 func apiServer(h http.Handler, bodyTimeout time.Duration, budget *reqbody.Budget) *http.Server {
 	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout, budget), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
+// serveTLS makes the API server HTTPS when a certificate is configured.
+func (g *gateway) serveTLS(api *http.Server) error {
+	o := g.cfg.APITLS
+	if o.CertFile == "" && o.KeyFile == "" {
+		if o.CAFile != "" || (o.ClientAuth != "" && o.ClientAuth != tlsconfig.ClientAuthNone) {
+			return errors.New("--api-tls-ca-file and --api-tls-client-auth need --api-tls-cert-file and --api-tls-key-file")
+		}
+		return nil
+	}
+	o.Name, o.Logger, o.Registerer = "api", g.log, g.reg
+	src, err := tlsconfig.New(o)
+	if err != nil {
+		return fmt.Errorf("api tls: %w", err)
+	}
+	g.svc.OnClose(src.Close)
+	if api.TLSConfig, err = src.HTTPServerConfig(); err != nil {
+		return fmt.Errorf("api tls: %w", err)
+	}
+	g.log.Info("the API is served over HTTPS", "cert_file", o.CertFile, "client_auth", string(src.ClientAuth()))
+	return nil
 }
 
 // bodyBudget is the API server's budget of buffered request bytes, with

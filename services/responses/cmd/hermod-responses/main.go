@@ -26,6 +26,7 @@ func run() error {
 	fs.StringVar(&cfg.StoreConfig, "store-config", "", "the store as the responses-store plugin's storeConfig, YAML or JSON inline or @file (inMemoryConfig or tieredConfig {redis, mongo, stream}); without it, the pool's EndpointPickerConfig in etcd, else memory with a 24h ttl")
 	fs.IntVar(&cfg.ChainLimit, "max-chain", service.DefaultChainLimit, "most responses a conversation chain may hold")
 	fs.StringVar(&cfg.GatewayURL, "gateway-url", "", "base URL of a gateway (a Service in front of them all) that background responses are run through; without it, background: true is refused")
+	fs.StringVar(&cfg.GatewayCAFile, "gateway-ca-file", "", "PEM CA bundle an https --gateway-url is verified with (default: the system roots)")
 	fs.IntVar(&cfg.BackgroundWorkers, "background-workers", 4, "background responses this replica runs at once")
 	return cmd.Run(os.Args[1:], func(ctx context.Context, log *slog.Logger) error {
 		return app.Run(ctx, cfg, log)

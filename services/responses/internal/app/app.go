@@ -24,6 +24,7 @@ import (
 	"github.com/hermod/hermod/libs/plugins/responsestore"
 	"github.com/hermod/hermod/libs/scheduling"
 	"github.com/hermod/hermod/libs/telemetry"
+	"github.com/hermod/hermod/libs/tlsconfig"
 	"github.com/hermod/hermod/services/responses/internal/background"
 	"github.com/hermod/hermod/services/responses/internal/memory"
 	"github.com/hermod/hermod/services/responses/internal/service"
@@ -52,6 +53,9 @@ type Config struct {
 	// GatewayURL is where background responses are run (empty: they are
 	// refused); BackgroundWorkers how many run at once.
 	GatewayURL        string
+	// GatewayCAFile is the PEM CA an https GatewayURL is verified with
+	// (empty: the system roots).
+	GatewayCAFile string
 	BackgroundWorkers int
 }
 
@@ -77,7 +81,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	rs := service.New(st, cfg.ChainLimit)
 	svc.Registry.MustRegister(rs.Collectors()...)
 	if cfg.GatewayURL != "" {
-		runner := background.New(background.Options{Jobs: st, GatewayURL: cfg.GatewayURL, Workers: cfg.BackgroundWorkers, Log: log})
+		client, err := gatewayClient(cfg.GatewayCAFile)
+		if err != nil {
+			return err
+		}
+		runner := background.New(background.Options{Jobs: st, GatewayURL: cfg.GatewayURL, Client: client, Workers: cfg.BackgroundWorkers, Log: log})
 		svc.Registry.MustRegister(runner.Collectors()...)
 		rs.RunBackground(runner.Wake)
 		svc.Go(runner.Run)
@@ -192,4 +200,20 @@ func resolveStoreConfig(ctx context.Context, svc *bootstrap.Service, cfg Config)
 
 func warnFunc(log *slog.Logger) func(string) {
 	return func(msg string) { log.Warn("responses-store config: " + msg) }
+}
+
+// gatewayClient is the background runs' client: nil (the runner's own)
+// unless the gateway's CA is given, when it verifies the gateway's
+// certificate with it.
+func gatewayClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	cfg, err := tlsconfig.ClientFiles{CAFile: caFile}.Config()
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-ca-file: %w", err)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = cfg
+	return &http.Client{Transport: t}, nil
 }

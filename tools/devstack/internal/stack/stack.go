@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"github.com/hermod/hermod/libs/coord"
 	"github.com/hermod/hermod/libs/plugins/standard" // validate configs with every plugin type
 	"github.com/hermod/hermod/libs/scheduling"
+	"github.com/hermod/hermod/libs/tlsconfig"
 	"github.com/hermod/hermod/testkit/etcdembed"
 	"github.com/hermod/hermod/testkit/natsembed"
 	"github.com/hermod/hermod/tools/devstack/stackstate"
@@ -126,6 +128,10 @@ type Options struct {
 	// client certificates and a hermod user, gRPC with mutual TLS under the
 	// default authorisation policy.
 	TLS bool
+	// APITLS (with TLS) serves the OpenAI API over HTTPS: every gateway
+	// with its certificate, the background runs trusting the stack's CA,
+	// the state file's GatewayScheme https.
+	APITLS bool
 
 	// Out receives the children's prefixed logs and the banner.
 	Out    io.Writer
@@ -255,10 +261,16 @@ func (s *stack) servers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
+	if s.o.APITLS && !s.o.TLS {
+		return errors.New("--api-tls needs --tls (the API's certificate comes from the stack's CA)")
+	}
 	if s.o.TLS {
 		if s.tls, err = generateTLS(filepath.Join(dir, "tls")); err != nil {
 			return err
 		}
+	}
+	if s.o.APITLS {
+		s.state.GatewayScheme = "https"
 	}
 	// Free ports asked for (0) are chosen outside the pods' port ranges,
 	// which the pods bind later.
@@ -439,7 +451,7 @@ func (s *stack) children(ctx context.Context) error {
 	// runs background responses through the first gateway.
 	s.state.Responses = stackstate.Service{Name: "responses", GRPC: addrs.next(), Ops: addrs.next()}
 	if _, err := s.launch("responses", stackstate.RoleResponses, serviceAddrs(s.state.Responses), "hermod-responses", append([]string{"--pool", s.o.Pool, "--etcd-endpoints", etcd, "-v", v, "--log-format", "text",
-		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", "http://" + s.o.Listen}, slices.Concat(s.tracingArgs(), s.serviceArgs("responses", true), s.o.ResponsesArgs)...)...); err != nil {
+		"--listen", s.state.Responses.GRPC, "--metrics-listen", s.state.Responses.Ops, "--replica", "responses", "--gateway-url", s.gatewayURL()}, slices.Concat(s.tracingArgs(), s.apiCAArgs(), s.serviceArgs("responses", true), s.o.ResponsesArgs)...)...); err != nil {
 		return err
 	}
 	pickerExtra, err := s.startValkey(ctx, addrs.next())
@@ -461,9 +473,42 @@ func (s *stack) launch(name, role string, addrs map[string]string, binary string
 	if !filepath.IsAbs(binary) {
 		binary = filepath.Join(s.o.BinDir, binary)
 	}
-	ready, live := probesFor(role, addrs)
+	ready, live := probesFor(role, addrs, s.apiProbeClient())
 	return s.sup.start(childSpec{name: name, role: role, bin: binary, args: args, ports: portsOf(addrs), probe: ready, live: live,
 		noRestart: restartSet(s.o.NoRestart).excludes(name, role)})
+}
+
+// gatewayURL is the first gateway's API base URL.
+func (s *stack) gatewayURL() string { return s.state.APIScheme() + "://" + s.o.Listen }
+
+// curlCA is curl's option trusting the stack's CA (--api-tls).
+func (s *stack) curlCA() string {
+	if !s.o.APITLS {
+		return ""
+	}
+	return " --cacert " + s.tls.CAFile
+}
+
+// apiCAArgs make a service that calls the API trust the stack's CA
+// (--api-tls).
+func (s *stack) apiCAArgs() []string {
+	if !s.o.APITLS {
+		return nil
+	}
+	return []string{"--gateway-ca-file", s.tls.CAFile}
+}
+
+// apiProbeClient probes the API over HTTPS trusting the stack's CA
+// (--api-tls; nil otherwise).
+func (s *stack) apiProbeClient() *http.Client {
+	if !s.o.APITLS {
+		return nil
+	}
+	cfg, err := tlsconfig.ClientFiles{CAFile: s.tls.CAFile}.Config()
+	if err != nil {
+		return nil
+	}
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg}}
 }
 
 // startPods starts one vllm-sim process per pod.
@@ -564,6 +609,10 @@ func (s *stack) startGateways(common []string, addrs *addrPlan, gateways int, pi
 		gwArgs := append(slices.Concat(common, s.serviceArgs("gateway", false)), "--listen", listen, "--metrics-listen", ops, "--picker-addrs", strings.Join(pickers, ","), "--replica", name, "--responses-address", s.state.Responses.GRPC)
 		if flow != "" {
 			gwArgs = append(gwArgs, "--flow-control", flow)
+		}
+		if s.o.APITLS {
+			gw := s.tls.Identities["gateway"]
+			gwArgs = append(gwArgs, "--api-tls-cert-file", gw.Cert, "--api-tls-key-file", gw.Key)
 		}
 		gwArgs = append(gwArgs, s.o.GatewayArgs...)
 		if _, err := s.launch(name, stackstate.RoleGateway, map[string]string{"http": listen, "ops": ops}, "hermod-gateway", gwArgs...); err != nil {
@@ -686,14 +735,14 @@ func (s *stack) banner() {
 	fmt.Fprintf(s.out.out, `
 Hermod is running: pool %q, %d vllm-sim pods serving %s%s, %d picker(s), a collector, a KV-event indexer and a gateway.
 
-  OpenAI API   http://%s/v1   (models: http://%s/v1/models)
+  OpenAI API   %s/v1   (models: %s/v1/models)
   metrics      http://%s/metrics (gateway), http://%s/metrics (picker-0), http://%s/metrics (collector), http://%s/metrics (indexer)
   NATS         %s%s
   etcd         %s%s
 %s
 Try it:
 
-  curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \
+  curl -s%s %s/v1/chat/completions -H 'Content-Type: application/json' \
     -d '%s'
 
   %s%s audit tail      # every routing decision as it is taken
@@ -703,9 +752,9 @@ Try it:
 Ctrl-C stops everything.
 
 `, s.o.Pool, s.o.Pods, s.o.Model, slow, s.o.Pickers,
-		s.state.Gateway, s.state.Gateway, s.state.GatewayOps[0], s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
+		s.gatewayURL(), s.gatewayURL(), s.state.GatewayOps[0], s.state.Pickers[0].Ops, s.state.Collector.Ops, s.state.Indexer.Ops,
 		s.state.NATSURL, s.natsBanner(), strings.Join(s.state.EtcdEndpoints, ","), s.etcdBanner(), s.tlsBanner(),
-		s.state.Gateway, body, ctl, flags, ctl, flags, ctl, flags)
+		s.curlCA(), s.gatewayURL(), body, ctl, flags, ctl, flags, ctl, flags)
 }
 
 // ctlFlags are hermodctl's global flags reaching this stack, before the

@@ -69,13 +69,16 @@ type probe struct {
 var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // httpProbe is ready once url answers 200.
-func httpProbe(url string) *probe {
+func httpProbe(url string) *probe { return httpProbeWith(url, probeClient) }
+
+// httpProbeWith is httpProbe with a client of its own (HTTPS).
+func httpProbeWith(url string, client *http.Client) *probe {
 	return &probe{desc: url, check: func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
 		}
-		resp, err := probeClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}
@@ -562,12 +565,13 @@ func portsOf(addrs map[string]string) map[string]int {
 
 // probesFor are the readiness and liveness probes of a child of role. A
 // pod is ready, and alive, while its /health answers; a gateway is ready
-// once /ready on its API address answers, alive while /health there does;
+// once /ready on its API address answers (over HTTPS with api, the
+// client that trusts the stack's CA), alive while /health there does;
 // Valkey both while it answers PING; every other service is ready once
 // /ready on its ops address answers and alive while /health there does
 // (alive: the process answers at all, whatever its backends allow it to
 // serve).
-func probesFor(role string, addrs map[string]string) (ready, live *probe) {
+func probesFor(role string, addrs map[string]string, api *http.Client) (ready, live *probe) {
 	var base string
 	switch role {
 	case stackstate.RolePod:
@@ -577,6 +581,10 @@ func probesFor(role string, addrs map[string]string) (ready, live *probe) {
 		p := redisProbe(addrs["redis"])
 		return p, p
 	case stackstate.RoleGateway:
+		if api != nil { // the API over HTTPS
+			base = "https://" + addrs["http"]
+			return httpProbeWith(base+"/ready", api), httpProbeWith(base+"/health", api)
+		}
 		base = "http://" + addrs["http"]
 	default:
 		if addrs["ops"] == "" {

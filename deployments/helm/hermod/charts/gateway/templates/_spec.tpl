@@ -35,6 +35,18 @@
 {{- $volumes = append $volumes (dict "name" "api-keys" "secret" (dict "secretName" $keys.existingSecret "items" (list (dict "key" $key "path" $key)))) -}}
 {{- $mounts = append $mounts (dict "name" "api-keys" "mountPath" "/etc/hermod/gateway/api-keys" "readOnly" true) -}}
 {{- end -}}
+{{- /* HTTPS on the API: a kubernetes.io/tls Secret (cert-manager's), read again when it rotates */ -}}
+{{- $apiTLS := .Values.apiTLS | default dict -}}
+{{- if $apiTLS.existingSecret -}}
+{{- $args = append $args "--api-tls-cert-file=/etc/hermod/gateway/api-tls/tls.crt" -}}
+{{- $args = append $args "--api-tls-key-file=/etc/hermod/gateway/api-tls/tls.key" -}}
+{{- if $apiTLS.clientAuth -}}
+{{- $args = append $args "--api-tls-ca-file=/etc/hermod/gateway/api-tls/ca.crt" -}}
+{{- $args = append $args (printf "--api-tls-client-auth=%s" $apiTLS.clientAuth) -}}
+{{- end -}}
+{{- $volumes = append $volumes (dict "name" "api-tls" "secret" (dict "secretName" $apiTLS.existingSecret)) -}}
+{{- $mounts = append $mounts (dict "name" "api-tls" "mountPath" "/etc/hermod/gateway/api-tls" "readOnly" true) -}}
+{{- end -}}
 {{- /* without keys: the proxies whose tenant header is believed */ -}}
 {{- with .Values.trustedProxies -}}
 {{- $args = append $args (printf "--trusted-proxies=%s" (join "," .)) -}}
