@@ -425,6 +425,14 @@ func (c *Controller) Queued() int {
 	return c.queued
 }
 
+// Bands returns how many priority bands exist (an emptied one is
+// forgotten, so priorities clients chose do not pile up).
+func (c *Controller) Bands() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.bands)
+}
+
 // poolEmpty reports whether the pool has no endpoint at all.
 func (c *Controller) poolEmpty() bool { return c.cfg.PoolEmpty != nil && c.cfg.PoolEmpty() }
 
