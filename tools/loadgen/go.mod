@@ -3,15 +3,20 @@ module github.com/hermod/hermod/tools/loadgen
 go 1.26.0
 
 require (
+	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/hermod/hermod/libs v0.0.0
 	github.com/hermod/hermod/tools/devstack v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/image v0.47.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -52,7 +57,6 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
