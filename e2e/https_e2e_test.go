@@ -94,7 +94,9 @@ func TestOpenAISDKOverHTTPS(t *testing.T) {
 		}
 	}
 	// a client that does not trust the stack's CA is refused the handshake
-	_, err = (&http.Client{Timeout: 10 * time.Second}).Get(base + "/v1/models")
+	if resp, err = (&http.Client{Timeout: 10 * time.Second}).Get(base + "/v1/models"); err == nil {
+		resp.Body.Close()
+	}
 	var unknown x509.UnknownAuthorityError
 	if !errors.As(err, &unknown) {
 		t.Fatalf("an untrusting client: %v", err)
