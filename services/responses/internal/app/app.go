@@ -52,10 +52,10 @@ type Config struct {
 	ChainLimit  int
 	// GatewayURL is where background responses are run (empty: they are
 	// refused); BackgroundWorkers how many run at once.
-	GatewayURL        string
+	GatewayURL string
 	// GatewayCAFile is the PEM CA an https GatewayURL is verified with
 	// (empty: the system roots).
-	GatewayCAFile string
+	GatewayCAFile     string
 	BackgroundWorkers int
 }
 
