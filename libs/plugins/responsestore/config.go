@@ -118,10 +118,11 @@ func (r *RedisConfig) Mode() Mode {
 	}
 }
 
-// MongoConfig is tier 2. Credentials and TLS may be in the URI
-// (mongodb://user:pass@host/?tls=true&tlsCAFile=...); Hermod adds
-// Username with PasswordFile or PasswordEnv (the password out of the
-// config) and a TLS block, which take precedence over the URI's.
+// MongoConfig is tier 2. A user name and TLS may be in the URI
+// (mongodb://user@host/?tls=true&tlsCAFile=...), a password may not (it
+// would be stored with the config); Hermod adds Username with
+// PasswordFile or PasswordEnv and a TLS block, which take precedence over
+// the URI's.
 type MongoConfig struct {
 	URI          string              `json:"uri"`
 	Database     string              `json:"database"`
@@ -316,8 +317,8 @@ func (m *MongoConfig) validate(path string) error {
 		return scheduling.ParamErrorf(path+".uri", "required: a mongodb:// or mongodb+srv:// URI")
 	case !strings.HasPrefix(m.URI, "mongodb://") && !strings.HasPrefix(m.URI, "mongodb+srv://"):
 		return scheduling.ParamErrorf(path+".uri", "want a mongodb:// or mongodb+srv:// URI") // not echoed: it may hold a secret
-	case mongoURIHasCredentials(m.URI):
-		return scheduling.ParamErrorf(path+".uri", "credentials in the URI would be stored with the configuration (in etcd) and shown in errors: give username with passwordFile or passwordEnv")
+	case mongoURIHasPassword(m.URI):
+		return scheduling.ParamErrorf(path+".uri", "a password in the URI would be stored with the configuration (in etcd) and shown in errors: give username with passwordFile or passwordEnv")
 	case m.TTL < 0:
 		return scheduling.ParamErrorf(path+".ttl", "must be positive (got %s)", m.TTL)
 	case m.Timeout < 0:
@@ -332,14 +333,15 @@ func (m *MongoConfig) validate(path string) error {
 	return validateSecrets(path, m.PasswordFile, m.PasswordEnv, m.TLS)
 }
 
-// mongoURIHasCredentials reports whether a MongoDB URI carries a user
-// (and so, perhaps, a password) before its hosts.
-func mongoURIHasCredentials(uri string) bool {
+// mongoURIHasPassword reports whether a MongoDB URI carries a password
+// (user:password@ before its hosts; a user name alone is no secret).
+func mongoURIHasPassword(uri string) bool {
 	rest := uri[strings.Index(uri, "://")+3:]
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
 		rest = rest[:i]
 	}
-	return strings.Contains(rest, "@")
+	at := strings.LastIndexByte(rest, '@')
+	return at >= 0 && strings.Contains(rest[:at], ":")
 }
 
 // validateSecrets checks a backend's password sources (one at most) and

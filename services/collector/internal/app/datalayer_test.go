@@ -91,7 +91,7 @@ plugins:
 - {type: models-data-extractor}
 dataLayer:
   sources: [{pluginRef: models-data-source}]
-`, false, "http /v1/models insecure every 2s", 3},
+`, false, "http /v1/models every 2s", 3},
 		{"no data section", "plugins: [{type: queue-scorer}]", false, "default", 4},
 		{"no config again", "", true, "default", 4},
 	}

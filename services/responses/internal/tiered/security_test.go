@@ -181,7 +181,7 @@ func TestMongoCredentialsApplied(t *testing.T) {
 		user, password, errHas string
 		authSource             string
 	}{
-		{name: "file", mongo: fmt.Sprintf(`"uri":"mongodb://olduser:oldpw@m/?authSource=admin","username":"hermod","passwordFile":%q`, file), user: "hermod", password: "from-file", authSource: "admin"},
+		{name: "file", mongo: fmt.Sprintf(`"uri":"mongodb://olduser@m/?authSource=admin","username":"hermod","passwordFile":%q`, file), user: "hermod", password: "from-file", authSource: "admin"},
 		{name: "environment, user from the uri", mongo: `"uri":"mongodb://hermod@m/","passwordEnv":"HERMOD_TEST_MONGO_PASSWORD"`, user: "hermod", password: "from-env", authSource: "admin"},
 		{name: "no user anywhere", mongo: `"uri":"mongodb://m/","passwordEnv":"HERMOD_TEST_MONGO_PASSWORD"`, errHas: "without a user name"},
 		{name: "unset variable", mongo: `"uri":"mongodb://m/","username":"u","passwordEnv":"HERMOD_TEST_MONGO_UNSET"`, errHas: "HERMOD_TEST_MONGO_UNSET is not set"},
