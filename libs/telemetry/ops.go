@@ -3,8 +3,10 @@ package telemetry
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -14,8 +16,16 @@ import (
 // OpsHandler serves a service's operational endpoints: /metrics (the
 // registry's metrics in the Prometheus exposition format), /health
 // (liveness: 200 while the process serves HTTP) and /ready (readiness: 200
-// when ready returns nil, otherwise 503 with its error).
+// when ready returns nil, otherwise 503; the error, which may name
+// internal addresses, is logged, not answered: /ready is open to probes,
+// and the gateway's is on its API address).
 func OpsHandler(g prometheus.Gatherer, ready func() error) http.Handler {
+	var last atomic.Value // the last reason logged, so a probe loop logs each once
+	notReady := func(err error) {
+		if msg := err.Error(); last.Swap(msg) != msg {
+			slog.Warn("not ready", "reason", msg)
+		}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
@@ -24,7 +34,8 @@ func OpsHandler(g prometheus.Gatherer, ready func() error) http.Handler {
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil {
 			if err := ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				notReady(err)
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
 				return
 			}
 		}

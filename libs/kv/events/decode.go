@@ -248,10 +248,18 @@ func (d *Decoder) ts() (float64, error) {
 	return f, libErr(err)
 }
 
+// MaxBatchEvents bounds the events of one batch: an event decodes into
+// about 230 bytes whatever its encoding, so a batch claiming one event a
+// byte would otherwise cost the decoder hundreds of times its size.
+const MaxBatchEvents = 1 << 16
+
 func (d *Decoder) events(b *Batch) error {
 	n, _, err := d.arrayLen()
 	if err != nil {
 		return fieldErr(keyEvents, err)
+	}
+	if n > MaxBatchEvents {
+		return fieldErr(keyEvents, fmt.Errorf("%d events in one batch, more than %d", n, MaxBatchEvents))
 	}
 	if cap(b.Events) < n {
 		// Keep the events beyond len too: their slices are reusable.

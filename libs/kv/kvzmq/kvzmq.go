@@ -156,6 +156,11 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return p, nil
 }
 
+// MaxMessageBytes is the largest message a subscriber or a replay takes
+// (ZMQ_MAXMSGSIZE): a peer sending a larger one is disconnected by ZMQ
+// before the message is held.
+const MaxMessageBytes = 16 << 20
+
 func setup(s *zmq.Socket, hwm int) error {
 	if err := s.SetLinger(0); err != nil {
 		return fmt.Errorf("kv events: set linger: %w", err)
@@ -291,6 +296,9 @@ func Subscribe(endpoint string, bind bool, prefix string, hwm int) (*Subscriber,
 	}
 	err = setup(sub, hwm)
 	if err == nil {
+		err = sub.SetMaxmsgsize(MaxMessageBytes)
+	}
+	if err == nil {
 		err = sub.SetSubscribe(prefix)
 	}
 	if err == nil {
@@ -357,6 +365,9 @@ func ReplayContext(ctx context.Context, endpoint string, start uint64, timeout t
 	defer d.Close()
 	if err := d.SetLinger(0); err != nil {
 		return nil, fmt.Errorf("kv events: set linger: %w", err)
+	}
+	if err := d.SetMaxmsgsize(MaxMessageBytes); err != nil {
+		return nil, fmt.Errorf("kv events: set the largest message: %w", err)
 	}
 	if err := d.Connect(endpoint); err != nil {
 		return nil, fmt.Errorf("kv events: replay %s: %w", endpoint, err)

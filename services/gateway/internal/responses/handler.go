@@ -454,6 +454,10 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 	}
 	rec := &captureWriter{header: http.Header{}}
 	h.o.Chat.ServeHTTP(rec, inner)
+	if rec.tooLarge {
+		openai.WriteError(w, http.StatusBadGateway, openai.TypeServer, "bad_upstream_response", "", errAnswerTooLarge.Error(), 0)
+		return
+	}
 	if rec.code != http.StatusOK {
 		copyHeader(w.Header(), rec.header)
 		w.WriteHeader(rec.code)
@@ -486,9 +490,10 @@ func (h *Handler) create(rw http.ResponseWriter, r *http.Request) {
 
 // captureWriter records a chat completion answer.
 type captureWriter struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
+	header   http.Header
+	code     int
+	body     bytes.Buffer
+	tooLarge bool
 }
 
 func (c *captureWriter) Header() http.Header { return c.header }
@@ -502,8 +507,18 @@ func (c *captureWriter) Write(p []byte) (int, error) {
 	if c.code == 0 {
 		c.code = http.StatusOK
 	}
+	if c.body.Len()+len(p) > maxChatAnswerBytes {
+		c.tooLarge = true
+		return 0, errAnswerTooLarge
+	}
 	return c.body.Write(p)
 }
+
+// maxChatAnswerBytes bounds a chat completion a Responses turn holds (one
+// answer of a model server; far above what any max_tokens gives).
+const maxChatAnswerBytes = 64 << 20
+
+var errAnswerTooLarge = errors.New("the model server's answer is too large")
 
 func copyHeader(dst, src http.Header) {
 	for k, v := range src {

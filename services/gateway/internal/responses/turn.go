@@ -212,6 +212,10 @@ func (t *turn) put(ctx context.Context, resp *Response, tail *eventTail) error {
 	return err
 }
 
+// maxChatEventBytes bounds one event of the chat stream a Responses
+// stream is made of (a chunk is a few hundred bytes).
+const maxChatEventBytes = 1 << 20
+
 // streamWriter receives the chat completion stream and writes Responses
 // stream events to the client: response.created and in_progress, the
 // output item and content part opened, a response.output_text.delta per
@@ -274,6 +278,13 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	for {
 		i := bytes.Index(s.pending, []byte("\n\n"))
 		if i < 0 {
+			if len(s.pending) > maxChatEventBytes {
+				// not a chat stream's event: the stream fails rather than
+				// the gateway holding the whole answer
+				s.err = fmt.Errorf("the model server sent an event of more than %d bytes", maxChatEventBytes)
+				s.pending = nil
+				return 0, s.err
+			}
 			break
 		}
 		event := s.pending[:i]
@@ -306,6 +317,7 @@ func (s *streamWriter) start() {
 // chunk handles one SSE event of the chat stream.
 func (s *streamWriter) chunk(event []byte) error {
 	sc := bufio.NewScanner(bytes.NewReader(event))
+	sc.Buffer(nil, maxChatEventBytes)
 	for sc.Scan() {
 		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
 		if !ok {

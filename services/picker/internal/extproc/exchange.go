@@ -117,8 +117,10 @@ func (x *exchange) requestHeaders(req *extprocv3.ProcessingRequest, h *extprocv3
 		return x.reject(refusal(http.StatusBadRequest, "the request has no body: "+x.headers[":path"]+" takes a JSON body", "hermod_body_missing", 0))
 	}
 	x.subset, x.subsetSet = subsetHint(req.GetMetadataContext(), x.headers)
+	// a declared length sizes the buffer up to 64 KiB, never further: it
+	// grows with the bytes that arrive
 	if n, err := strconv.ParseInt(x.headers["content-length"], 10, 64); err == nil && n > 0 && n <= x.s.o.MaxBodyBytes {
-		x.body = make([]byte, 0, n)
+		x.body = make([]byte, 0, min(n, 64<<10))
 	}
 	switch x.reqMode {
 	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
@@ -206,7 +208,14 @@ func (x *exchange) route(eos bool) error {
 		Headers: pickHeaders(x.headers, x.requestID), Subset: x.subset})
 	cancel()
 	if err != nil {
-		return x.reject(openai.PickRejection(err, false))
+		rej := openai.PickRejection(err, false)
+		if rej.Status == http.StatusInternalServerError {
+			// a plugin's failure: the detail is for the log, as the
+			// gateway keeps it
+			x.s.log.Warn("ext_proc: pick failed", "request_id", x.requestID, "error", err)
+			rej.Message = "routing the request failed (request id " + x.requestID + ")"
+		}
+		return x.reject(rej)
 	}
 	x.pick, x.pickedAt = out, time.Now()
 	x.s.m.objective.Started(x.labels(), len(x.body))

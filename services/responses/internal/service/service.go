@@ -141,8 +141,11 @@ func (s *Server) Delete(ctx context.Context, req *responsesv1.DeleteRequest) (*r
 }
 
 // EventsPage is ReadEvents' page size when the request gives none, and
-// the most it returns.
-const EventsPage = 256
+// the most it returns; EventsPageBytes bounds a page's bytes.
+const (
+	EventsPage      = 256
+	EventsPageBytes = 1 << 20
+)
 
 // AppendEvents implements ResponsesStoreServer.
 func (s *Server) AppendEvents(ctx context.Context, req *responsesv1.AppendEventsRequest) (*responsesv1.AppendEventsResponse, error) {
@@ -170,6 +173,15 @@ func (s *Server) ReadEvents(ctx context.Context, req *responsesv1.ReadEventsRequ
 	events, err := s.store.ReadEvents(ctx, req.GetId(), int(req.GetFrom()), limit)
 	if err != nil {
 		return nil, s.observe("ReadEvents", start, "", err)
+	}
+	// a page within EventsPageBytes (at least one event), so that it fits
+	// a client's default receive size
+	size := 0
+	for i, e := range events {
+		if size += len(e); size > EventsPageBytes && i > 0 {
+			events = events[:i]
+			break
+		}
 	}
 	return &responsesv1.ReadEventsResponse{Events: events}, s.observe("ReadEvents", start, "", nil)
 }

@@ -77,8 +77,12 @@ type EventTail struct {
 	Events [][]byte
 }
 
-// MaxEvents bounds a response's event log.
-const MaxEvents = 1 << 17
+// MaxEvents bounds a response's event log, MaxEventBytes each event (the
+// last holds the whole response, itself within maxEntryBytes).
+const (
+	MaxEvents     = 1 << 17
+	MaxEventBytes = 2 << 20
+)
 
 // Events is the event log of each background response, beside its job:
 // what a live stream of the response sends, appended by the run holding
@@ -107,10 +111,23 @@ func CheckTail(n, from int, events [][]byte) ([][]byte, error) {
 	case from+len(events) > MaxEvents:
 		return nil, fmt.Errorf("%w: more than %d events", ErrTooLarge, MaxEvents)
 	}
+	if err := CheckEvents(from, events); err != nil {
+		return nil, err
+	}
 	if skip := n - from; skip < len(events) {
 		return events[skip:], nil
 	}
 	return nil, nil
+}
+
+// CheckEvents bounds each event of an append at index from.
+func CheckEvents(from int, events [][]byte) error {
+	for i, e := range events {
+		if len(e) > MaxEventBytes {
+			return fmt.Errorf("%w: event %d is %d bytes, more than %d", ErrTooLarge, from+i, len(e), MaxEventBytes)
+		}
+	}
+	return nil
 }
 
 // Backend is a store with background jobs: what the service serves.

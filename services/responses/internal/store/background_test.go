@@ -21,6 +21,7 @@ func TestCheckTail(t *testing.T) {
 		{n: 0, from: -1, events: evs, err: ErrConflict},
 		{n: MaxEvents - 2, from: MaxEvents - 2, events: evs, err: ErrTooLarge},
 		{n: MaxEvents - 3, from: MaxEvents - 3, events: evs, add: 3},
+		{n: 0, from: 0, events: [][]byte{make([]byte, MaxEventBytes+1)}, err: ErrTooLarge},
 	} {
 		add, err := CheckTail(c.n, c.from, c.events)
 		if !errors.Is(err, c.err) || (err == nil && len(add) != c.add) {

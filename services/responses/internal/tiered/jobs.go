@@ -259,6 +259,9 @@ func (s *Store) Complete(ctx context.Context, r *store.Record, token string, tai
 	args := []string{string(encodeValue(s.value(r))), s.ttlMilli, r.ID, s.tier2(), strconv.FormatInt(s.cfg.Stream.MaxLen, 10),
 		s.nowMilli(), token, "-1", strconv.Itoa(store.MaxEvents)}
 	if tail != nil {
+		if err := store.CheckEvents(tail.From, tail.Events); err != nil {
+			return err
+		}
 		args[7] = strconv.Itoa(tail.From)
 		for _, e := range tail.Events {
 			args = append(args, string(e))
@@ -292,6 +295,9 @@ var _ store.Events = (*Store)(nil)
 func (s *Store) AppendEvents(ctx context.Context, id, token string, from int, events [][]byte) (int, error) {
 	if from < 0 {
 		return 0, fmt.Errorf("%w: index %d", store.ErrConflict, from)
+	}
+	if err := store.CheckEvents(from, events); err != nil {
+		return 0, err
 	}
 	args := make([]string, 0, 3+len(events))
 	args = append(args, token, strconv.Itoa(from), strconv.Itoa(store.MaxEvents))
