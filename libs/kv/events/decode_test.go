@@ -312,7 +312,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"one-element batch", mp(t, []any{ts}), "batch: want [ts, events, data_parallel_rank], got 1 elements"},
 		{"string ts", mp(t, []any{"now", []any{}}), "ts: want float, got string"},
 		{"events not a list", mp(t, []any{ts, omap{}}), "events: want array, got map"},
-		{"more events than a batch takes", append(append([]byte{0x92, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0xdd, 0, 1, 0, 1}), make([]byte, MaxBatchEvents+1)...),
+		{"more events than a batch takes", append([]byte{0x92, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0xdd, 0, 1, 0, 1}, make([]byte, MaxBatchEvents+1)...),
 			fmt.Sprintf("events: %d events in one batch, more than %d", MaxBatchEvents+1, MaxBatchEvents)},
 		{"event not array or map", mp(t, []any{ts, []any{okStored, 5}}), "events[1]: want array or map, got integer"},
 		{"empty event array", mp(t, []any{ts, []any{[]any{}}}), "events[0]: empty event array"},
