@@ -178,15 +178,19 @@ func (r *recorder) count(endpoint string) int {
 func (r *recorder) waitFor(t *testing.T, endpoint, what string, cond func(*eventsv1.PodMetrics) bool) *eventsv1.PodMetrics {
 	t.Helper()
 	var got *eventsv1.PodMetrics
-	eventually(t, 5*time.Second, endpoint+": "+what, func() bool {
-		all := r.all(endpoint)
-		if len(all) == 0 {
-			return false
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if all := r.all(endpoint); len(all) > 0 {
+			got = all[len(all)-1]
+			if cond(got) {
+				return got
+			}
 		}
-		got = all[len(all)-1]
-		return cond(got)
-	})
-	return got
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s: the latest of %d messages: %v", endpoint, what, r.count(endpoint), got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // eventually polls cond every 5ms until it holds or timeout passes.
