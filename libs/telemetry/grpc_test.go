@@ -4,15 +4,18 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // With tracing on, a call from a client built with GRPCClientOptions to a
@@ -26,7 +29,7 @@ func TestGRPCOptionsLinkSpans(t *testing.T) {
 	if n := len(GRPCClientOptions()); n != 0 {
 		t.Fatalf("GRPCClientOptions without tracing: %d options", n)
 	}
-	if n := len(GRPCServerOptions()); n != 2 { // keepalive, stream workers
+	if n := len(GRPCServerOptions()); n != 4 { // keepalive policy and parameters, stream bound, stream workers
 		t.Fatalf("GRPCServerOptions without tracing: %d options", n)
 	}
 
@@ -109,4 +112,54 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.SpanKind().String()+" "+s.Name())
 	}
 	return out
+}
+
+// A client connection carries at most MaxStreamsPerConnection calls at
+// once: the next waits until one ends.
+func TestGRPCServerBoundsStreamsPerConnection(t *testing.T) {
+	srv := grpc.NewServer(GRPCServerOptions()...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	client := healthpb.NewHealthClient(conn)
+	watch := func(ctx context.Context) error {
+		w, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = w.Recv() // the first status: the stream is open on the server
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, cancelFirst := context.WithCancel(ctx)
+	if err := watch(first); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < MaxStreamsPerConnection; i++ {
+		if err := watch(ctx); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	over, cancelOver := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelOver()
+	if err := watch(over); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("stream %d of one connection: %v, want it held until its deadline", MaxStreamsPerConnection+1, err)
+	}
+	cancelFirst()
+	next, cancelNext := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelNext()
+	if err := watch(next); err != nil {
+		t.Fatalf("a stream once another ended: %v", err)
+	}
 }

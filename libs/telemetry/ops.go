@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,6 +43,29 @@ func OpsHandler(g prometheus.Gatherer, ready func() error) http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// OpsTimeouts bound a client of an ops listener: it reads a request's
+// headers within ReadHeader and the whole request within Read, gets its
+// answer written within Write (a CPU profile of up to a minute fits) and
+// keeps an idle connection for Idle. Header bytes are bounded by
+// MaxHeaderBytes.
+type OpsTimeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes                int
+}
+
+// DefaultOpsTimeouts are every service's ops listener's bounds.
+var DefaultOpsTimeouts = OpsTimeouts{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 90 * time.Second, Idle: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+
+// OpsServer is the HTTP server of a service's ops listener (h is
+// OpsHandler's, guarded): a slow or idle client holds a connection for
+// a bounded time only.
+func OpsServer(h http.Handler) *http.Server { return DefaultOpsTimeouts.Server(h) }
+
+// Server is an HTTP server serving h within t's bounds.
+func (t OpsTimeouts) Server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write, IdleTimeout: t.Idle, MaxHeaderBytes: t.MaxHeaderBytes}
 }
 
 // NewRegistry returns a Prometheus registry with the Go runtime and

@@ -3,11 +3,13 @@ package telemetry
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -77,4 +79,65 @@ func TestRequireBearer(t *testing.T) {
 			t.Errorf("token %q %s %q: %d, want %d", c.token, c.path, c.auth, w.Code, c.want)
 		}
 	}
+}
+
+// An ops server drops a client that trickles its headers and one that
+// stays idle, within its bounds, and still answers one that behaves.
+func TestOpsServerBoundsClients(t *testing.T) {
+	tm := OpsTimeouts{ReadHeader: 200 * time.Millisecond, Read: 300 * time.Millisecond, Write: time.Second, Idle: 300 * time.Millisecond, MaxHeaderBytes: 1 << 10}
+	srv := tm.Server(OpsHandler(prometheus.NewRegistry(), nil))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	defer func() {
+		_ = srv.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Error(err)
+		}
+	}()
+	closedWithin := func(what, send string, limit time.Duration) {
+		t.Helper()
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		start := time.Now()
+		if _, err := io.WriteString(c, send); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.Copy(io.Discard, c) // until the server closes it
+		if took := time.Since(start); took > limit {
+			t.Errorf("%s: the server kept the connection %v (bound %v)", what, took, limit)
+		}
+	}
+	closedWithin("headers never finished", "GET /health HTTP/1.1\r\nHost: ops\r\n", 2*time.Second)
+	closedWithin("idle after an answer", "GET /health HTTP/1.1\r\nHost: ops\r\n\r\n", 2*time.Second)
+
+	resp, err := http.Get("http://" + l.Addr().String() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a well-behaved client: %s", resp.Status)
+	}
+	big, err := http.NewRequest(http.MethodGet, "http://"+l.Addr().String()+"/health", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Header.Set("X-Padding", strings.Repeat("x", 8<<10))
+	resp, err = http.DefaultClient.Do(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("8 KiB of headers over a 1 KiB bound: %s", resp.Status)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }

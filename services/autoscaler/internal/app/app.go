@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -195,7 +194,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The engine persists its state on its way out: Serve waits for it,
 	// before the etcd client closes.
 	return svc.Serve(ctx, bootstrap.Run{
-		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: svc.Ops(telemetry.OpsHandler(reg, func() error { return nil })), ReadHeaderTimeout: 5 * time.Second}}},
+		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: telemetry.OpsServer(svc.Ops(telemetry.OpsHandler(reg, func() error { return nil })))}},
 		Tasks:   tasks,
 	})
 }

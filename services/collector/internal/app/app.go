@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -211,7 +210,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("collector scraping", "interval", cfg.Interval)
 	return svc.Serve(ctx, bootstrap.Run{
-		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: svc.Ops(telemetry.OpsHandler(svc.Registry, own.Ready)), ReadHeaderTimeout: 5 * time.Second}}},
+		Servers: []bootstrap.Server{{Name: "ops", Addr: cfg.MetricsListen, HTTP: telemetry.OpsServer(svc.Ops(telemetry.OpsHandler(svc.Registry, own.Ready)))}},
 		OnReady: func(addrs map[string]string) {
 			if cfg.Ready != nil {
 				cfg.Ready(addrs["ops"])

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -121,7 +120,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return own.Ready()
 	}
-	ops := &http.Server{Handler: svc.Ops(debugHandler(telemetry.OpsHandler(svc.Registry, ready), i.proj, i.restoredAt)), ReadHeaderTimeout: 5 * time.Second}
+	ops := telemetry.OpsServer(svc.Ops(debugHandler(telemetry.OpsHandler(svc.Registry, ready), i.proj, i.restoredAt)))
 	return svc.Serve(ctx, bootstrap.Run{
 		Servers: []bootstrap.Server{{Name: "grpc", Addr: cfg.GRPCListen, GRPC: gsrv}, {Name: "ops", Addr: cfg.MetricsListen, HTTP: ops}},
 		OnReady: func(addrs map[string]string) {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -333,7 +332,7 @@ func (a *app) serve(ctx context.Context) error {
 	extprocv3.RegisterExternalProcessorServer(gs, a.extproc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	ops := &http.Server{Handler: a.boot.Ops(a.debugHandler(telemetry.OpsHandler(a.reg, a.ready))), ReadHeaderTimeout: 5 * time.Second}
+	ops := telemetry.OpsServer(a.boot.Ops(a.debugHandler(telemetry.OpsHandler(a.reg, a.ready))))
 	return a.boot.Serve(ctx, bootstrap.Run{
 		Servers: []bootstrap.Server{{Name: "grpc", Addr: a.cfg.Listen, GRPC: gs}, {Name: "ops", Addr: a.cfg.MetricsListen, HTTP: ops}},
 		// Health follows readiness.

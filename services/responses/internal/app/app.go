@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	responsesv1.RegisterResponsesStoreServer(gs, rs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	ops := &http.Server{Handler: svc.Ops(telemetry.OpsHandler(svc.Registry, func() error { return nil })), ReadHeaderTimeout: 5 * time.Second}
+	ops := telemetry.OpsServer(svc.Ops(telemetry.OpsHandler(svc.Registry, func() error { return nil })))
 	return svc.Serve(ctx, bootstrap.Run{
 		Servers:        []bootstrap.Server{{Name: "grpc", Addr: cfg.Listen, GRPC: gs}, {Name: "ops", Addr: cfg.MetricsListen, HTTP: ops}},
 		Ready:          func() error { return nil },
