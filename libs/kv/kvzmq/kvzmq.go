@@ -161,6 +161,19 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 // before the message is held.
 const MaxMessageBytes = 16 << 20
 
+// MaxReplayBytes bounds the payload bytes one replay holds: a replay
+// endpoint that keeps answering (vLLM buffers 10,000 batches by default)
+// cannot grow the caller's memory past it. A replay that reaches it ends
+// with the batches so far and ErrReplayTooLarge; the caller asks again
+// from the next sequence number.
+const MaxReplayBytes = 256 << 20
+
+// maxReplayBytes is MaxReplayBytes, lowered by tests.
+var maxReplayBytes int64 = MaxReplayBytes
+
+// ErrReplayTooLarge ends a replay that reached MaxReplayBytes.
+var ErrReplayTooLarge = errors.New("kv events: the replay reached its byte bound")
+
 func setup(s *zmq.Socket, hwm int) error {
 	if err := s.SetLinger(0); err != nil {
 		return fmt.Errorf("kv events: set linger: %w", err)
@@ -353,7 +366,8 @@ const replayPollSlice = 20 * time.Millisecond
 
 // ReplayContext is Replay that also ends, with the batches received so far
 // and ctx's error, within a few milliseconds of ctx ending (a replay
-// endpoint that is gone otherwise holds the caller for timeout).
+// endpoint that is gone otherwise holds the caller for timeout). It holds
+// at most MaxReplayBytes of payloads.
 func ReplayContext(ctx context.Context, endpoint string, start uint64, timeout time.Duration) ([]Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("kv events: replay from %s: %w", endpoint, err)
@@ -380,6 +394,7 @@ func ReplayContext(ctx context.Context, endpoint string, start uint64, timeout t
 	poller := zmq.NewPoller()
 	poller.Add(d, zmq.POLLIN)
 	var out []Message
+	var held int64
 	deadline := time.Now().Add(timeout)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -421,6 +436,9 @@ func ReplayContext(ctx context.Context, endpoint string, start uint64, timeout t
 		}
 		if m.Seq == EndOfReplay {
 			return out, nil
+		}
+		if held += int64(len(m.Payload)); held > maxReplayBytes {
+			return out, fmt.Errorf("kv events: replay from %s after %d batches: %w", endpoint, len(out), ErrReplayTooLarge)
 		}
 		out = append(out, m)
 	}

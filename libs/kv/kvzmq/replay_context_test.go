@@ -58,3 +58,30 @@ func TestReplayContextReplays(t *testing.T) {
 		}
 	}
 }
+
+// A replay holds at most its byte bound: past it, it ends with the
+// batches that fit, in order, and ErrReplayTooLarge.
+func TestReplayContextBoundsBytes(t *testing.T) {
+	prev := maxReplayBytes
+	maxReplayBytes = 10 << 10
+	defer func() { maxReplayBytes = prev }()
+	port := freePort(t)
+	p, err := NewPublisher(PublisherConfig{Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t)), ReplayEndpoint: fmt.Sprintf("tcp://127.0.0.1:%d", port), Topic: "kv@pod@m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close() }()
+	batch := make([]byte, 1<<10)
+	for range 50 {
+		if _, err := p.Publish(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReplayContext(context.Background(), fmt.Sprintf("tcp://127.0.0.1:%d", port), 0, 5*time.Second)
+	if !errors.Is(err, ErrReplayTooLarge) {
+		t.Fatalf("a 50 KiB replay over a 10 KiB bound: %d batches, %v", len(got), err)
+	}
+	if len(got) != 10 || got[0].Seq != 0 || got[9].Seq != 9 {
+		t.Fatalf("replayed %d batches (%v ... ), want the first 10", len(got), got[0].Seq)
+	}
+}
