@@ -48,6 +48,7 @@ func run() error {
 		cfg.APITLS.ClientAuth = mode
 		return err
 	})
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 10000, "most API requests served at once, streams included; a request past it gets 503 server_busy before its body is read (size it to the memory and file descriptors the gateway has); 0: no bound")
 	fs.Int64Var(&cfg.MaxBufferedBodyBytes, "max-buffered-body-bytes", 1<<30, "most request-body bytes all requests hold at once (memory bounded whatever the number of connections); a request past it gets 503 server_busy; 0: no bound")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", proxy.DefaultMaxAttempts, "endpoints tried per request (the picked one and its fallbacks)")
 	fs.DurationVar(&cfg.PickTimeout, "pick-timeout", pickerclient.DefaultPickTimeout, "deadline of a Pick call")

@@ -25,6 +25,7 @@ import (
 	"github.com/hermod/hermod/libs/telemetry"
 	"github.com/hermod/hermod/libs/tlsconfig"
 	"github.com/hermod/hermod/services/gateway/internal/auth"
+	"github.com/hermod/hermod/services/gateway/internal/concurrency"
 	"github.com/hermod/hermod/services/gateway/internal/models"
 	"github.com/hermod/hermod/services/gateway/internal/pickerclient"
 	"github.com/hermod/hermod/services/gateway/internal/proxy"
@@ -52,6 +53,9 @@ type Config struct {
 	// MaxBufferedBodyBytes bounds the request-body bytes every request
 	// holds at once (0: no bound).
 	MaxBufferedBodyBytes int64
+	// MaxInFlight bounds the API requests served at once; past it a
+	// request gets 503 server_busy before its body is read (0: no bound).
+	MaxInFlight int
 	// APITLS serves the API over HTTPS (HTTP/2 and HTTP/1.1) when it names
 	// a certificate and key; the files are read again when they change. A
 	// CA file with ClientAuth asks clients for certificates.
@@ -145,13 +149,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.log.Info("gateway routing", "pickers", cfg.PickerAddrs)
 	ops := svc.Ops(telemetry.OpsHandler(g.reg, g.ready)) // the ops token, if any, guards /metrics
 	// requests in flight, streams included, may finish for a while
-	api := apiServer(routes(h, rh, g.models, guard, trust, ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout, g.bodyBudget())
+	api := apiServer(routes(h, rh, g.models, guard, trust, g.inFlightLimit(), ops, cfg.MetricsOnAPI), cfg.BodyReadTimeout, g.bodyBudget())
 	if err := g.serveTLS(api); err != nil {
 		return err
 	}
 	servers := []bootstrap.Server{{Name: "api", Addr: cfg.Listen, HTTP: api, Grace: 30 * time.Second}}
 	if cfg.MetricsListen != "" {
-		servers = append(servers, bootstrap.Server{Name: "ops", Addr: cfg.MetricsListen, HTTP: &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}})
+		servers = append(servers, bootstrap.Server{Name: "ops", Addr: cfg.MetricsListen, HTTP: telemetry.OpsServer(ops)})
 	}
 	return svc.Serve(ctx, bootstrap.Run{
 		Servers: servers,
@@ -289,6 +293,19 @@ func (g *gateway) bodyBudget() *reqbody.Budget {
 	return b
 }
 
+// inFlightLimit is the API's bound on requests served at once, with its
+// gauge and counter.
+func (g *gateway) inFlightLimit() *concurrency.Limiter {
+	l := concurrency.New(g.cfg.MaxInFlight)
+	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hermod_gateway_api_requests_in_flight",
+		Help: "API requests the gateway serves now (bounded by --max-in-flight; past it a request gets 503 server_busy)."},
+		func() float64 { return float64(l.InFlight()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hermod_gateway_api_requests_shed_total",
+			Help: "API requests refused 503 server_busy because --max-in-flight were being served."},
+			func() float64 { return float64(l.Shed()) }))
+	return l
+}
+
 // servedPaths are the API paths the gateway serves (with some methods).
 var servedPaths = func() map[string]bool {
 	m := map[string]bool{
@@ -317,7 +334,7 @@ func notServed(w http.ResponseWriter, r *http.Request) {
 // API, Anthropic's Messages API, vLLM's /inference/v1/generate and its
 // other endpoints (openai.PassthroughPaths), /health and /ready; the rest of ops (/metrics) only with
 // metricsOnAPI.
-func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, trust auth.TenantTrust, ops http.Handler, metricsOnAPI bool) http.Handler {
+func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *auth.Guard, trust auth.TenantTrust, limit *concurrency.Limiter, ops http.Handler, metricsOnAPI bool) http.Handler {
 	api := http.NewServeMux()
 	rh.Register(api)
 	api.Handle("POST /v1/completions", h.Completions(openai.APICompletions))
@@ -347,6 +364,7 @@ func routes(h *proxy.Handler, rh *responses.Handler, list *models.List, guard *a
 			return r.Method + " " + r.URL.Path
 		}))
 	}
+	v1 = limit.Wrap(v1) // probes on the API address are not counted
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", proxy.RequestIDs(v1))
 	mux.Handle("/inference/", proxy.RequestIDs(v1))

@@ -38,7 +38,7 @@ func TestRoutes(t *testing.T) {
 	guard := auth.NewGuard([]auth.Key{{Name: "k", Secret: "sk-1"}}, nil)
 	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
 	ops := telemetry.OpsHandler(telemetry.NewRegistry(), nil)
-	srv := httptest.NewServer(routes(h, rh, list, guard, auth.TenantTrust{}, ops, false))
+	srv := httptest.NewServer(routes(h, rh, list, guard, auth.TenantTrust{}, nil, ops, false))
 	defer srv.Close()
 
 	type answer struct {
@@ -111,7 +111,7 @@ func TestRoutes(t *testing.T) {
 func TestRoutesMetricsOnAPI(t *testing.T) {
 	h := proxy.New(proxy.Options{Pool: "p", Reporter: noReports{}, Logger: slog.New(slog.DiscardHandler)})
 	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
-	srv := httptest.NewServer(routes(h, rh, models.New(), nil, auth.TenantTrust{}, telemetry.OpsHandler(telemetry.NewRegistry(), nil), true))
+	srv := httptest.NewServer(routes(h, rh, models.New(), nil, auth.TenantTrust{}, nil, telemetry.OpsHandler(telemetry.NewRegistry(), nil), true))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {

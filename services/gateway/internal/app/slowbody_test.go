@@ -120,7 +120,7 @@ func TestSlowBodies(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	h := proxy.New(proxy.Options{Pool: "p", Picker: refusingPicker{}, Reporter: noReports{}, Logger: quiet})
 	rh := responses.New(responses.Options{Chat: h.Completions(openai.APIChatCompletions)})
-	srv := apiServer(routes(h, rh, models.New(), nil, auth.TenantTrust{}, telemetry.OpsHandler(telemetry.NewRegistry(), nil), false), timeout, nil)
+	srv := apiServer(routes(h, rh, models.New(), nil, auth.TenantTrust{}, nil, telemetry.OpsHandler(telemetry.NewRegistry(), nil), false), timeout, nil)
 	var cc connCounter
 	srv.ConnState = cc.track
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -31,7 +31,14 @@ const (
 	// tailStateEvery how often it also reads the run's state.
 	tailPoll       = 100 * time.Millisecond
 	tailStateEvery = 500 * time.Millisecond
+	// maxPendingEventBytes bounds the events a run holds that the store
+	// has not taken (it refuses appends, or is away): past it the run
+	// stops rather than the gateway holding the rest of the answer.
+	maxPendingEventBytes = 16 << 20
 )
+
+// errEventsBehind stops a run whose events the store does not take.
+var errEventsBehind = fmt.Errorf("the store has not taken %d bytes of this response's events", maxPendingEventBytes)
 
 // eventSink is the ResponseWriter a streamed background run writes its
 // events to: each Write is one event, appended to the log in batches on
@@ -45,6 +52,8 @@ type eventSink struct {
 	code      int
 	body      bytes.Buffer
 	pending   [][]byte
+	// pendingBytes is the bytes of pending.
+	pendingBytes int
 	// next is the log index of pending[0].
 	next int
 	last time.Time
@@ -70,7 +79,11 @@ func (e *eventSink) Write(p []byte) (int, error) {
 	if e.code != http.StatusOK {
 		return e.body.Write(p)
 	}
+	if e.pendingBytes+len(p) > maxPendingEventBytes {
+		return 0, errEventsBehind
+	}
 	e.pending = append(e.pending, append([]byte(nil), p...))
+	e.pendingBytes += len(p)
 	return len(p), nil
 }
 
@@ -97,7 +110,7 @@ func (e *eventSink) flush() {
 	}
 	e.err = nil
 	e.next += len(e.pending)
-	e.pending = nil
+	e.pending, e.pendingBytes = nil, 0
 }
 
 // tail is the pending events and then last, to append with the run's
@@ -108,7 +121,7 @@ func (e *eventSink) tail(last []byte) ([][]byte, int) {
 
 func (e *eventSink) committed(n int) {
 	e.next += n
-	e.pending = nil
+	e.pending, e.pendingBytes = nil, 0
 	e.err = nil
 }
 

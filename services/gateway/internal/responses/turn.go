@@ -365,7 +365,9 @@ func (s *streamWriter) chunk(event []byte) error {
 }
 
 func (s *streamWriter) event(typ string, fields map[string]any) {
-	_, _ = s.w.Write(s.frame(typ, fields))
+	if _, err := s.w.Write(s.frame(typ, fields)); err != nil && s.err == nil {
+		s.err = err // the client left, or a run's log cannot take more: the stream stops
+	}
 }
 
 // frame is the next event, numbered.
