@@ -19,8 +19,7 @@ func TestEveryAPIBothWaysIn(t *testing.T) {
 	s := startStack(t, "--pods", "2", "--speed", "50")
 	ev := s.follow(t)
 	model := s.state.Model
-	viaEnvoy := *s
-	viaEnvoy.state.Gateway = newEnvoyStandIn(t, s, s.state.Pickers[0].GRPC).addr
+	viaEnvoy := s.plainAt(newEnvoyStandIn(t, s, s.state.Pickers[0].GRPC).addr)
 
 	type call struct {
 		path, body string
@@ -42,7 +41,7 @@ func TestEveryAPIBothWaysIn(t *testing.T) {
 		name     string
 		stack    *devstack
 		reporter string
-	}{{"gateway", s, ""}, {"envoy", &viaEnvoy, s.state.Pickers[0].Name}} {
+	}{{"gateway", s, ""}, {"envoy", viaEnvoy, s.state.Pickers[0].Name}} {
 		t.Run(way.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

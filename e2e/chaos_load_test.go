@@ -78,7 +78,7 @@ func (s *devstack) startChaosLoad(conc int) *chaosLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	// One kept-alive connection per client: no churn of connections
 	// (and of ports in TIME_WAIT) beyond what the faults cause.
-	transport := &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc, IdleConnTimeout: time.Minute}
+	transport := &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc, IdleConnTimeout: time.Minute, DialTLSContext: dialAPI}
 	l := &chaosLoad{s: s, conc: conc, cancel: cancel, client: &http.Client{Timeout: 60 * time.Second, Transport: transport}}
 	for range conc {
 		l.wg.Add(1)

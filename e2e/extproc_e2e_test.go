@@ -34,8 +34,7 @@ func TestExtProcEnvoyMode(t *testing.T) {
 	model := s.state.Model
 	picker := s.state.Pickers[0]
 	envoy := newEnvoyStandIn(t, s, picker.GRPC)
-	viaEnvoy := *s
-	viaEnvoy.state.Gateway = envoy.addr
+	viaEnvoy := s.plainAt(envoy.addr)
 
 	t.Run("requests are routed, served and completed once", func(t *testing.T) {
 		const n = 30
@@ -107,8 +106,7 @@ func TestExtProcEnvoyMode(t *testing.T) {
 
 	t.Run("a picker that sees no endpoint answers 503", func(t *testing.T) {
 		empty := startPicker(t, s, "extproc-empty")
-		viaEmpty := *s
-		viaEmpty.state.Gateway = newEnvoyStandIn(t, s, empty.grpc).addr
+		viaEmpty := s.plainAt(newEnvoyStandIn(t, s, empty.grpc).addr)
 		r := viaEmpty.send(context.Background(), "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"nobody home"}`, model), false)
 		if r.status != http.StatusServiceUnavailable || r.err != nil {
 			t.Fatalf("status %d, %v: %s", r.status, r.err, r.body)

@@ -94,7 +94,7 @@ func TestOpenAISDKOverHTTPS(t *testing.T) {
 		}
 	}
 	// a client that does not trust the stack's CA is refused the handshake
-	if resp, err = (&http.Client{Timeout: 10 * time.Second}).Get(base + "/v1/models"); err == nil {
+	if resp, err = (&http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}).Get(base + "/v1/models"); err == nil {
 		resp.Body.Close()
 	}
 	var unknown x509.UnknownAuthorityError

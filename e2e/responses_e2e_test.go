@@ -15,7 +15,7 @@ import (
 // streaming turns, stored by the responses service the stack runs.
 func TestResponsesConversation(t *testing.T) {
 	s := startStack(t, "--pods", "2")
-	base := "http://" + s.state.Gateway + "/v1/responses"
+	base := s.url("/v1/responses")
 	model := s.state.Model
 
 	post := func(body string) map[string]any {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,12 +14,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,6 +86,7 @@ func startStack(t testing.TB, extra ...string) *devstack {
 				t.Fatalf("HERMOD_E2E_TLS=1 but the devstack's state has no security settings")
 			}
 			s.state = *st
+			s.trustAPI(t)
 			return s
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
@@ -217,7 +222,62 @@ func (s *devstack) grpcCreds(t testing.TB, identity string) grpc.DialOption {
 	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
 }
 
-func (s *devstack) url(path string) string { return "http://" + s.state.Gateway + path }
+func (s *devstack) url(path string) string {
+	return s.state.APIScheme() + "://" + s.state.Gateway + path
+}
+
+// plainAt is s with its API reached over plain HTTP at addr (an Envoy
+// stand-in in front of its pickers).
+func (s *devstack) plainAt(addr string) *devstack {
+	c := *s
+	c.state.Gateway, c.state.GatewayScheme = addr, ""
+	return &c
+}
+
+// apiCAs holds, per gateway address, the CA a stack serving the OpenAI
+// API over HTTPS (--tls) signed its certificate with: the suite's HTTP
+// clients (http.DefaultTransport, which the SDKs use, and the load
+// transports) trust exactly it there, as a user who installed the stack's
+// CA would.
+var apiCAs sync.Map // address -> *x509.CertPool
+
+func init() { http.DefaultTransport.(*http.Transport).DialTLSContext = dialAPI }
+
+// dialAPI opens a TLS connection to a gateway of a started stack,
+// verifying its certificate against that stack's CA.
+func dialAPI(ctx context.Context, network, addr string) (net.Conn, error) {
+	pool, ok := apiCAs.Load(addr)
+	if !ok {
+		return nil, fmt.Errorf("https to %s: no started stack serves its API there", addr)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	d := tls.Dialer{Config: &tls.Config{RootCAs: pool.(*x509.CertPool), ServerName: host, MinVersion: tls.VersionTLS12}}
+	return d.DialContext(ctx, network, addr)
+}
+
+// trustAPI makes the suite's clients trust s's CA on its gateways'
+// addresses when it serves the API over HTTPS.
+func (s *devstack) trustAPI(t testing.TB) {
+	t.Helper()
+	if s.state.APIScheme() != "https" {
+		return
+	}
+	ca, err := os.ReadFile(s.state.TLS.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("the stack's CA %s does not parse", s.state.TLS.CAFile)
+	}
+	for _, gw := range append([]string{s.state.Gateway}, s.state.Gateways...) {
+		apiCAs.Store(gw, pool)
+		t.Cleanup(func() { apiCAs.CompareAndDelete(gw, pool) })
+	}
+}
 
 // result is one request's outcome as the client saw it.
 type result struct {

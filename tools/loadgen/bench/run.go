@@ -93,7 +93,7 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 	}
 	before, _ := scrapePredictionErrors(ctx, st.state.Pickers)
 	res, runErr := runner.Run(ctx, spec.Workload, runner.Options{
-		BaseURL: st.state.APIScheme() + "://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
+		BaseURL: st.state.APIScheme() + "://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.APIScheme(), st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap, Pods: pods, SampleInterval: spec.SampleInterval,
 		Progress: env.Progress,
 	})
@@ -145,7 +145,7 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 func warmUp(ctx context.Context, env Env, spec Spec, st *stack) error {
 	began := time.Now()
 	res, err := runner.Run(ctx, spec.Warmup, runner.Options{
-		BaseURL: st.state.APIScheme() + "://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
+		BaseURL: st.state.APIScheme() + "://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.APIScheme(), st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap,
 	})
 	if err != nil {
@@ -161,11 +161,11 @@ func warmUp(ctx context.Context, env Env, spec Spec, st *stack) error {
 }
 
 // moreGateways are the base URLs of the gateways after the first.
-func moreGateways(all []string) []string {
+func moreGateways(scheme string, all []string) []string {
 	var out []string
 	for i, g := range all {
 		if i > 0 {
-			out = append(out, "http://"+g)
+			out = append(out, scheme+"://"+g)
 		}
 	}
 	return out

@@ -56,7 +56,7 @@ func run() error {
 	fs.Var(&etcd, "etcd-endpoints", "use this etcd instead of an embedded one (comma-separated endpoints)")
 	o.Etcd.RegisterFlags(fs) // TLS and credentials of an external etcd and NATS
 	o.NATS.RegisterFlags(fs)
-	fs.BoolVar(&o.APITLS, "api-tls", false, "with --tls: the gateways serve the OpenAI API over HTTPS (HTTP/2 and HTTP/1.1) with their certificate from the stack's CA (the state file's tls.ca_file); background runs trust it")
+	fs.BoolVar(&o.APITLS, "api-tls", false, "the gateways serve the OpenAI API over HTTPS (HTTP/2 and HTTP/1.1) with their certificate from the stack's CA (the state file's tls.ca_file; background runs trust it); on by default with --tls, --api-tls=false keeps the API plaintext")
 	fs.BoolVar(&o.TLS, "tls", false, "secure every hop the stack owns with generated material (<data-dir>/tls): mutual TLS on gRPC (default policy), embedded etcd with client certificates and RBAC, embedded NATS with client certificates and a user; the state file's security section reaches it (hermodctl --state-file)")
 	fs.IntVar(&o.EtcdPort, "etcd-port", 2379, "client port of the embedded etcd (0: a free one); member i of an --etcd-cluster listens on this port + i, its peer port is this port + 1000 + i")
 	fs.IntVar(&o.EtcdCluster, "etcd-cluster", 1, "embedded etcd members: 1, or a cluster on loopback (3 serves through the loss of one); data under <data-dir>/etcd-cluster-N, whose peer-ports.json a reused --data-dir starts the members on again")
@@ -71,6 +71,9 @@ func run() error {
 	common.Register(fs)
 	if err := cmdline.Parse(fs, os.Args[1:]); err != nil {
 		return err
+	}
+	if !flagSet(fs, "api-tls") {
+		o.APITLS = o.TLS // --tls secures the API too, unless told otherwise
 	}
 	o.EtcdEndpoints, o.SimArgs, o.PickerArgs, o.Verbosity = etcd, simArgs, pickerArgs, common.Verbosity
 	o.GatewayArgs, o.IndexerArgs, o.CollectorArgs = gatewayArgs, indexerArgs, collectorArgs
@@ -104,4 +107,11 @@ func run() error {
 	ctx, stop := cmdline.SignalContext(context.Background())
 	defer stop()
 	return stack.Run(ctx, o)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
