@@ -5,7 +5,7 @@ of them; each is also a template of its own.
 
 {{- define "hermod-common.all" -}}
 {{- $docs := list -}}
-{{- range $t := list "serviceAccount" "service" "deployment" "pdb" "hpa" "serviceMonitor" "certificate" "grpcAuthzConfigMap" -}}
+{{- range $t := list "serviceAccount" "service" "deployment" "pdb" "hpa" "serviceMonitor" "networkPolicy" "certificate" "grpcAuthzConfigMap" -}}
 {{- $doc := include (printf "hermod-common.%s" $t) $ | trim -}}
 {{- if $doc -}}{{- $docs = append $docs $doc -}}{{- end -}}
 {{- end -}}
@@ -328,5 +328,63 @@ rendered as YAML.
 {{- . -}}
 {{- else -}}
 {{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+hermod-common.networkPolicy: who may reach each of the component's ports
+(global.networkPolicy): a gRPC port its Hermod callers (grpcCallers), the
+picker's Envoy too (extprocFrom); ops ports opsFrom; the indexer's ZMQ
+port zmqFrom; the gateway's API anyone.
+*/}}
+{{- define "hermod-common.grpcCallers" -}}
+picker: [gateway]
+indexer: [picker]
+responses: [gateway]
+{{- end -}}
+
+{{- define "hermod-common.networkPolicy" -}}
+{{- $np := (.Values.global | default dict).networkPolicy | default dict -}}
+{{- if $np.enabled -}}
+{{- $spec := include "hermod-common.spec" . | fromYaml -}}
+{{- $callers := index (include "hermod-common.grpcCallers" . | fromYaml) .Chart.Name | default list -}}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "hermod-common.fullname" . }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "hermod-common.labels" . | nindent 4 }}
+spec:
+  podSelector:
+    matchLabels:
+      {{- include "hermod-common.selectorLabels" . | nindent 6 }}
+  policyTypes: [Ingress]
+  ingress:
+  {{- range $p := $spec.ports }}
+    - ports:
+        - port: {{ $p.name }}
+          protocol: TCP
+      {{- if eq $p.name "grpc" }}
+      {{- $from := list -}}
+      {{- range $c := $callers }}
+      {{- $from = append $from (dict "podSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" (printf "hermod-%s" $c) "app.kubernetes.io/instance" $.Release.Name))) -}}
+      {{- end }}
+      {{- if eq $.Chart.Name "picker" }}
+      {{- $from = concat $from ($np.extprocFrom | default list) -}}
+      {{- end }}
+      {{- if not $from }}
+      {{- fail (printf "global.networkPolicy: no caller of %s's gRPC port is known" $.Chart.Name) }}
+      {{- end }}
+      from:
+        {{- toYaml $from | nindent 8 }}
+      {{- else if eq $p.name "zmq" }}
+      from:
+        {{- toYaml ($np.zmqFrom | default list) | nindent 8 }}
+      {{- else if eq $p.name $spec.opsPort }}
+      from:
+        {{- toYaml ($np.opsFrom | default list) | nindent 8 }}
+      {{- end }}
+  {{- end }}
 {{- end -}}
 {{- end -}}
