@@ -38,7 +38,7 @@ FLAKE_COUNT   = $(if $(filter command line environment,$(origin COUNT)),$(COUNT)
 
 TOOLS_STAMP  := $(BIN)/.tools-$(shell cat tools/go.sum tools/go.mod | sha256sum | cut -c1-16)
 
-.PHONY: chaos kube-apiserver test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e e2e-tls vet lint fmt fuzz-smoke fuzz flake-hunt ci bench bench-prefix bench-multi bench-overhead microbench chart clean help
+.PHONY: chaos kube-apiserver test-cluster images images-test containerfiles mongotest all deps apt-deps tools proto proto-check build binaries run test unit e2e e2e-tls vet lint fmt fuzz-smoke fuzz flake-hunt ci bench bench-prefix bench-multi bench-peers bench-overhead microbench chart clean help
 
 all: build
 
@@ -59,6 +59,7 @@ help:
 	@echo "                  BENCH_ARGS='--orders 2' passes flags to hermod-bench)"
 	@echo "make bench-prefix the prefix benchmark: random, load-only, approximate and precise prefix routing (noisy neighbour on)"
 	@echo "make bench-multi  20 gateways, 20 pods: per-gateway least-request against the events and Valkey global views"
+	@echo "make bench-peers  Hermod's picker beside the llm-d router's EPP (LLMD_ROUTER_SRC=<checkout> or LLMD_EPP=<binary>)"
 	@echo "make bench-overhead what the gateway + picker add to a request beside nginx, and the Pick RPC (COUNT=5 runs)"
 	@echo "make microbench   go test -bench over every module (BENCH=regexp BENCHTIME= COUNT=)"
 	@echo "make chaos        the fault matrix under load (every kill, node, leader and network fault; writes bench-out/chaos/report.md)"
@@ -237,6 +238,17 @@ bench-prefix: apt-deps binaries
 # least-request against the events and Valkey global views.
 bench-multi: apt-deps binaries
 	$(BIN)/hermod-bench multi --out bench-out/multi $(BENCH_ARGS)
+
+# Hermod's picker beside the llm-d router's EPP (llm-d/llm-d-router's
+# cmd/epp), each behind the same ext_proc front (tools/loadgen/
+# extprocfront), on the same fleets and workloads, with the router's own
+# test/perf configs on both and Hermod's predicted-latency on Hermod;
+# writes to bench-out/peers. The peer comes from LLMD_EPP=<binary> or
+# LLMD_ROUTER_SRC=<checkout> (built from it, about 3 minutes).
+LLMD_EPP ?=
+LLMD_ROUTER_SRC ?=
+bench-peers: apt-deps binaries
+	LLMD_EPP="$(LLMD_EPP)" LLMD_ROUTER_SRC="$(LLMD_ROUTER_SRC)" $(BIN)/hermod-bench peers --out bench-out/peers $(BENCH_ARGS)
 
 # What the gateway and the picker add to a request, beside what nginx
 # (Debian's, installed here) adds as a plain reverse proxy, and the Pick

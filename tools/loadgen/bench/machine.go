@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // LoadAvg is the machine's load average over 1, 5 and 15 minutes, as
@@ -123,4 +124,60 @@ func (nz *noise) Stop() {
 		runtime.GOMAXPROCS(nz.procs)
 		nz.procs = 0
 	}
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU
+// times (100 on every Linux architecture Go supports).
+const clockTicks = 100
+
+// ProcessCPU is the CPU time (user and system) a process has used, from
+// /proc/<pid>/stat.
+func ProcessCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("process %d CPU: %w", pid, err)
+	}
+	return parseProcStatCPU(string(b))
+}
+
+// parseProcStatCPU reads utime and stime (fields 14 and 15) of a
+// /proc/<pid>/stat line; the command name, field 2, may hold spaces and
+// parentheses, so the fields are counted after its last ")".
+func parseProcStatCPU(s string) (time.Duration, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc stat %q: no command name", s)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat %q: too few fields", s)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat %q: %w", s, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// PeakRSS is the most resident memory a process has held (VmHWM of
+// /proc/<pid>/status), in bytes.
+func PeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("process %d memory: %w", pid, err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("process %d VmHWM %q: %w", pid, v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("process %d: no VmHWM in its status", pid)
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -40,5 +41,33 @@ func TestNoise(t *testing.T) {
 	startNoise(0).Stop()
 	if err := CheckNoisyNeighbour(-1); err == nil || !strings.Contains(err.Error(), "between 0 and 256 (got -1)") {
 		t.Fatalf("CheckNoisyNeighbour(-1) = %v", err)
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	// a command name with a space and a parenthesis; utime 250, stime 50
+	line := "4242 (hermod (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 123 456 789\n"
+	got, err := parseProcStatCPU(line)
+	if err != nil || got != 3*time.Second {
+		t.Fatalf("got %v %v, want 3s", got, err)
+	}
+	if _, err := parseProcStatCPU("4242 hermod S 1"); err == nil {
+		t.Fatal("a line without a command name parsed")
+	}
+	// spin until the kernel has counted a tick of this process's CPU
+	var self time.Duration
+	for deadline, x := time.Now().Add(10*time.Second), 0; self == 0 && time.Now().Before(deadline); x++ {
+		if x%1000000 == 0 {
+			if self, err = ProcessCPU(os.Getpid()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if self <= 0 {
+		t.Fatalf("this process's CPU after spinning: %v", self)
+	}
+	rss, err := PeakRSS(os.Getpid())
+	if err != nil || rss < 1<<20 {
+		t.Fatalf("this process's peak RSS: %d %v", rss, err)
 	}
 }

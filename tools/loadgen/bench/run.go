@@ -45,6 +45,9 @@ type RunResult struct {
 	// showed, by kind: ttft, tpot (streamed requests), e2e (unstreamed).
 	// Nil when no predictor ran.
 	PredictionError map[string]*PredictionError `json:"prediction_error,omitempty"`
+	// Router is what the picker behind the ext_proc front cost and how
+	// fast it decided (runs with a Router; nil through the gateway).
+	Router *RouterStats `json:"router,omitempty"`
 }
 
 // Run starts a stack for spec, sends its workload, stops the stack and
@@ -86,17 +89,43 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		fmt.Fprintf(env.Progress, "run %s: %s routing, %d pods at speeds %s, simulator speed %g, %d requests (%s)%s\n",
 			spec.Name, spec.Stack.Policy, spec.Fleet.Pods, spec.Fleet.SpeedList(), spec.Fleet.Speed, len(spec.Workload.Requests), spec.Workload.Name, noisy)
 	}
-	if spec.Warmup != nil {
-		if err := warmUp(ctx, env, spec, st); err != nil {
+	base, more := st.state.APIScheme()+"://"+st.state.Gateway, moreGateways(st.state.APIScheme(), st.state.Gateways)
+	var rt *routed
+	if spec.Router.Kind != RouterGateway {
+		if rt, err = startRouter(ctx, dir, &spec, st, env.StackLog); err != nil {
 			return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), st.stop())
+		}
+		base, more = rt.url, nil
+	}
+	stopAll := func() error {
+		var errs []error
+		if rt != nil {
+			errs = append(errs, rt.stop())
+		}
+		return errors.Join(append(errs, st.stop())...)
+	}
+	if spec.Warmup != nil {
+		if err := warmUp(ctx, env, spec, base, more); err != nil {
+			return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), stopAll())
+		}
+	}
+	if rt != nil {
+		if err := rt.begin(); err != nil {
+			return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), stopAll())
 		}
 	}
 	before, _ := scrapePredictionErrors(ctx, st.state.Pickers)
 	res, runErr := runner.Run(ctx, spec.Workload, runner.Options{
-		BaseURL: st.state.APIScheme() + "://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.APIScheme(), st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
+		BaseURL: base, MoreBaseURLs: more, Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap, Pods: pods, SampleInterval: spec.SampleInterval,
 		Progress: env.Progress,
 	})
+	var routerStats *RouterStats
+	if rt != nil && runErr == nil {
+		if routerStats, err = rt.stats(len(spec.Workload.Requests)); err != nil {
+			runErr = err
+		}
+	}
 	loadEnd := readLoadAvg()
 	var lag *DecisionLag
 	if runErr == nil && len(st.state.Pickers) > 1 {
@@ -115,7 +144,7 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 			fmt.Fprintf(env.Progress, "run %s: %v\n", spec.Name, err)
 		}
 	}
-	stopErr := st.stop()
+	stopErr := stopAll()
 	if runErr != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.Name, runErr)
 	}
@@ -124,12 +153,16 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 	}
 	out := &RunResult{
 		Spec: spec, Bound: IdealBound(spec.Workload, spec.Fleet), Results: res, Wall: time.Since(began), DecisionLag: lag,
-		LoadStart: loadStart, LoadEnd: loadEnd, PredictionError: predErr,
+		LoadStart: loadStart, LoadEnd: loadEnd, PredictionError: predErr, Router: routerStats,
 	}
 	if env.Progress != nil {
 		res.PrintSummary(env.Progress)
 		if lag != nil {
 			fmt.Fprintf(env.Progress, "decisions reached the other pickers in p50 %.2f ms, p99 %.2f ms (wall, %d folds)\n", 1e3*lag.P50, 1e3*lag.P99, lag.Count)
+		}
+		if r := routerStats; r != nil {
+			fmt.Fprintf(env.Progress, "%s: decisions p50 %.2f ms, p99 %.2f ms; %.0f µs of CPU per request, peak RSS %.0f MiB\n",
+				r.Process, 1e3*r.DecisionP50, 1e3*r.DecisionP99, 1e6*r.CPUPerRequest, float64(r.PeakRSS)/(1<<20))
 		}
 		for _, kind := range predictionKinds {
 			if pe := predErr[kind]; pe != nil {
@@ -142,10 +175,10 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 
 // warmUp sends the spec's warm-up workload and waits for its answers; a
 // request that fails fails the run (the stack is not what it should be).
-func warmUp(ctx context.Context, env Env, spec Spec, st *stack) error {
+func warmUp(ctx context.Context, env Env, spec Spec, base string, more []string) error {
 	began := time.Now()
 	res, err := runner.Run(ctx, spec.Warmup, runner.Options{
-		BaseURL: st.state.APIScheme() + "://" + st.state.Gateway, MoreBaseURLs: moreGateways(st.state.APIScheme(), st.state.Gateways), Model: spec.Fleet.Model, Stream: spec.Stream,
+		BaseURL: base, MoreBaseURLs: more, Model: spec.Fleet.Model, Stream: spec.Stream,
 		Speed: spec.Fleet.Speed, Timeout: spec.Timeout, SendGap: spec.SendGap,
 	})
 	if err != nil {

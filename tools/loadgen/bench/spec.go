@@ -191,9 +191,13 @@ type Spec struct {
 	// and arrival orders (the routing benchmark): the fleet's scenario
 	// (identical, slow, hetero) and the workload's arrival order (0: its
 	// own; k: its k-th shuffle, or Poisson seed). Empty and 0 otherwise.
-	Scenario string             `json:"scenario,omitempty"`
-	Order    int                `json:"order"`
-	Stack    Stack              `json:"stack"`
+	Scenario string `json:"scenario,omitempty"`
+	Order    int    `json:"order"`
+	Stack    Stack  `json:"stack"`
+	// Router is who routes the requests: Hermod's gateway (the zero
+	// value), or a picker behind the ext_proc front (Hermod's, the llm-d
+	// router's).
+	Router   Router             `json:"router,omitzero"`
 	Fleet    Fleet              `json:"fleet"`
 	Workload *workload.Workload `json:"workload"`
 	// NoisyNeighbour is how many threads burn CPU beside the stack for
@@ -228,6 +232,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Workload == nil {
 		return fmt.Errorf("run %s: workload required", s.Name)
+	}
+	if err := s.Router.validate(); err != nil {
+		return fmt.Errorf("run %s: %w", s.Name, err)
 	}
 	if err := CheckNoisyNeighbour(s.NoisyNeighbour); err != nil {
 		return fmt.Errorf("run %s: noisy neighbour: %w", s.Name, err)

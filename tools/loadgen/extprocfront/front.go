@@ -51,7 +51,17 @@ type Front struct {
 	requests, immediate, upstreamErrs atomic.Int64
 	mu                                sync.Mutex
 	served                            map[string]int64
+	decisions                         []time.Duration
 }
+
+// maxDecisions bounds the decision times a front keeps.
+const maxDecisions = 1 << 20
+
+// ServedByHeader names, on each answer, the endpoint that served it
+// (host:port), unless the picker set it already: the header Hermod's
+// gateway answers with, so a load generator tells the pods apart
+// whatever the router.
+const ServedByHeader = "X-Decoder-Host-Port"
 
 // New returns a front driving the ExternalProcessor on conn.
 func New(conn grpc.ClientConnInterface, o Options) *Front {
@@ -74,6 +84,11 @@ type Seen struct {
 	Served map[string]int64
 	// MaxChunk is the largest body chunk the picker sent back.
 	MaxChunk int64
+	// Decisions are how long the picker took to route each request, as
+	// Envoy waits for it: from the stream's opening (the request's
+	// headers and body sent as they arrive) to the answer naming its
+	// endpoint, in the order they came (at most the first 1,048,576).
+	Decisions []time.Duration
 }
 
 // Seen returns what the front saw so far.
@@ -83,8 +98,9 @@ func (f *Front) Seen() Seen {
 	for k, v := range f.served {
 		served[k] = v
 	}
+	decisions := append([]time.Duration(nil), f.decisions...)
 	f.mu.Unlock()
-	return Seen{Requests: f.requests.Load(), Immediate: f.immediate.Load(), UpstreamErrors: f.upstreamErrs.Load(), Served: served, MaxChunk: f.maxChunk.Load()}
+	return Seen{Requests: f.requests.Load(), Immediate: f.immediate.Load(), UpstreamErrors: f.upstreamErrs.Load(), Served: served, MaxChunk: f.maxChunk.Load(), Decisions: decisions}
 }
 
 // fullDuplex is the filter's processing mode, as Envoy announces it in
@@ -111,6 +127,7 @@ type exchange struct {
 }
 
 func (f *Front) serve(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	opened := time.Now()
 	st, err := f.ext.Process(ctx)
 	if err != nil {
 		return fmt.Errorf("open the ext_proc stream: %w", err)
@@ -142,6 +159,12 @@ func (f *Front) serve(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		writeImmediate(w, ir)
 		return nil
 	}
+	decided := time.Since(opened)
+	f.mu.Lock()
+	if len(f.decisions) < maxDecisions {
+		f.decisions = append(f.decisions, decided)
+	}
+	f.mu.Unlock()
 	m := answer.GetRequestHeaders().GetResponse().GetHeaderMutation()
 	out := r.Header.Clone()
 	applyMutation(out, m)
@@ -169,6 +192,9 @@ func (f *Front) serve(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		f.mu.Lock()
 		f.served[served]++
 		f.mu.Unlock()
+	}
+	if err == nil && resp.Header.Get(ServedByHeader) == "" {
+		resp.Header.Set(ServedByHeader, served)
 	}
 	return x.relay(w, resp)
 }

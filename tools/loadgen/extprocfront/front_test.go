@@ -111,8 +111,8 @@ func TestFront(t *testing.T) {
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || string(got) != "echo:"+body {
-		t.Fatalf("%d, %d bytes", resp.StatusCode, len(got))
+	if resp.StatusCode != http.StatusOK || string(got) != "echo:"+body || resp.Header.Get(ServedByHeader) != podAddr {
+		t.Fatalf("%d, %d bytes, served by %q", resp.StatusCode, len(got), resp.Header.Get(ServedByHeader))
 	}
 	resp, err = http.Post(fs.URL+"/refuse", "application/json", strings.NewReader("{}"))
 	if err != nil {
@@ -126,6 +126,9 @@ func TestFront(t *testing.T) {
 	seen := front.Seen()
 	if seen.Requests != 2 || seen.Immediate != 1 || seen.UpstreamErrors != 0 || seen.Served[podAddr] != 1 || seen.MaxChunk == 0 || len(failures) != 0 {
 		t.Fatalf("seen %+v, failures %v", seen, failures)
+	}
+	if len(seen.Decisions) != 1 || seen.Decisions[0] <= 0 { // the refusal routed nothing
+		t.Fatalf("decisions %v, want the one routed request's", seen.Decisions)
 	}
 
 }

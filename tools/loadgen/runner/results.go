@@ -157,6 +157,19 @@ func rank(sorted []float64, q float64) float64 {
 	return sorted[max(0, int(math.Floor(float64(len(sorted))*q))-1)]
 }
 
+// Quantile is the q-quantile of sorted values as every summary computes
+// it: the median for 0.5, else the value at index max(0, floor(n·q)-1);
+// 0 for no values.
+func Quantile(sorted []float64, q float64) float64 {
+	switch {
+	case len(sorted) == 0:
+		return 0
+	case q == 0.5:
+		return median(sorted)
+	}
+	return rank(sorted, q)
+}
+
 // PrintSummary prints the reference's summary lines.
 func (r *Results) PrintSummary(w io.Writer) {
 	s := r.Summary

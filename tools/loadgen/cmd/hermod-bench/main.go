@@ -5,6 +5,7 @@
 //	hermod-bench routing [flags]          routing policies over arrival orders and fleets (make bench)
 //	hermod-bench prefix [flags]           random, load-only, approximate and precise prefix (make bench-prefix)
 //	hermod-bench multi [flags]            4 gateways: per-gateway least-request, events and Valkey global views (make bench-multi)
+//	hermod-bench peers [flags]            Hermod's picker beside the llm-d router's EPP, same fleet, workload and config (make bench-peers)
 //	hermod-bench report --out DIR FILE... a report from saved results
 package main
 
@@ -30,6 +31,7 @@ const usage = `Usage:
   hermod-bench routing [flags]           routing policies over arrival orders and fleets (reference/000's workload, a mixed Poisson one)
   hermod-bench prefix [flags]            random, load-only, approximate and precise prefix routing on shared prefixes
   hermod-bench multi [flags]             many gateways: per-gateway least-request against the global views (events, Valkey)
+  hermod-bench peers [flags]             Hermod's picker beside the llm-d router's EPP (--epp or --llmd-src), same fleet, workload and config
   hermod-bench report --out DIR FILE...  compare saved results (results-*.json)
 `
 
@@ -45,6 +47,8 @@ func run() error {
 		return prefix(os.Args[2:])
 	case "multi":
 		return multi(os.Args[2:])
+	case "peers":
+		return peers(os.Args[2:])
 	case "report":
 		return report(os.Args[2:])
 	case "-h", "--help", "help":

@@ -92,3 +92,22 @@ func TestParseRoutingErrors(t *testing.T) {
 		}
 	}
 }
+
+// Without a peer, peers says how to get one and fails; with one, the
+// defaults run the llm-d router's configs on both and Hermod's on Hermod.
+func TestParsePeers(t *testing.T) {
+	t.Setenv("LLMD_EPP", "")
+	t.Setenv("LLMD_ROUTER_SRC", "")
+	if _, err := parsePeers(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "--llmd-src") {
+		t.Fatalf("no peer: %v", err)
+	}
+	t.Setenv("LLMD_EPP", "/opt/epp")
+	c, err := parsePeers([]string{"--orders", "2", "--fleets", "hetero"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.epp != "/opt/epp" || c.opts.Routing.Orders != 2 || !slices.Equal(c.opts.Routing.Fleets, []string{"hetero"}) ||
+		!slices.Equal(c.opts.Shared, []string{"llm-d-random", "llm-d-optimized-baseline"}) || !slices.Equal(c.opts.HermodOnly, []string{"predicted-latency"}) || c.run.out != "bench-out/peers" {
+		t.Fatalf("parsed %+v", c)
+	}
+}
