@@ -43,10 +43,11 @@ type PeersOptions struct {
 // DefaultPeers returns the benchmark's defaults: the routing benchmark's
 // fleets and workloads over three orders, the llm-d router's random and
 // optimized-baseline configs on both routers, and Hermod's
-// predicted-latency.
+// predicted-latency, every request streamed.
 func DefaultPeers() PeersOptions {
 	r := DefaultRouting()
 	r.Orders = 3
+	r.Stream = true // every scenario's TTFT is measured
 	shared := make([]string, len(PeerConfigs))
 	for i, c := range PeerConfigs {
 		shared[i] = c.Name
@@ -161,10 +162,12 @@ type PeerRow struct {
 	HitRate      Span `json:"prefix_hit_rate"`
 	// the picker's decision time (seconds), CPU per request (seconds)
 	// and peak RSS (bytes)
-	DecisionP50   Span `json:"decision_p50"`
-	DecisionP99   Span `json:"decision_p99"`
-	CPUPerRequest Span `json:"cpu_per_request"`
-	PeakRSS       Span `json:"peak_rss"`
+	DecisionP50    Span `json:"decision_p50"`
+	DecisionP99    Span `json:"decision_p99"`
+	CPUPerRequest  Span `json:"cpu_per_request"`
+	BusyPerRequest Span `json:"busy_cpu_per_request"`
+	IdleCores      Span `json:"idle_cores"`
+	PeakRSS        Span `json:"peak_rss"`
 }
 
 // PeersReport is the benchmark's report.
@@ -220,6 +223,8 @@ func NewPeersReport(title string, runs []*RunResult) (*PeersReport, error) {
 		row.DecisionP50.add(rt.DecisionP50, first)
 		row.DecisionP99.add(rt.DecisionP99, first)
 		row.CPUPerRequest.add(rt.CPUPerRequest, first)
+		row.BusyPerRequest.add(rt.BusyPerRequest, first)
+		row.IdleCores.add(rt.IdleCores, first)
 		row.PeakRSS.add(float64(rt.PeakRSS), first)
 	}
 	return rep, nil
@@ -256,8 +261,8 @@ func (r *PeersReport) Markdown() string {
 	}
 	for _, sc := range scenarios {
 		fmt.Fprintf(&b, "## %s\n\n", sc)
-		b.WriteString("| config | router | runs | TTFT p50 (s) | TTFT p90 (s) | TTFT p99 (s) | E2E p50 (s) | E2E p90 (s) | output tok/s | prefix hits | decision p50 (ms) | decision p99 (ms) | CPU/request (µs) | peak RSS (MiB) |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| config | router | runs | TTFT p50 (s) | TTFT p90 (s) | TTFT p99 (s) | E2E p50 (s) | E2E p90 (s) | output tok/s | prefix hits | decision p50 (ms) | decision p99 (ms) | CPU/request (µs) | above idle (µs) | idle (cores) | peak RSS (MiB) |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, row := range r.Rows {
 			if row.Scenario != sc {
 				continue
@@ -266,11 +271,11 @@ func (r *PeersReport) Markdown() string {
 			if row.Failed > 0 {
 				runs += fmt.Sprintf(" (%d failed requests)", row.Failed)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Policy, row.Router, runs,
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Policy, row.Router, runs,
 				spanText(row.TTFTP50, 1, "%.3f"), spanText(row.TTFTP90, 1, "%.3f"), spanText(row.TTFTP99, 1, "%.3f"),
 				spanText(row.E2EP50, 1, "%.2f"), spanText(row.E2EP90, 1, "%.2f"), spanText(row.OutputTokens, 1, "%.0f"),
 				spanText(row.HitRate, 100, "%.1f%%"), spanText(row.DecisionP50, 1e3, "%.2f"), spanText(row.DecisionP99, 1e3, "%.2f"),
-				spanText(row.CPUPerRequest, 1e6, "%.0f"), spanText(row.PeakRSS, 1.0/(1<<20), "%.0f"))
+				spanText(row.CPUPerRequest, 1e6, "%.0f"), spanText(row.BusyPerRequest, 1e6, "%.0f"), spanText(row.IdleCores, 1, "%.3f"), spanText(row.PeakRSS, 1.0/(1<<20), "%.0f"))
 		}
 		b.WriteString("\n")
 		for _, row := range r.Rows {
@@ -281,8 +286,9 @@ func (r *PeersReport) Markdown() string {
 			if peer == nil {
 				continue
 			}
-			fmt.Fprintf(&b, "- %s: Hermod's TTFT p90 is %s of the peer's; the peer's picker spends %s Hermod's CPU per request and decides in %s Hermod's time at p99.\n",
-				row.Policy, ratioText(mid(row.TTFTP90), mid(peer.TTFTP90)), ratioText(mid(peer.CPUPerRequest), mid(row.CPUPerRequest)), ratioText(mid(peer.DecisionP99), mid(row.DecisionP99)))
+			fmt.Fprintf(&b, "- %s: Hermod's TTFT p90 is %s of the peer's; the peer's picker spends %s Hermod's CPU per request (%s above idle) and decides in %s Hermod's time at p99.\n",
+				row.Policy, ratioText(mid(row.TTFTP90), mid(peer.TTFTP90)), ratioText(mid(peer.CPUPerRequest), mid(row.CPUPerRequest)),
+				ratioText(mid(peer.BusyPerRequest), mid(row.BusyPerRequest)), ratioText(mid(peer.DecisionP99), mid(row.DecisionP99)))
 		}
 		b.WriteString("\n")
 	}
@@ -300,6 +306,9 @@ func (r *PeersReport) row(scenario, policy, router string) *PeerRow {
 
 // spanText formats a range scaled by scale, one value when it is one.
 func spanText(s Span, scale float64, format string) string {
+	if s.Min == 0 && s.Max == 0 {
+		return "—" // not measured (TTFT of unstreamed requests)
+	}
 	lo, hi := fmt.Sprintf(format, s.Min*scale), fmt.Sprintf(format, s.Max*scale)
 	if lo == hi {
 		return lo

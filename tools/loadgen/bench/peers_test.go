@@ -100,7 +100,7 @@ func TestPeersReport(t *testing.T) {
 		t.Fatalf("rows %+v", rep.Rows)
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| llm-d-random | hermod | 2 | 0.000 | 0.100–0.200 |", "Hermod's TTFT p90 is 1.15x of the peer's", "spends 20.00x Hermod's CPU per request"} {
+	for _, want := range []string{"| llm-d-random | hermod | 2 | — | 0.100–0.200 |", "Hermod's TTFT p90 is 1.15x of the peer's", "spends 20.00x Hermod's CPU per request"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

@@ -70,6 +70,13 @@ type RouterStats struct {
 	// CPUPerRequest that over the requests sent.
 	CPUSeconds    float64 `json:"cpu_seconds"`
 	CPUPerRequest float64 `json:"cpu_per_request_seconds"`
+	// IdleCores is the CPU it used with no request in flight (cores,
+	// measured over idleWindow before the workload): what it spends on
+	// its own (scraping, folding events) whatever the load. BusyPerRequest
+	// is CPUPerRequest less that idle rate over the workload's duration:
+	// what a request adds.
+	IdleCores      float64 `json:"idle_cores"`
+	BusyPerRequest float64 `json:"busy_cpu_per_request_seconds"`
 	// PeakRSS is the most memory it held, from its start.
 	PeakRSS int64 `json:"peak_rss_bytes"`
 	// Decision* are the front's times from a request's arrival to the
@@ -95,7 +102,12 @@ type routed struct {
 	epp     *exec.Cmd
 	eppDone chan error
 	cpu0    time.Duration
+	began   time.Time
+	idle    float64 // cores
 }
+
+// idleWindow is how long a router's idle CPU is measured before a run.
+const idleWindow = 3 * time.Second
 
 // Timeouts of a peer's life.
 const (
@@ -147,11 +159,26 @@ func startRouter(ctx context.Context, dir string, spec *Spec, st *stack, log io.
 	return r, nil
 }
 
-// begin marks the start of the workload: CPU is counted from here.
-func (r *routed) begin() error {
+// begin measures the router's idle CPU over idleWindow, then marks the
+// start of the workload: CPU is counted from here.
+func (r *routed) begin(ctx context.Context) error {
+	before, err := ProcessCPU(r.pid)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(idleWindow):
+	}
 	cpu, err := ProcessCPU(r.pid)
-	r.cpu0 = cpu
-	return err
+	if err != nil {
+		return err
+	}
+	r.idle = (cpu - before).Seconds() / time.Since(start).Seconds()
+	r.cpu0, r.began = cpu, time.Now()
+	return nil
 }
 
 // stats is what the picker cost and how fast it decided since begin,
@@ -167,8 +194,10 @@ func (r *routed) stats(requests int) (*RouterStats, error) {
 	}
 	seen := r.front.Seen()
 	out := &RouterStats{Process: r.process, CPUSeconds: (cpu - r.cpu0).Seconds(), PeakRSS: rss, Immediate: seen.Immediate, UpstreamErrors: seen.UpstreamErrors}
+	out.IdleCores = r.idle
 	if requests > 0 {
 		out.CPUPerRequest = out.CPUSeconds / float64(requests)
+		out.BusyPerRequest = max(0, out.CPUSeconds-r.idle*time.Since(r.began).Seconds()) / float64(requests)
 	}
 	d := make([]float64, len(seen.Decisions))
 	for i, v := range seen.Decisions {

@@ -110,7 +110,7 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 		}
 	}
 	if rt != nil {
-		if err := rt.begin(); err != nil {
+		if err := rt.begin(ctx); err != nil {
 			return nil, errors.Join(fmt.Errorf("run %s: %w", spec.Name, err), stopAll())
 		}
 	}
@@ -161,8 +161,8 @@ func Run(ctx context.Context, env Env, spec Spec) (*RunResult, error) {
 			fmt.Fprintf(env.Progress, "decisions reached the other pickers in p50 %.2f ms, p99 %.2f ms (wall, %d folds)\n", 1e3*lag.P50, 1e3*lag.P99, lag.Count)
 		}
 		if r := routerStats; r != nil {
-			fmt.Fprintf(env.Progress, "%s: decisions p50 %.2f ms, p99 %.2f ms; %.0f µs of CPU per request, peak RSS %.0f MiB\n",
-				r.Process, 1e3*r.DecisionP50, 1e3*r.DecisionP99, 1e6*r.CPUPerRequest, float64(r.PeakRSS)/(1<<20))
+			fmt.Fprintf(env.Progress, "%s: decisions p50 %.2f ms, p99 %.2f ms; %.0f µs of CPU per request (%.0f above its idle %.3f cores), peak RSS %.0f MiB\n",
+				r.Process, 1e3*r.DecisionP50, 1e3*r.DecisionP99, 1e6*r.CPUPerRequest, 1e6*r.BusyPerRequest, r.IdleCores, float64(r.PeakRSS)/(1<<20))
 		}
 		for _, kind := range predictionKinds {
 			if pe := predErr[kind]; pe != nil {
