@@ -34,18 +34,45 @@ type sim struct {
 // ephemeral range: a port in that range can be taken by any outgoing
 // connection (or held by one in TIME_WAIT) between the check and the
 // child's bind, which a busy stack's hundreds of connections make likely.
+// A port is handed out once per test process: a stack asks for several
+// runs (pods, KV sockets, the gateway) before any is bound, and a run
+// free when checked must not fall inside another one not bound yet.
 func freePorts(t testing.TB, n int) int {
 	t.Helper()
 	low := ephemeralLow()
 	const floor = 10000
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for tries := 0; tries < 200; tries++ {
 		base := floor + rand.IntN(low-floor-n)
-		if portsFree(base, n) {
+		if !handedOut.anyOf(base, n) && portsFree(base, n) {
+			for p := base; p < base+n; p++ {
+				handedOut.ports[p] = true
+			}
 			return base
 		}
 	}
 	t.Fatal("no free port range")
 	return 0
+}
+
+// handedOut are the ports freePorts gave, for the process's life.
+var handedOut = &portSet{ports: map[int]bool{}}
+
+// portSet is a set of ports under its lock.
+type portSet struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// anyOf reports whether a port of [base, base+n) is in the set.
+func (s *portSet) anyOf(base, n int) bool {
+	for p := base; p < base+n; p++ {
+		if s.ports[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (32768
