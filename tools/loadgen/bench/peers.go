@@ -272,7 +272,7 @@ func (r *PeersReport) Markdown() string {
 				runs += fmt.Sprintf(" (%d failed requests)", row.Failed)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Policy, row.Router, runs,
-				spanText(row.TTFTP50, 1, "%.3f"), spanText(row.TTFTP90, 1, "%.3f"), spanText(row.TTFTP99, 1, "%.3f"),
+				ttftText(row.TTFTP50), ttftText(row.TTFTP90), ttftText(row.TTFTP99),
 				spanText(row.E2EP50, 1, "%.2f"), spanText(row.E2EP90, 1, "%.2f"), spanText(row.OutputTokens, 1, "%.0f"),
 				spanText(row.HitRate, 100, "%.1f%%"), spanText(row.DecisionP50, 1e3, "%.2f"), spanText(row.DecisionP99, 1e3, "%.2f"),
 				spanText(row.CPUPerRequest, 1e6, "%.0f"), spanText(row.BusyPerRequest, 1e6, "%.0f"), spanText(row.IdleCores, 1, "%.3f"), spanText(row.PeakRSS, 1.0/(1<<20), "%.0f"))
@@ -306,14 +306,20 @@ func (r *PeersReport) row(scenario, policy, router string) *PeerRow {
 
 // spanText formats a range scaled by scale, one value when it is one.
 func spanText(s Span, scale float64, format string) string {
-	if s.Min == 0 && s.Max == 0 {
-		return "—" // not measured (TTFT of unstreamed requests)
-	}
 	lo, hi := fmt.Sprintf(format, s.Min*scale), fmt.Sprintf(format, s.Max*scale)
 	if lo == hi {
 		return lo
 	}
 	return lo + "–" + hi
+}
+
+// ttftText is spanText for a TTFT, which unstreamed requests do not
+// measure (zero).
+func ttftText(s Span) string {
+	if s.Min == 0 && s.Max == 0 {
+		return "—"
+	}
+	return spanText(s, 1, "%.3f")
 }
 
 // mid is the middle of a range.

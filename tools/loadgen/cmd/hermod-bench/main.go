@@ -403,7 +403,9 @@ func report(args []string) error {
 	}
 	var rep reporter
 	var err error
-	if slices.ContainsFunc(runs, func(r *bench.RunResult) bool { return r.Spec.Scenario != "" }) {
+	if !slices.ContainsFunc(runs, func(r *bench.RunResult) bool { return r.Router == nil }) {
+		rep, err = bench.NewPeersReport(*title, runs)
+	} else if slices.ContainsFunc(runs, func(r *bench.RunResult) bool { return r.Spec.Scenario != "" }) {
 		rep, err = bench.NewRoutingReport(*title, *recommended, runs)
 	} else {
 		rep, err = bench.NewReport(*title, *baseline, runs)
